@@ -1,0 +1,140 @@
+// Package memory provides an in-process persistence.Store, for tests, local
+// runs and single-process services, and Cache, a bounded local cache of
+// completed records that sits in front of any Store (Powertools'
+// use_local_cache).
+package memory
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Store is a concurrency-safe in-process persistence.Store. The zero value is
+// ready to use. Records live only as long as the process, so a Store protects
+// against retries within one process only; use a shared store (DynamoDB,
+// Redis) across Lambda execution environments.
+type Store struct {
+	mu      sync.Mutex
+	records map[string]*persistence.Record
+	puts    int // writes since the last sweep of expired records
+
+	// MaxResponseSize, when positive, is the largest response the store keeps:
+	// larger ones are completed without their response, as a store with an
+	// item size limit does (see persistence.ErrResponseOmitted).
+	MaxResponseSize int
+}
+
+// New returns an empty Store.
+func New() *Store { return &Store{} }
+
+var _ persistence.Store = (*Store)(nil)
+
+// sweepEvery is how many reservations pass between sweeps of expired
+// records, so that a long-running process does not keep every key forever.
+const sweepEvery = 1024
+
+// Put implements persistence.Store.
+func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.records[rec.Key]; ok && old.Live(now) {
+		existing := *old
+		return &persistence.ConflictError{Existing: &existing}
+	}
+	if s.records == nil {
+		s.records = make(map[string]*persistence.Record)
+	}
+	if s.puts++; s.puts >= sweepEvery {
+		s.sweep(now)
+	}
+	s.records[rec.Key] = clone(rec)
+	return nil
+}
+
+// Get implements persistence.Store.
+func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[key]
+	if !ok {
+		return nil, persistence.ErrNotFound
+	}
+	rec := *old
+	return &rec, nil
+}
+
+// Update implements persistence.Store.
+func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stored := clone(rec)
+	var omitted error
+	if s.MaxResponseSize > 0 && len(stored.Response) > s.MaxResponseSize {
+		stored.Response = nil
+		stored.ResponseOmitted = true
+		omitted = persistence.ErrResponseOmitted
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[rec.Key]
+	if !ok || old.Token != rec.Token {
+		return persistence.ErrFenced
+	}
+	s.records[rec.Key] = stored
+	return omitted
+}
+
+// Delete implements persistence.Store.
+func (s *Store) Delete(ctx context.Context, key, token string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[key]
+	if !ok {
+		return nil
+	}
+	if old.Token != token {
+		return persistence.ErrFenced
+	}
+	delete(s.records, key)
+	return nil
+}
+
+// Len returns the number of records held, live or not.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
+}
+
+// sweep drops records that are no longer live. s.mu must be held.
+func (s *Store) sweep(now time.Time) {
+	s.puts = 0
+	for key, rec := range s.records {
+		if !rec.Live(now) {
+			delete(s.records, key)
+		}
+	}
+}
+
+// clone copies rec and its response bytes, so that the store never shares
+// memory that a caller may change. Records handed out share the stored bytes,
+// which the store itself never changes.
+func clone(rec *persistence.Record) *persistence.Record {
+	c := *rec
+	c.Response = bytes.Clone(rec.Response)
+	return &c
+}

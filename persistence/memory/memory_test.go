@@ -1,0 +1,72 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+	"github.com/retrysafe/retrysafe/persistence/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) persistence.Store { return memory.New() })
+}
+
+func TestConformanceSharedStore(t *testing.T) {
+	shared := memory.New()
+	storetest.Run(t, func(*testing.T) persistence.Store { return shared })
+}
+
+func TestMaxResponseSizeOmitsResponse(t *testing.T) {
+	s := &memory.Store{MaxResponseSize: 8}
+	now := time.Now().Truncate(time.Second)
+	rec := &persistence.Record{Key: "k", Status: persistence.StatusInProgress, ExpiresAt: now.Add(time.Hour), Token: "t"}
+	require.NoError(t, s.Put(context.Background(), rec, now))
+
+	done := *rec
+	done.Status = persistence.StatusCompleted
+	done.Response = []byte(strings.Repeat("x", 9))
+	err := s.Update(context.Background(), &done)
+	require.ErrorIs(t, err, persistence.ErrResponseOmitted)
+
+	got, err := s.Get(context.Background(), "k")
+	require.NoError(t, err)
+	require.Equal(t, persistence.StatusCompleted, got.Status)
+	require.True(t, got.ResponseOmitted)
+	require.Empty(t, got.Response)
+}
+
+func TestSweepDropsExpiredRecords(t *testing.T) {
+	s := memory.New()
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Second)
+	for i := range 2000 {
+		rec := &persistence.Record{
+			Key:       "k" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + time.Duration(i).String(),
+			Status:    persistence.StatusCompleted,
+			ExpiresAt: now.Add(time.Second),
+		}
+		require.NoError(t, s.Put(ctx, rec, now))
+	}
+	// Later reservations sweep the expired ones.
+	later := now.Add(time.Minute)
+	for i := range 1100 {
+		rec := &persistence.Record{Key: "new" + time.Duration(i).String(), ExpiresAt: later.Add(time.Hour)}
+		require.NoError(t, s.Put(ctx, rec, later))
+	}
+	require.LessOrEqual(t, s.Len(), 1100+1024)
+}
+
+func TestCancelledContext(t *testing.T) {
+	s := memory.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Put(ctx, &persistence.Record{Key: "k"}, time.Now())
+	require.True(t, errors.Is(err, context.Canceled))
+}

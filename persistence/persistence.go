@@ -1,0 +1,166 @@
+// Package persistence defines the storage contract of the idempotency
+// library: the Record kept for each idempotency key, and the Store that
+// reserves, reads, completes and releases records.
+//
+// A Store is deliberately small: four methods, each one request to the
+// backing service. All policy (when to retry, what a conflict means, how a
+// response is encoded) lives in package idempotency; a Store only has to make
+// each method atomic. The conformance suite in package storetest checks an
+// implementation against this contract.
+//
+// This package imports only the standard library, so stores can be written
+// without depending on the rest of the library.
+package persistence
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Status is the stored state of a record. "Expired" is not a status: it is
+// derived from the record's expiry times and the current time (see
+// Record.Live), because storage services delete expired items late or never.
+type Status string
+
+const (
+	// StatusInProgress marks a key reserved by an invocation that has not
+	// finished yet.
+	StatusInProgress Status = "INPROGRESS"
+	// StatusCompleted marks a key whose invocation finished; the record holds
+	// its response (or a recorded error).
+	StatusCompleted Status = "COMPLETED"
+)
+
+// Record is what a Store keeps for one idempotency key.
+//
+// Records returned by a Store are owned by the caller but may share their
+// Response bytes with the store's own copy: treat them as read-only.
+type Record struct {
+	// Key is the full idempotency key, for example "orders.handler#9f86d0...".
+	Key string
+
+	// Status is StatusInProgress while the owning invocation runs and
+	// StatusCompleted once it has finished.
+	Status Status
+
+	// ExpiresAt is when the record stops counting, whatever its status. Stores
+	// may keep it with one-second precision (DynamoDB's TTL attribute is in
+	// epoch seconds), so callers set it to a whole second.
+	ExpiresAt time.Time
+
+	// InProgressExpiresAt is when an in-progress record stops blocking its key:
+	// the deadline of the invocation that reserved it. A crashed invocation's
+	// key becomes usable again at this time, not at ExpiresAt. Stores keep it
+	// with at least millisecond precision. Zero means no in-progress expiry.
+	InProgressExpiresAt time.Time
+
+	// PayloadHash fingerprints the part of the input that must not change
+	// between retries with one key. Empty when payload validation is off.
+	PayloadHash string
+
+	// Token identifies the invocation that wrote the record. Update and Delete
+	// succeed only when it matches, so a late finisher can never overwrite or
+	// delete the record of an invocation that took over after it.
+	Token string
+
+	// Response is the encoded result of a completed invocation. It may be
+	// empty, or absent when ResponseOmitted is set or an error was recorded.
+	Response []byte
+
+	// ResponseOmitted is set when the response was too large for the store and
+	// the record was completed without it: the side effect happened, but its
+	// result cannot be replayed.
+	ResponseOmitted bool
+
+	// ErrorType and ErrorMessage hold a handler error that was recorded in
+	// place of a response, because the caller classified it as permanent.
+	// ErrorType is empty when no error was recorded.
+	ErrorType    string
+	ErrorMessage string
+}
+
+// Live reports whether the record still holds its key at time now: it has
+// not reached ExpiresAt and, if it is in progress, it has not reached
+// InProgressExpiresAt either. A record that is not live may be overwritten by
+// a new reservation.
+func (r *Record) Live(now time.Time) bool {
+	if r.ExpiresAt.Before(now) {
+		return false
+	}
+	if r.Status == StatusInProgress && !r.InProgressExpiresAt.IsZero() && r.InProgressExpiresAt.Before(now) {
+		return false
+	}
+	return true
+}
+
+// Store keeps idempotency records. Implementations must be safe for
+// concurrent use, and each method must be atomic with respect to the others,
+// across every process that shares the backing storage.
+type Store interface {
+	// Put reserves rec.Key by writing rec, but only if no live record (see
+	// Record.Live, evaluated at now) exists for the key. When a live record
+	// exists, Put writes nothing and returns a *ConflictError, carrying the
+	// existing record if the store could read it in the same atomic step.
+	Put(ctx context.Context, rec *Record, now time.Time) error
+
+	// Get returns the record for key with a strongly consistent read, whether
+	// or not it is live. It returns ErrNotFound when there is none. A store
+	// that evicts records once their ExpiresAt has passed may return
+	// ErrNotFound for them.
+	Get(ctx context.Context, key string) (*Record, error)
+
+	// Update replaces the record for rec.Key with rec, but only if the stored
+	// record carries rec.Token. Otherwise it writes nothing and returns
+	// ErrFenced (including when the record no longer exists). Repeating a
+	// successful Update succeeds. A store with a size limit that cannot fit
+	// rec.Response writes the record without it and returns
+	// ErrResponseOmitted.
+	Update(ctx context.Context, rec *Record) error
+
+	// Delete removes the record for key, but only if it carries token. It
+	// returns ErrFenced, and deletes nothing, when the record carries another
+	// token. Deleting a record that does not exist succeeds, so a retried
+	// Delete whose first reply was lost is not an error.
+	Delete(ctx context.Context, key, token string) error
+}
+
+var (
+	// ErrNotFound is returned by Store.Get when no record exists for the key.
+	ErrNotFound = errors.New("persistence: record not found")
+
+	// ErrConflict is matched (with errors.Is) by every *ConflictError.
+	ErrConflict = errors.New("persistence: a live record already exists")
+
+	// ErrFenced is returned by Store.Update and Store.Delete when the stored
+	// record does not carry the caller's token: another invocation has taken
+	// the key over, or the record is gone.
+	ErrFenced = errors.New("persistence: record is owned by another invocation")
+
+	// ErrResponseOmitted is returned (possibly wrapped) by Store.Update when
+	// the record's response was too large for the store: the record was
+	// written, completed, with ResponseOmitted set and no response. The update
+	// itself succeeded, so the key stays completed and the side effect is not
+	// run again; replays report that the response is not available.
+	ErrResponseOmitted = errors.New("persistence: response too large to store; record completed without it")
+)
+
+// ConflictError is returned by Store.Put when a live record already holds
+// the key.
+type ConflictError struct {
+	// Existing is the record that holds the key, read atomically with the
+	// failed write. It is nil when the store cannot return it that way; the
+	// caller then reads it with Get.
+	Existing *Record
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	if e.Existing != nil {
+		return "persistence: a live record already exists for key " + e.Existing.Key
+	}
+	return ErrConflict.Error()
+}
+
+// Is makes errors.Is(err, ErrConflict) true for every *ConflictError.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }

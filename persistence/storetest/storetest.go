@@ -1,0 +1,487 @@
+// Package storetest is the conformance suite for implementations of
+// persistence.Store, in the spirit of testing/slogtest: a store that passes
+// Run behaves as package idempotency expects, whatever it is backed by.
+//
+// A store's own tests call Run with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) persistence.Store {
+//			return mystore.New(...)
+//		})
+//	}
+//
+// Every subtest uses keys of its own, so the constructor may return one
+// shared store. Subtests run in parallel.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Run runs the conformance suite against the stores that newStore returns.
+// newStore is called once per subtest.
+func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, newStore(t))
+		})
+	}
+}
+
+// ParallelPuts is the number of concurrent reservations of one key in the
+// "ParallelPutsOneWinner" case.
+const ParallelPuts = 50
+
+var cases = []struct {
+	name string
+	run  func(t *testing.T, s persistence.Store)
+}{
+	{"PutNew", testPutNew},
+	{"PutOverLiveInProgress", testPutOverLiveInProgress},
+	{"PutOverLiveCompleted", testPutOverLiveCompleted},
+	{"PutOverExpired", testPutOverExpired},
+	{"PutOverInProgressExpired", testPutOverInProgressExpired},
+	{"CompletedIgnoresInProgressExpiry", testCompletedIgnoresInProgressExpiry},
+	{"PutAfterDelete", testPutAfterDelete},
+	{"GetMissing", testGetMissing},
+	{"UpdateRoundTrip", testUpdateRoundTrip},
+	{"UpdateRecordedError", testUpdateRecordedError},
+	{"UpdateRepeated", testUpdateRepeated},
+	{"UpdateFenced", testUpdateFenced},
+	{"UpdateMissing", testUpdateMissing},
+	{"DeleteFenced", testDeleteFenced},
+	{"DeleteOwnAndRepeat", testDeleteOwnAndRepeat},
+	{"KeysAreIndependent", testKeysAreIndependent},
+	{"StoreKeepsItsOwnCopy", testStoreKeepsItsOwnCopy},
+	{"ParallelPutsOneWinner", testParallelPuts},
+}
+
+// now is the suite's reference time: a whole second, so that stores that keep
+// ExpiresAt in epoch seconds round-trip it exactly.
+func now() time.Time { return time.Now().Truncate(time.Second) }
+
+func newKey(t *testing.T) string {
+	return "storetest." + strings.ReplaceAll(t.Name(), "/", ".") + "#" + rand.Text()
+}
+
+func inProgress(key string, now time.Time) *persistence.Record {
+	return &persistence.Record{
+		Key:                 key,
+		Status:              persistence.StatusInProgress,
+		ExpiresAt:           now.Add(time.Hour),
+		InProgressExpiresAt: now.Add(30 * time.Second).Add(123 * time.Millisecond),
+		PayloadHash:         "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+		Token:               rand.Text(),
+	}
+}
+
+func completed(rec *persistence.Record, now time.Time, response []byte) *persistence.Record {
+	c := *rec
+	c.Status = persistence.StatusCompleted
+	c.ExpiresAt = now.Add(time.Hour)
+	c.Response = response
+	return &c
+}
+
+func ctx(t *testing.T) context.Context { return t.Context() }
+
+func mustPut(t *testing.T, s persistence.Store, rec *persistence.Record, now time.Time) {
+	t.Helper()
+	if err := s.Put(ctx(t), rec, now); err != nil {
+		t.Fatalf("Put(%q): %v", rec.Key, err)
+	}
+}
+
+func mustUpdate(t *testing.T, s persistence.Store, rec *persistence.Record) {
+	t.Helper()
+	if err := s.Update(ctx(t), rec); err != nil {
+		t.Fatalf("Update(%q): %v", rec.Key, err)
+	}
+}
+
+func mustGet(t *testing.T, s persistence.Store, key string) *persistence.Record {
+	t.Helper()
+	rec, err := s.Get(ctx(t), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	if rec == nil {
+		t.Fatalf("Get(%q) returned a nil record and no error", key)
+	}
+	return rec
+}
+
+// checkRecord reports how got differs from want, field by field.
+func checkRecord(t *testing.T, what string, got, want *persistence.Record) {
+	t.Helper()
+	if diff := Diff(got, want); diff != "" {
+		t.Errorf("%s: record differs from what was written:\n%s", what, diff)
+	}
+}
+
+// Diff describes how record got differs from want, or returns "" when they
+// are equal as a store must round-trip them: times equal to the millisecond
+// (ExpiresAt to the second), and an empty Response equal to a nil one.
+func Diff(got, want *persistence.Record) string {
+	if got == nil || want == nil {
+		if got == want {
+			return ""
+		}
+		return fmt.Sprintf("got %v, want %v", got, want)
+	}
+	var b strings.Builder
+	field := func(name string, g, w any) {
+		fmt.Fprintf(&b, "  %s: got %v, want %v\n", name, g, w)
+	}
+	if got.Key != want.Key {
+		field("Key", got.Key, want.Key)
+	}
+	if got.Status != want.Status {
+		field("Status", got.Status, want.Status)
+	}
+	if got.ExpiresAt.Unix() != want.ExpiresAt.Unix() {
+		field("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
+	}
+	if got.InProgressExpiresAt.UnixMilli() != want.InProgressExpiresAt.UnixMilli() {
+		field("InProgressExpiresAt", got.InProgressExpiresAt, want.InProgressExpiresAt)
+	}
+	if got.PayloadHash != want.PayloadHash {
+		field("PayloadHash", got.PayloadHash, want.PayloadHash)
+	}
+	if got.Token != want.Token {
+		field("Token", got.Token, want.Token)
+	}
+	if !bytes.Equal(got.Response, want.Response) {
+		field("Response", describe(got.Response), describe(want.Response))
+	}
+	if got.ResponseOmitted != want.ResponseOmitted {
+		field("ResponseOmitted", got.ResponseOmitted, want.ResponseOmitted)
+	}
+	if got.ErrorType != want.ErrorType {
+		field("ErrorType", got.ErrorType, want.ErrorType)
+	}
+	if got.ErrorMessage != want.ErrorMessage {
+		field("ErrorMessage", got.ErrorMessage, want.ErrorMessage)
+	}
+	return b.String()
+}
+
+func describe(b []byte) string {
+	if len(b) > 64 {
+		return fmt.Sprintf("%d bytes starting %q", len(b), b[:64])
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// checkConflict checks that err is a conflict, and that the existing record
+// it carries, if any, is want.
+func checkConflict(t *testing.T, err error, want *persistence.Record) {
+	t.Helper()
+	var conflict *persistence.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("Put over a live record: got error %v, want a *persistence.ConflictError", err)
+	}
+	if !errors.Is(err, persistence.ErrConflict) {
+		t.Errorf("errors.Is(%v, persistence.ErrConflict) = false", err)
+	}
+	if conflict.Existing != nil {
+		checkRecord(t, "ConflictError.Existing", conflict.Existing, want)
+	}
+}
+
+func testPutNew(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	checkRecord(t, "Get after Put", mustGet(t, s, rec.Key), rec)
+}
+
+func testPutOverLiveInProgress(t *testing.T, s persistence.Store) {
+	now := now()
+	first := inProgress(newKey(t), now)
+	mustPut(t, s, first, now)
+
+	second := inProgress(first.Key, now)
+	second.PayloadHash = "other"
+	checkConflict(t, s.Put(ctx(t), second, now.Add(time.Second)), first)
+	checkRecord(t, "Get after a refused Put", mustGet(t, s, first.Key), first)
+}
+
+func testPutOverLiveCompleted(t *testing.T, s persistence.Store) {
+	now := now()
+	first := inProgress(newKey(t), now)
+	mustPut(t, s, first, now)
+	done := completed(first, now, []byte(`{"ok":true}`))
+	mustUpdate(t, s, done)
+
+	// Past the in-progress expiry, but a completed record is live until
+	// ExpiresAt.
+	later := now.Add(time.Minute)
+	checkConflict(t, s.Put(ctx(t), inProgress(first.Key, later), later), done)
+	checkRecord(t, "Get after a refused Put", mustGet(t, s, first.Key), done)
+}
+
+func testPutOverExpired(t *testing.T, s persistence.Store) {
+	now := now()
+	first := inProgress(newKey(t), now)
+	mustPut(t, s, first, now)
+	done := completed(first, now, []byte(`"old"`))
+	done.ExpiresAt = now.Add(2 * time.Second)
+	mustUpdate(t, s, done)
+
+	later := now.Add(10 * time.Second)
+	second := inProgress(first.Key, later)
+	if err := s.Put(ctx(t), second, later); err != nil {
+		t.Fatalf("Put over a record that expired at %v, at %v: %v", done.ExpiresAt, later, err)
+	}
+	checkRecord(t, "Get after taking over an expired record", mustGet(t, s, first.Key), second)
+}
+
+func testPutOverInProgressExpired(t *testing.T, s persistence.Store) {
+	now := now()
+	first := inProgress(newKey(t), now)
+	first.InProgressExpiresAt = now.Add(1500 * time.Millisecond)
+	mustPut(t, s, first, now)
+
+	// Just before the in-progress expiry, the key is still held.
+	before := now.Add(1400 * time.Millisecond)
+	checkConflict(t, s.Put(ctx(t), inProgress(first.Key, before), before), first)
+
+	after := now.Add(1600 * time.Millisecond)
+	second := inProgress(first.Key, after)
+	if err := s.Put(ctx(t), second, after); err != nil {
+		t.Fatalf("Put over an in-progress record past its in-progress expiry: %v", err)
+	}
+	checkRecord(t, "Get after taking over", mustGet(t, s, first.Key), second)
+}
+
+func testCompletedIgnoresInProgressExpiry(t *testing.T, s persistence.Store) {
+	now := now()
+	first := inProgress(newKey(t), now)
+	first.InProgressExpiresAt = now.Add(time.Second)
+	mustPut(t, s, first, now)
+	done := completed(first, now, []byte(`1`))
+	mustUpdate(t, s, done)
+
+	later := now.Add(5 * time.Second)
+	checkConflict(t, s.Put(ctx(t), inProgress(first.Key, later), later), done)
+}
+
+func testPutAfterDelete(t *testing.T, s persistence.Store) {
+	now := now()
+	first := inProgress(newKey(t), now)
+	mustPut(t, s, first, now)
+	if err := s.Delete(ctx(t), first.Key, first.Token); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	second := inProgress(first.Key, now)
+	mustPut(t, s, second, now)
+	checkRecord(t, "Get after Delete and Put", mustGet(t, s, first.Key), second)
+}
+
+func testGetMissing(t *testing.T, s persistence.Store) {
+	rec, err := s.Get(ctx(t), newKey(t))
+	if !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Get of a missing key: got (%v, %v), want persistence.ErrNotFound", rec, err)
+	}
+}
+
+// Responses stores must return byte for byte.
+var responses = []struct {
+	name string
+	data []byte
+}{
+	{"nil", nil},
+	{"empty", []byte{}},
+	{"null", []byte("null")},
+	{"json", []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)},
+	{"non-ASCII", []byte(`{"name":"Zoë Ñandú","city":"東京","note":"🚀 – ok"}`)},
+	{"binary", binary()},
+	{"large", large()},
+}
+
+func binary() []byte {
+	b := make([]byte, 512)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// large is 200 KB of JSON that does not compress to nothing, under
+// DynamoDB's 400 KB item limit.
+func large() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"items":[`)
+	for i := 0; b.Len() < 200<<10; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"n":%d,"id":%q}`, i, rand.Text())
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+func testUpdateRoundTrip(t *testing.T, s persistence.Store) {
+	for _, r := range responses {
+		t.Run(r.name, func(t *testing.T) {
+			now := now()
+			rec := inProgress(newKey(t), now)
+			mustPut(t, s, rec, now)
+			done := completed(rec, now, bytes.Clone(r.data))
+			mustUpdate(t, s, done)
+			checkRecord(t, "Get after Update", mustGet(t, s, rec.Key), done)
+
+			// The conflict path must carry the same bytes.
+			err := s.Put(ctx(t), inProgress(rec.Key, now), now)
+			checkConflict(t, err, done)
+		})
+	}
+}
+
+func testUpdateRecordedError(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	done := completed(rec, now, nil)
+	done.ErrorType = "CardDeclinedError"
+	done.ErrorMessage = "card declined: insufficient funds (ref 42) – réessayez"
+	mustUpdate(t, s, done)
+	checkRecord(t, "Get after recording an error", mustGet(t, s, rec.Key), done)
+}
+
+func testUpdateRepeated(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	done := completed(rec, now, []byte(`"once"`))
+	mustUpdate(t, s, done)
+	// A retried Update whose first reply was lost.
+	mustUpdate(t, s, done)
+	checkRecord(t, "Get after a repeated Update", mustGet(t, s, rec.Key), done)
+}
+
+func testUpdateFenced(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+
+	intruder := completed(rec, now, []byte(`"late"`))
+	intruder.Token = rand.Text()
+	if err := s.Update(ctx(t), intruder); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("Update with another token: got %v, want persistence.ErrFenced", err)
+	}
+	checkRecord(t, "Get after a fenced Update", mustGet(t, s, rec.Key), rec)
+}
+
+func testUpdateMissing(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := completed(inProgress(newKey(t), now), now, []byte(`"x"`))
+	if err := s.Update(ctx(t), rec); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("Update of a missing record: got %v, want persistence.ErrFenced", err)
+	}
+	if got, err := s.Get(ctx(t), rec.Key); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Get after a fenced Update of a missing record: got (%v, %v), want persistence.ErrNotFound", got, err)
+	}
+}
+
+func testDeleteFenced(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	if err := s.Delete(ctx(t), rec.Key, rand.Text()); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("Delete with another token: got %v, want persistence.ErrFenced", err)
+	}
+	checkRecord(t, "Get after a fenced Delete", mustGet(t, s, rec.Key), rec)
+}
+
+func testDeleteOwnAndRepeat(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	if err := s.Delete(ctx(t), rec.Key, rec.Token); err != nil {
+		t.Fatalf("Delete with the owner's token: %v", err)
+	}
+	if got, err := s.Get(ctx(t), rec.Key); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Get after Delete: got (%v, %v), want persistence.ErrNotFound", got, err)
+	}
+	// A retried Delete whose first reply was lost.
+	if err := s.Delete(ctx(t), rec.Key, rec.Token); err != nil {
+		t.Fatalf("Delete of a record that is already gone: %v", err)
+	}
+}
+
+func testKeysAreIndependent(t *testing.T, s persistence.Store) {
+	now := now()
+	a := inProgress(newKey(t), now)
+	b := inProgress(a.Key+"-other", now)
+	mustPut(t, s, a, now)
+	mustPut(t, s, b, now)
+	if err := s.Delete(ctx(t), a.Key, a.Token); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	checkRecord(t, "Get of the other key", mustGet(t, s, b.Key), b)
+}
+
+func testStoreKeepsItsOwnCopy(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	response := []byte(`{"id":"p_1"}`)
+	done := completed(rec, now, response)
+	mustUpdate(t, s, done)
+	want := *done
+	want.Response = bytes.Clone(response)
+
+	// Changing the caller's record and bytes must not change the store.
+	response[2] = 'X'
+	done.Status = persistence.StatusInProgress
+	checkRecord(t, "Get after the caller changed its copy", mustGet(t, s, rec.Key), &want)
+}
+
+func testParallelPuts(t *testing.T, s persistence.Store) {
+	now := now()
+	key := newKey(t)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []*persistence.Record
+		others  []error
+	)
+	for range ParallelPuts {
+		rec := inProgress(key, now)
+		wg.Go(func() {
+			err := s.Put(ctx(t), rec, now)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				winners = append(winners, rec)
+			} else {
+				others = append(others, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("%d concurrent Puts of one key: %d succeeded, want exactly 1", ParallelPuts, len(winners))
+	}
+	for _, err := range others {
+		if !errors.Is(err, persistence.ErrConflict) {
+			t.Errorf("a losing Put returned %v, want a *persistence.ConflictError", err)
+		}
+	}
+	checkRecord(t, "Get after the race", mustGet(t, s, key), winners[0])
+}
