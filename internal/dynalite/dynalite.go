@@ -1,0 +1,407 @@
+// Package dynalite runs dynalite, an open-source DynamoDB-compatible server
+// on Node.js, for the integration tests and benchmarks of this module, and
+// provides the test doubles that go with it: a request-counting SDK
+// middleware (Counter) and an HTTP transport that injects faults (Faults).
+//
+// dynalite is pinned by package.json and package-lock.json at the module
+// root; install it with
+//
+//	npm ci
+//
+// Start and Shared start a server on a free loopback port (127.0.0.1 only),
+// backed by memory, and stop it when the test or the test binary ends. When
+// Node.js or the dynalite package is missing they skip the test with a
+// message saying how to install it, unless IDEMPOTENCY_REQUIRE_INTEGRATION=1
+// is set, in which case they fail it.
+//
+// When AWS_ENDPOINT_URL_DYNAMODB is set, no server is started: the tests run
+// against that endpoint instead (DynamoDB Local, LocalStack, or DynamoDB
+// itself), with credentials and region from the SDK's usual sources. See
+// Server.External.
+//
+// Known differences between dynalite 4.0.0 and DynamoDB: tables are created
+// asynchronously (poll DescribeTable until ACTIVE), ReturnValuesOnConditionCheckFailure
+// is ignored (a failed condition never carries the existing item),
+// UpdateTimeToLive is an unknown operation, and table names need at least 3
+// characters.
+package dynalite
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// RequireEnv is the environment variable that turns a missing Node.js or
+// dynalite into a test failure instead of a skip. CI sets it to 1.
+const RequireEnv = "IDEMPOTENCY_REQUIRE_INTEGRATION"
+
+// EndpointEnv is the environment variable, honoured by the AWS SDK's own
+// configuration loading, that points DynamoDB clients at another endpoint.
+// When it is set, Start and Shared use that endpoint instead of starting
+// dynalite.
+const EndpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
+
+// Region is the region the clients of a local server are configured with.
+const Region = "us-east-1"
+
+// ErrUnavailable is matched (with errors.Is) by the error StartContext
+// returns when Node.js or the dynalite package is not installed.
+var ErrUnavailable = errors.New("dynalite: not installed")
+
+// Server is a running dynalite, or an external endpoint (see External).
+type Server struct {
+	// Endpoint is the server's base URL, such as "http://127.0.0.1:41234".
+	Endpoint string
+
+	// External is true when the server was not started here but named by
+	// AWS_ENDPOINT_URL_DYNAMODB. It may then be DynamoDB Local, LocalStack or
+	// DynamoDB itself, which differ from dynalite (for example, they return
+	// the existing item on a failed condition); tests that depend on
+	// dynalite's behaviour should check what the server does instead of
+	// assuming.
+	External bool
+
+	// Version is the version of the dynalite package, or "" when External.
+	Version string
+
+	cfg      aws.Config
+	cmd      *exec.Cmd
+	stdin    io.Closer
+	stopOnce sync.Once
+	stopErr  error
+	exited   chan struct{}
+}
+
+// Start starts a server for the test tb and stops it when tb ends. If Node.js
+// or dynalite is not installed, it skips tb (fails it when
+// IDEMPOTENCY_REQUIRE_INTEGRATION=1). Any other failure to start fails tb.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := StartContext(tb.Context())
+	if err != nil {
+		skipOrFail(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			tb.Errorf("stopping dynalite: %v", err)
+		}
+	})
+	return s
+}
+
+var shared struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// Shared returns a server shared by every test of the test binary, starting
+// it on first use. Call Main from TestMain so that it is stopped when the
+// tests end; the server also exits by itself when the test binary does.
+// Missing Node.js or dynalite is handled as in Start.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	shared.once.Do(func() {
+		shared.srv, shared.err = StartContext(context.Background())
+	})
+	if shared.err != nil {
+		skipOrFail(tb, shared.err)
+	}
+	return shared.srv
+}
+
+// Main runs the tests of m and then stops the server that Shared started, if
+// any, and exits. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { dynalite.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.srv != nil {
+		if err := shared.srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping dynalite:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+func skipOrFail(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrUnavailable) && os.Getenv(RequireEnv) != "1" {
+		tb.Skipf("%v (set %s=1 to make this a failure)", err, RequireEnv)
+	}
+	tb.Fatal(err)
+}
+
+// StartContext starts a server and returns it; the caller must Stop it. It
+// does not skip or fail anything, so TestMain and benchmarks can use it. The
+// error matches ErrUnavailable when Node.js or dynalite is not installed.
+// ctx bounds the start only, not the server's life.
+func StartContext(ctx context.Context) (*Server, error) {
+	if ep := os.Getenv(EndpointEnv); ep != "" {
+		return external(ctx, ep)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, fmt.Errorf("%w: Node.js (20 or later) is not on PATH: %v", ErrUnavailable, err)
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	pkg := filepath.Join(root, "node_modules", "dynalite")
+	version, err := packageVersion(filepath.Join(pkg, "package.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; run `npm ci` in %s", ErrUnavailable, err, root)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	cmd := exec.Command(node, "-e", launcher, pkg)
+	cmd.Dir = root
+	setProcessGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr := &limitedWriter{n: 16 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("dynalite: starting node: %w", err)
+	}
+	s := &Server{
+		Version: version,
+		cmd:     cmd,
+		stdin:   stdin,
+		exited:  make(chan struct{}),
+	}
+
+	// The launcher prints "listening <port>" once the server accepts
+	// connections; after that, drain whatever else it prints.
+	ports := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				select {
+				case ports <- p:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	waitErr := make(chan error, 1)
+	go func() {
+		waitErr <- cmd.Wait()
+		close(s.exited)
+	}()
+
+	select {
+	case p := <-ports:
+		if _, err := strconv.Atoi(p); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("dynalite: unexpected port %q", p)
+		}
+		s.Endpoint = "http://127.0.0.1:" + p
+	case err := <-waitErr:
+		return nil, fmt.Errorf("dynalite: node exited before listening (%v): %s", err, stderr.String())
+	case <-ctx.Done():
+		s.Stop()
+		return nil, fmt.Errorf("dynalite: did not start listening: %w; stderr: %s", ctx.Err(), stderr.String())
+	}
+	s.cfg = localConfig(s.Endpoint)
+	return s, nil
+}
+
+// launcher runs dynalite in memory on 127.0.0.1, on a port the kernel picks
+// (so that parallel test processes never race for one), prints that port,
+// and exits when its standard input closes, that is, when the Go process
+// that started it ends, however it ends. Tables take 50 ms to become ACTIVE:
+// short, but asynchronous as in DynamoDB.
+const launcher = `
+const dynalite = require(process.argv[1]);
+const server = dynalite({ createTableMs: 50, deleteTableMs: 50, updateTableMs: 50 });
+server.on('error', (err) => { console.error(err); process.exit(1); });
+server.listen(0, '127.0.0.1', () => { process.stdout.write('listening ' + server.address().port + '\n'); });
+process.stdin.on('end', () => process.exit(0));
+process.stdin.on('error', () => process.exit(0));
+process.stdin.resume();
+`
+
+func external(ctx context.Context, endpoint string) (*Server, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(testRetryer))
+	if err != nil {
+		return nil, fmt.Errorf("dynalite: loading AWS configuration for %s=%s: %w", EndpointEnv, endpoint, err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = Region
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cfg.Credentials.Retrieve(rctx); err != nil {
+		// DynamoDB Local and LocalStack accept any credentials.
+		cfg.Credentials = dummyCredentials
+	}
+	return &Server{Endpoint: endpoint, External: true, cfg: cfg}, nil
+}
+
+var dummyCredentials = credentials.NewStaticCredentialsProvider("dynalite", "dynalite", "")
+
+func localConfig(endpoint string) aws.Config {
+	return aws.Config{
+		Region:       Region,
+		Credentials:  dummyCredentials,
+		BaseEndpoint: aws.String(endpoint),
+		Retryer:      testRetryer,
+	}
+}
+
+// testRetryer is the SDK's standard retryer (3 attempts) with short backoff
+// delays and no client-side retry quota, so that tests of throttling and
+// lost replies do not wait seconds or run out of retry tokens.
+func testRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.Backoff = retry.NewExponentialJitterBackoff(20 * time.Millisecond)
+		o.RateLimiter = ratelimit.None
+	})
+}
+
+// Config returns an AWS configuration for the server: its endpoint, region,
+// dummy credentials (real ones when External) and a retryer with short
+// backoff delays. Each client made from it gets its own HTTP client.
+func (s *Server) Config() aws.Config { return s.cfg.Copy() }
+
+// NewClient returns a new DynamoDB client for the server, with its own HTTP
+// connections, as a separate Lambda execution environment would have. optFns
+// adjust the client's options (for example, Counter.Register or an
+// HTTPClient with Faults).
+func (s *Server) NewClient(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.NewFromConfig(s.Config(), optFns...)
+}
+
+// Env returns environment variables that point an AWS SDK in another process
+// (an example function, a Lambda emulator) at the server.
+func (s *Server) Env() []string {
+	if s.External {
+		return []string{EndpointEnv + "=" + s.Endpoint}
+	}
+	return []string{
+		EndpointEnv + "=" + s.Endpoint,
+		"AWS_REGION=" + Region,
+		"AWS_ACCESS_KEY_ID=dynalite",
+		"AWS_SECRET_ACCESS_KEY=dynalite",
+	}
+}
+
+// Stop kills the server and waits for it to exit. It may be called more than
+// once; it does nothing for an External server.
+func (s *Server) Stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	s.stopOnce.Do(func() {
+		_ = s.stdin.Close()
+		killProcessGroup(s.cmd)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			s.stopErr = fmt.Errorf("dynalite (pid %d) did not exit", s.cmd.Process.Pid)
+		}
+	})
+	return s.stopErr
+}
+
+// ModuleRoot returns the directory of the go.mod that encloses the working
+// directory, where package.json and node_modules live.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("dynalite: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+var versionRE = regexp.MustCompile(`"version"\s*:\s*"([^"]+)"`)
+
+func packageVersion(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("the dynalite package is not installed (%v)", err)
+	}
+	m := versionRE.FindSubmatch(b)
+	if m == nil {
+		return "", fmt.Errorf("no version in %s", path)
+	}
+	return string(m[1]), nil
+}
+
+var tableNameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// TableName returns a table name unique to this call, derived from the name
+// of tb: valid for DynamoDB and dynalite (3 to 255 characters of
+// [a-zA-Z0-9_.-]), so that tests sharing a server never share a table.
+func TableName(tb testing.TB) string {
+	name := tableNameUnsafe.ReplaceAllString(tb.Name(), "-")
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return "t-" + name + "-" + strings.ToLower(rand.Text()[:10])
+}
+
+// limitedWriter keeps the first n bytes written to it and discards the rest.
+type limitedWriter struct {
+	mu  sync.Mutex
+	buf strings.Builder
+	n   int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.buf.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}
+
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.TrimSpace(l.buf.String())
+}

@@ -1,0 +1,188 @@
+package dynalite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Faults is an http.RoundTripper for DynamoDB clients that injects faults
+// into chosen operations and passes every other request to Base. The zero
+// value passes everything to http.DefaultTransport. It is safe for
+// concurrent use, and faults may be added and cleared while clients use it.
+//
+//	faults := &dynalite.Faults{}
+//	client := srv.NewClient(faults.Register)
+//	faults.LoseReply("PutItem", 1) // the next PutItem reaches the server, its reply does not
+type Faults struct {
+	// Base sends the requests that get through. Nil means
+	// http.DefaultTransport.
+	Base http.RoundTripper
+
+	mu    sync.Mutex
+	rules []*rule
+	fired map[FaultKind]int
+}
+
+// FaultKind is a kind of fault that Faults injects.
+type FaultKind int
+
+const (
+	// LostReply forwards the request to the server, then discards the reply
+	// and fails the attempt as if the connection had dropped: the write
+	// happened, but the client does not know it, and the SDK retries it.
+	LostReply FaultKind = iota + 1
+	// Throttled answers without forwarding the request, with DynamoDB's
+	// ProvisionedThroughputExceededException (HTTP 400), which the SDK
+	// retries.
+	Throttled
+	// Refused fails the attempt without forwarding the request, as a server
+	// that is down does ("connection refused"), which the SDK retries.
+	Refused
+)
+
+func (k FaultKind) String() string {
+	switch k {
+	case LostReply:
+		return "LostReply"
+	case Throttled:
+		return "Throttled"
+	case Refused:
+		return "Refused"
+	}
+	return fmt.Sprintf("FaultKind(%d)", int(k))
+}
+
+type rule struct {
+	op        string // "" matches every operation
+	kind      FaultKind
+	remaining int // < 0: unlimited
+}
+
+// Register makes a client send its requests through f. Pass it as an option
+// to dynamodb.New, dynamodb.NewFromConfig or Server.NewClient.
+func (f *Faults) Register(o *dynamodb.Options) {
+	o.HTTPClient = &http.Client{Transport: f}
+}
+
+// Add injects fault kind into the next n requests (attempts, not calls) of
+// operation op, such as "PutItem"; every operation if op is "". n < 0 means
+// every request until Clear.
+func (f *Faults) Add(op string, kind FaultKind, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &rule{op: op, kind: kind, remaining: n})
+}
+
+// LoseReply is Add(op, LostReply, n).
+func (f *Faults) LoseReply(op string, n int) { f.Add(op, LostReply, n) }
+
+// Throttle is Add(op, Throttled, n).
+func (f *Faults) Throttle(op string, n int) { f.Add(op, Throttled, n) }
+
+// Refuse is Add(op, Refused, n).
+func (f *Faults) Refuse(op string, n int) { f.Add(op, Refused, n) }
+
+// Clear removes every fault that has not been injected yet.
+func (f *Faults) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = nil
+}
+
+// Fired returns how many faults of kind have been injected.
+func (f *Faults) Fired(kind FaultKind) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fired[kind]
+}
+
+// next returns the fault to inject into a request of op, if any.
+func (f *Faults) next(op string) FaultKind {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, r := range f.rules {
+		if r.op != "" && r.op != op {
+			continue
+		}
+		if r.remaining > 0 {
+			r.remaining--
+			if r.remaining == 0 {
+				f.rules = append(f.rules[:i:i], f.rules[i+1:]...)
+			}
+		}
+		if f.fired == nil {
+			f.fired = make(map[FaultKind]int)
+		}
+		f.fired[r.kind]++
+		return r.kind
+	}
+	return 0
+}
+
+// ErrInjected is wrapped by the errors of the faults that Faults injects at
+// the transport level (LostReply, Refused).
+var ErrInjected = errors.New("dynalite: injected fault")
+
+// RoundTrip implements http.RoundTripper.
+func (f *Faults) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := f.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	op := Operation(req)
+	switch f.next(op) {
+	case LostReply:
+		resp, err := base.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: reply to %s lost (status %d): %w", ErrInjected, op, resp.StatusCode, syscall.ECONNRESET)
+	case Throttled:
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		body := `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",` +
+			`"message":"The level of configured provisioned throughput for the table was exceeded. (injected fault)"}`
+		return &http.Response{
+			Status:     "400 Bad Request",
+			StatusCode: http.StatusBadRequest,
+			Proto:      "HTTP/1.1",
+			ProtoMajor: 1,
+			ProtoMinor: 1,
+			Header: http.Header{
+				"Content-Type":     {"application/x-amz-json-1.0"},
+				"X-Amzn-Requestid": {"injected-throttle"},
+			},
+			Body:          io.NopCloser(bytes.NewReader([]byte(body))),
+			ContentLength: int64(len(body)),
+			Request:       req,
+		}, nil
+	case Refused:
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("%w: %w", ErrInjected, syscall.ECONNREFUSED)}
+	}
+	return base.RoundTrip(req)
+}
+
+// Operation returns the DynamoDB operation name of an HTTP request, such as
+// "PutItem", from its X-Amz-Target header.
+func Operation(req *http.Request) string {
+	target := req.Header.Get("X-Amz-Target")
+	if i := strings.LastIndexByte(target, '.'); i >= 0 {
+		return target[i+1:]
+	}
+	return target
+}
