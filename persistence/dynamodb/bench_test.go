@@ -1,0 +1,114 @@
+package dynamodb_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// BenchmarkDynalite measures the store's request paths against dynalite on
+// this machine, next to a plain GetItem on the same server (the floor: one
+// round trip and nothing else). Besides ns/op it reports the median
+// (p50-ns/op) and the 99th percentile (p99-ns/op) of the individual
+// operations.
+//
+//	go test -run '^$' -bench Dynalite -benchtime 2000x ./persistence/dynamodb/
+//
+// FirstCall is a reservation and a completion (PutItem, UpdateItem), what a
+// first invocation costs; Replay is a refused reservation and a read
+// (PutItem, GetItem), what a retry costs against a server that ignores
+// ALL_OLD, as dynalite does (against DynamoDB a replay is the PutItem
+// alone).
+func BenchmarkDynalite(b *testing.B) {
+	srv := dynalite.Shared(b)
+	name := table(b, srv)
+	client := srv.NewClient()
+	store := newStore(b, client, name)
+	now := wholeSecond()
+	response := []byte(`{"statusCode":201,"headers":{"Content-Type":"application/json"},"body":"{\"id\":\"p_1\",\"status\":\"created\"}"}`)
+
+	done := completed(inProgress(now), response)
+	if err := store.Put(b.Context(), done, now); err != nil {
+		b.Fatal(err)
+	}
+	consistent := true
+	getInput := &awsdynamodb.GetItemInput{TableName: &name, Key: idKey(done.Key), ConsistentRead: &consistent}
+
+	b.Run("GetItem", func(b *testing.B) {
+		measure(b, func() {
+			if _, err := client.GetItem(b.Context(), getInput); err != nil {
+				b.Fatal(err)
+			}
+		}, nil)
+	})
+	b.Run("FirstCall", func(b *testing.B) {
+		var rec *persistence.Record
+		measure(b, func() {
+			if err := store.Put(b.Context(), rec, now); err != nil {
+				b.Fatal(err)
+			}
+			if err := store.Update(b.Context(), completed(rec, response)); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { rec = inProgress(now) })
+	})
+	b.Run("Replay", func(b *testing.B) {
+		retry := inProgress(now)
+		retry.Key = done.Key
+		measure(b, func() {
+			if err := store.Put(b.Context(), retry, now); err == nil {
+				b.Fatal("Put over a completed record succeeded")
+			}
+			if _, err := store.Get(b.Context(), done.Key); err != nil {
+				b.Fatal(err)
+			}
+		}, nil)
+	})
+	b.Run("Put", func(b *testing.B) {
+		var rec *persistence.Record
+		measure(b, func() {
+			if err := store.Put(b.Context(), rec, now); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { rec = inProgress(now) })
+	})
+	b.Run("Update", func(b *testing.B) {
+		rec := inProgress(now)
+		if err := store.Put(b.Context(), rec, now); err != nil {
+			b.Fatal(err)
+		}
+		up := completed(rec, response)
+		measure(b, func() {
+			if err := store.Update(b.Context(), up); err != nil {
+				b.Fatal(err)
+			}
+		}, nil)
+	})
+}
+
+// measure runs op once per iteration, after prepare (untimed in the
+// percentiles), and reports the median and 99th percentile of op's
+// durations.
+func measure(b *testing.B, op, prepare func()) {
+	b.Helper()
+	var durations []time.Duration
+	for b.Loop() {
+		if prepare != nil {
+			prepare()
+		}
+		start := time.Now()
+		op()
+		durations = append(durations, time.Since(start))
+	}
+	if len(durations) == 0 {
+		return
+	}
+	slices.Sort(durations)
+	b.ReportMetric(float64(durations[len(durations)/2]), "p50-ns/op")
+	b.ReportMetric(float64(durations[(len(durations)*99)/100]), "p99-ns/op")
+}

@@ -1,0 +1,75 @@
+// Package dynamodb is a persistence.Store backed by an Amazon DynamoDB table,
+// through the AWS SDK for Go v2.
+//
+// # Requests
+//
+// Each Store method sends exactly one request:
+//
+//   - Put: a PutItem conditioned as in Powertools for AWS Lambda,
+//     attribute_not_exists(id) OR expiration < :now OR (status = INPROGRESS
+//     AND attribute_exists(in_progress_expiration) AND in_progress_expiration
+//     < :now_ms), with ReturnValuesOnConditionCheckFailure ALL_OLD, so that a
+//     conflict carries the existing record at no extra cost. Servers that
+//     ignore ALL_OLD (dynalite, older DynamoDB Local) return a conflict
+//     without it, and the caller falls back to Get.
+//   - Get: a strongly consistent GetItem.
+//   - Update: an UpdateItem conditioned on the owner token (fenced).
+//   - Delete: a DeleteItem conditioned on the owner token, or on the record
+//     being gone already (fenced).
+//
+// With package idempotency, a first call therefore costs 2 requests (Put,
+// Update), a replay 1 (the failed Put), or 2 against servers that ignore
+// ALL_OLD, and a handler error 2 (Put, Delete).
+//
+// The store's IAM policy needs dynamodb:PutItem, dynamodb:GetItem,
+// dynamodb:UpdateItem and dynamodb:DeleteItem on the table; CreateTable
+// additionally needs dynamodb:CreateTable, dynamodb:DescribeTable and
+// dynamodb:UpdateTimeToLive.
+//
+// # Items
+//
+// A record is one item. The attribute names default to Powertools' (see
+// Options): the key in id, ExpiresAt in expiration (epoch seconds: make it
+// the table's TTL attribute), InProgressExpiresAt in in_progress_expiration
+// (epoch milliseconds), status, the response in data and the payload hash
+// in validation, so that Powertools' tools and the DynamoDB console read the
+// same table. Attributes of its own are additive: owner_token,
+// error_type, error_message, response_omitted and data_encoding.
+// Strings that are not valid UTF-8 (which a string attribute cannot carry)
+// are stored as binary attributes. Items written by Powertools read as
+// records too. Expiry is decided by the condition above, evaluated with the
+// caller's clock, never by TTL, which deletes late.
+//
+// For a table shared with other data, set Options.SortKeyAttr: the partition
+// key then holds a static value (by default "idempotency#" followed by the
+// function name) and the sort key holds the record's key.
+//
+// # Response size
+//
+// DynamoDB items are limited to 400 KB, counted as the attribute names plus
+// their values. A response is stored as a string attribute while it is
+// valid UTF-8 and not larger than 16 KiB (Options.CompressAbove); larger
+// responses are stored gzip-compressed, as a binary attribute, with
+// data_encoding "gzip". If the item would still be larger than 400 KB
+// (Options.MaxItemSize), Update completes the record without the response,
+// with response_omitted set, and returns an error wrapping
+// persistence.ErrResponseOmitted: the key stays completed, so retries do
+// not run the side effect again, and they report that the response could
+// not be stored instead of replaying it.
+//
+// # Endpoints and local servers
+//
+// The store uses whatever client it is given. The SDK's own configuration
+// loading honours AWS_ENDPOINT_URL_DYNAMODB, so the same code runs against
+// DynamoDB Local, dynalite or LocalStack without change:
+//
+//	AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 go run ./cmd/app     # DynamoDB Local
+//	AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:4567 go run ./cmd/app     # dynalite
+//	AWS_ENDPOINT_URL_DYNAMODB=http://localhost.localstack.cloud:4566 ... # LocalStack
+//
+// Local servers accept any credentials, but the SDK still needs some (for
+// example AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY set to any value) and
+// a region. CreateTable creates a table with the right key schema there.
+// Production tables come from the application's AWS SAM or CDK template,
+// with the same key schema and the TTL attribute set to expiration.
+package dynamodb

@@ -1,0 +1,60 @@
+package dynamodb_test
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/retrysafe/retrysafe/persistence/dynamodb"
+)
+
+// A store on a table named by the environment, with Powertools' attribute
+// names. Loading the configuration this way honours
+// AWS_ENDPOINT_URL_DYNAMODB, so the same code runs against DynamoDB Local,
+// dynalite or LocalStack.
+func ExampleNew() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := dynamodb.New(awsdynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = store // pass it to idempotency.Wrap
+}
+
+// A store in a table shared with other data: the partition key "pk" holds
+// "idempotency#<function name>", the sort key "sk" holds the record's key.
+func ExampleNew_sortKey() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := dynamodb.New(awsdynamodb.NewFromConfig(cfg), "AppTable", func(o *dynamodb.Options) {
+		o.KeyAttr = "pk"
+		o.SortKeyAttr = "sk"
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = store
+}
+
+// Creating a table for local runs, for example against dynalite started
+// with `npx dynalite --port 4567` and AWS_ENDPOINT_URL_DYNAMODB set to
+// http://127.0.0.1:4567. Production tables come from the SAM or CDK
+// template instead.
+func ExampleCreateTable() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := dynamodb.CreateTable(ctx, awsdynamodb.NewFromConfig(cfg), "IdempotencyTable"); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,296 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Client is the part of the DynamoDB API a Store uses; *dynamodb.Client
+// (github.com/aws/aws-sdk-go-v2/service/dynamodb) satisfies it. Tests may
+// pass their own implementation.
+type Client interface {
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+var _ Client = (*dynamodb.Client)(nil)
+
+// Store is a persistence.Store backed by a DynamoDB table. It is safe for
+// concurrent use. Each method sends one request (see the package
+// documentation).
+type Store struct {
+	client   Client
+	table    string
+	opts     Options
+	names    [numAttrs]string
+	staticPK types.AttributeValue
+
+	putCond  string
+	putNames map[string]string
+
+	updateExprs [1 << numOptional]string
+	updateCond  string
+	updateNames map[string]string
+
+	deleteCond  string
+	deleteNames map[string]string
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// New returns a Store that keeps records in table through client. optFns
+// adjust the Options, whose zero values are Powertools' defaults:
+//
+//	store, err := dynamodb.New(client, "IdempotencyTable", func(o *dynamodb.Options) {
+//		o.SortKeyAttr = "sk"
+//	})
+//
+// New sends no request. It returns an error if client is nil, table is
+// shorter than 3 characters (DynamoDB's minimum), or the options are
+// invalid: two attributes with one name, StaticPKValue without SortKeyAttr,
+// or MaxItemSize outside 1 to 400 KB.
+func New(client Client, table string, optFns ...func(*Options)) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("persistence/dynamodb: nil client")
+	}
+	if len(table) < 3 {
+		return nil, fmt.Errorf("persistence/dynamodb: table name %q is shorter than 3 characters", table)
+	}
+	opts, err := resolveOptions(optFns)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		client: client,
+		table:  table,
+		opts:   opts,
+		names:  opts.attrNames(),
+	}
+	if opts.SortKeyAttr != "" {
+		s.staticPK = &types.AttributeValueMemberS{Value: opts.StaticPKValue}
+	}
+	name := func(i int) string { return "#" + placeholders[i] }
+	value := func(i int) string { return ":" + placeholders[i] }
+
+	// Reservation: Powertools' condition. :now and :now_ms are the current
+	// time rounded up to the second and to the millisecond, which makes
+	// "stored < rounded up now" exactly Record.Live's "stored time before
+	// now" for times stored in whole seconds and milliseconds.
+	s.putCond = "attribute_not_exists(#id) OR " + name(attrExpiry) + " < :now OR (" +
+		name(attrStatus) + " = :inprogress AND attribute_exists(" + name(attrInProgressExpiry) + ") AND " +
+		name(attrInProgressExpiry) + " < :now_ms)"
+	s.putNames = map[string]string{
+		"#id":                      opts.KeyAttr,
+		name(attrExpiry):           opts.ExpiryAttr,
+		name(attrStatus):           opts.StatusAttr,
+		name(attrInProgressExpiry): opts.InProgressExpiryAttr,
+	}
+
+	// Completion: every attribute is either set or removed, so the update
+	// replaces the record; one expression per combination of optional
+	// attributes present.
+	s.updateNames = make(map[string]string, numAttrs)
+	for i := range numAttrs {
+		s.updateNames[name(i)] = s.names[i]
+	}
+	for mask := range len(s.updateExprs) {
+		var set, remove []string
+		for i := range numAttrs {
+			if i < firstOptional || mask&(1<<(i-firstOptional)) != 0 {
+				set = append(set, name(i)+" = "+value(i))
+			} else {
+				remove = append(remove, name(i))
+			}
+		}
+		expr := "SET " + strings.Join(set, ", ")
+		if len(remove) > 0 {
+			expr += " REMOVE " + strings.Join(remove, ", ")
+		}
+		s.updateExprs[mask] = expr
+	}
+	s.updateCond = name(attrToken) + " = " + value(attrToken)
+
+	// Release: a record that is already gone counts as released.
+	s.deleteCond = "attribute_not_exists(#id) OR " + name(attrToken) + " = " + value(attrToken)
+	s.deleteNames = map[string]string{
+		"#id":           opts.KeyAttr,
+		name(attrToken): opts.TokenAttr,
+	}
+	return s, nil
+}
+
+// valuePlaceholders are the expression attribute value placeholders of the
+// attributes, by index.
+var valuePlaceholders = func() (p [numAttrs]string) {
+	for i := range p {
+		p[i] = ":" + placeholders[i]
+	}
+	return p
+}()
+
+var inProgressValue = &types.AttributeValueMemberS{Value: string(persistence.StatusInProgress)}
+
+// Put implements persistence.Store with one conditional PutItem. When a live
+// record holds the key, it returns a *persistence.ConflictError whose
+// Existing is the record DynamoDB returned with the failed condition
+// (ReturnValuesOnConditionCheckFailure ALL_OLD), or nil when the server did
+// not return it (dynalite, older DynamoDB Local): the caller then reads it
+// with Get. Other failures are returned wrapped.
+func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	if err := checkKey(rec.Key); err != nil {
+		return err
+	}
+	v := s.encode(rec)
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                &s.table,
+		Item:                     s.item(rec.Key, &v),
+		ConditionExpression:      &s.putCond,
+		ExpressionAttributeNames: s.putNames,
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now":        number(ceilUnix(now)),
+			":now_ms":     number(ceilUnixMilli(now)),
+			":inprogress": inProgressValue,
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		return fmt.Errorf("persistence/dynamodb: put %q: %w", rec.Key, err)
+	}
+	conflict := &persistence.ConflictError{}
+	if len(failed.Item) > 0 {
+		// An item that does not decode is left to Get to report.
+		if existing, err := s.decode(failed.Item); err == nil {
+			conflict.Existing = existing
+		}
+	}
+	return conflict
+}
+
+// Get implements persistence.Store with a strongly consistent GetItem. It
+// returns persistence.ErrNotFound when there is no record for key, and other
+// failures wrapped.
+func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	consistent := true
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.table,
+		Key:            s.key(key),
+		ConsistentRead: &consistent,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persistence/dynamodb: get %q: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, persistence.ErrNotFound
+	}
+	return s.decode(out.Item)
+}
+
+// Update implements persistence.Store with one UpdateItem conditioned on the
+// owner token. It returns an error wrapping persistence.ErrFenced when the
+// stored record carries another token or is gone, and one wrapping
+// persistence.ErrResponseOmitted when it completed the record without its
+// response because the item would have been larger than MaxItemSize even
+// with the response compressed. Other failures are returned wrapped.
+func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
+	if err := checkKey(rec.Key); err != nil {
+		return err
+	}
+	in, omitted := s.updateInput(rec)
+	_, err := s.client.UpdateItem(ctx, in)
+	if err != nil {
+		var failed *types.ConditionalCheckFailedException
+		if errors.As(err, &failed) {
+			return fmt.Errorf("persistence/dynamodb: update %q: %w", rec.Key, persistence.ErrFenced)
+		}
+		return fmt.Errorf("persistence/dynamodb: update %q: %w", rec.Key, err)
+	}
+	return omitted
+}
+
+// updateInput returns the UpdateItem request that replaces the record for
+// rec.Key with rec, and the error (wrapping persistence.ErrResponseOmitted)
+// that Update returns if it succeeds, because the response was left out.
+func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput, error) {
+	v := s.encode(rec)
+	omitted := s.fit(&v, rec.Key, rec.Response)
+	vals := make(map[string]types.AttributeValue, numAttrs)
+	mask := 0
+	for i, av := range v {
+		if av == nil {
+			continue
+		}
+		vals[valuePlaceholders[i]] = av
+		if i >= firstOptional {
+			mask |= 1 << (i - firstOptional)
+		}
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       s.key(rec.Key),
+		UpdateExpression:          &s.updateExprs[mask],
+		ConditionExpression:       &s.updateCond,
+		ExpressionAttributeNames:  s.updateNames,
+		ExpressionAttributeValues: vals,
+	}, omitted
+}
+
+// Delete implements persistence.Store with one DeleteItem conditioned on the
+// owner token (or on the record being gone already). It returns an error
+// wrapping persistence.ErrFenced when the record carries another token, and
+// other failures wrapped.
+func (s *Store) Delete(ctx context.Context, key, token string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 &s.table,
+		Key:                       s.key(key),
+		ConditionExpression:       &s.deleteCond,
+		ExpressionAttributeNames:  s.deleteNames,
+		ExpressionAttributeValues: map[string]types.AttributeValue{valuePlaceholders[attrToken]: str(token)},
+	})
+	if err != nil {
+		var failed *types.ConditionalCheckFailedException
+		if errors.As(err, &failed) {
+			return fmt.Errorf("persistence/dynamodb: delete %q: %w", key, persistence.ErrFenced)
+		}
+		return fmt.Errorf("persistence/dynamodb: delete %q: %w", key, err)
+	}
+	return nil
+}
+
+// ceilUnix returns t in epoch seconds, rounded up. For a whole number of
+// seconds e, e < ceilUnix(t) exactly when time.Unix(e, 0) is before t.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// ceilUnixMilli returns t in epoch milliseconds, rounded up.
+func ceilUnixMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Nanosecond()%int(time.Millisecond) > 0 {
+		ms++
+	}
+	return ms
+}

@@ -1,0 +1,124 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// TableClient is the part of the DynamoDB API that CreateTable uses;
+// *dynamodb.Client satisfies it.
+type TableClient interface {
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+var _ TableClient = (*dynamodb.Client)(nil)
+
+// CreateTable creates a table for a Store with the same options: the key
+// schema (KeyAttr, plus SortKeyAttr if set, both strings), on-demand
+// capacity, and time to live on ExpiryAttr. It waits until the table is
+// ACTIVE, polling DescribeTable for as long as ctx allows.
+//
+// CreateTable is meant for local runs and tests, against dynalite, DynamoDB
+// Local or LocalStack. Production tables belong in the application's
+// infrastructure template (AWS SAM, CDK, CloudFormation), next to the
+// function, with the same key schema and TTL attribute.
+//
+// If the table exists already, CreateTable checks that its key schema is the
+// one the options describe, waits until it is ACTIVE, and leaves its time to
+// live as it is. A server that does not know UpdateTimeToLive (dynalite) is
+// not an error: the store never relies on TTL, which only deletes expired
+// records eventually.
+func CreateTable(ctx context.Context, client TableClient, table string, optFns ...func(*Options)) error {
+	opts, err := resolveOptions(optFns)
+	if err != nil {
+		return err
+	}
+	defs := []types.AttributeDefinition{{AttributeName: &opts.KeyAttr, AttributeType: types.ScalarAttributeTypeS}}
+	schema := []types.KeySchemaElement{{AttributeName: &opts.KeyAttr, KeyType: types.KeyTypeHash}}
+	if opts.SortKeyAttr != "" {
+		defs = append(defs, types.AttributeDefinition{AttributeName: &opts.SortKeyAttr, AttributeType: types.ScalarAttributeTypeS})
+		schema = append(schema, types.KeySchemaElement{AttributeName: &opts.SortKeyAttr, KeyType: types.KeyTypeRange})
+	}
+	_, err = client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            &table,
+		AttributeDefinitions: defs,
+		KeySchema:            schema,
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	existed := errors.As(err, &inUse)
+	if err != nil && !existed {
+		return fmt.Errorf("persistence/dynamodb: create table %q: %w", table, err)
+	}
+
+	desc, err := waitActive(ctx, client, table)
+	if err != nil {
+		return err
+	}
+	if existed {
+		return checkKeySchema(table, desc, schema)
+	}
+
+	enabled := true
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: &table,
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: &opts.ExpiryAttr,
+			Enabled:       &enabled,
+		},
+	})
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException" {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("persistence/dynamodb: enable time to live on %q.%s: %w", table, opts.ExpiryAttr, err)
+	}
+	return nil
+}
+
+// waitActive polls DescribeTable until table is ACTIVE.
+func waitActive(ctx context.Context, client TableClient, table string) (*types.TableDescription, error) {
+	delay := 20 * time.Millisecond
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+		if err != nil {
+			return nil, fmt.Errorf("persistence/dynamodb: describe table %q: %w", table, err)
+		}
+		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
+			return out.Table, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("persistence/dynamodb: waiting for table %q to become ACTIVE: %w", table, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+func checkKeySchema(table string, desc *types.TableDescription, want []types.KeySchemaElement) error {
+	describe := func(schema []types.KeySchemaElement) string {
+		s := ""
+		for _, k := range schema {
+			if k.AttributeName != nil {
+				s += fmt.Sprintf("[%s %s]", *k.AttributeName, k.KeyType)
+			}
+		}
+		return s
+	}
+	if got := describe(desc.KeySchema); got != describe(want) {
+		return fmt.Errorf("persistence/dynamodb: table %q exists with key schema %s, want %s", table, got, describe(want))
+	}
+	return nil
+}
