@@ -45,9 +45,9 @@ var (
 // a missing key rather than as a malformed event.
 var stringArg = []functions.ArgSpec{{Types: []functions.JpType{functions.JpAny}}}
 
-// textArg returns the function's string argument, or ok=false for null.
-func textArg(name string, args []any) (s string, ok bool, err error) {
-	switch v := args[0].(type) {
+// textArg returns a function's string argument, or ok=false for null.
+func textArg(name string, arg any) (s string, ok bool, err error) {
+	switch v := arg.(type) {
 	case nil:
 		return "", false, nil
 	case string:
@@ -81,7 +81,7 @@ var powertoolsFunctions = []jp.FunctionEntry{
 // powertoolsJSON decodes a string that holds JSON, as API Gateway's body
 // or an SQS message body does.
 func powertoolsJSON(args []any) (any, error) {
-	s, ok, err := textArg("powertools_json", args)
+	s, ok, err := textArg("powertools_json", args[0])
 	if !ok {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func powertoolsJSON(args []any) (any, error) {
 // powertoolsBase64 decodes standard base64 into a string, as Kinesis record
 // data and base64-encoded bodies need.
 func powertoolsBase64(args []any) (any, error) {
-	s, ok, err := textArg("powertools_base64", args)
+	s, ok, err := textArg("powertools_base64", args[0])
 	if !ok {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func powertoolsBase64(args []any) (any, error) {
 // powertoolsBase64Gzip decodes base64, then gunzips, as CloudWatch Logs
 // subscription data needs.
 func powertoolsBase64Gzip(args []any) (any, error) {
-	s, ok, err := textArg("powertools_base64_gzip", args)
+	s, ok, err := textArg("powertools_base64_gzip", args[0])
 	if !ok {
 		return nil, err
 	}

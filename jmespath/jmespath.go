@@ -34,6 +34,7 @@ type Expression struct {
 	compiled       jp.JMESPath
 	reads          *jsonvalue.Selection
 	orderDependent bool
+	plan           *plan // nil unless the expression is simple
 }
 
 // ErrInvalidExpression is matched (with errors.Is) by the errors Compile
@@ -72,7 +73,7 @@ func Compile(expression string) (*Expression, error) {
 		return nil, &CompileError{Expression: expression, Err: err}
 	}
 	sel, orderDependent := reads(ast)
-	return &Expression{text: expression, compiled: compiled, reads: sel, orderDependent: orderDependent}, nil
+	return &Expression{text: expression, compiled: compiled, reads: sel, orderDependent: orderDependent, plan: newPlan(ast)}, nil
 }
 
 // MustCompile is like Compile but panics if the expression does not parse.
@@ -99,6 +100,9 @@ func (e *Expression) String() string { return e.text }
 // (map[string]any, []any, string, float64, json.Number, bool or nil), as
 // encoding/json decodes into an any.
 func (e *Expression) Search(data any) (result any, err error) {
+	if e.plan != nil {
+		return e.plan.eval(e, input{generic: data, kind: genericInput})
+	}
 	defer func() {
 		// The interpreter is not ours; a panic on odd input must not take
 		// the invocation down with it.
@@ -117,6 +121,9 @@ func (e *Expression) Search(data any) (result any, err error) {
 // parts of the document the expression can read are decoded, but the whole
 // document must be valid JSON.
 func (e *Expression) SearchJSON(doc []byte) (any, error) {
+	if e.plan != nil {
+		return e.plan.eval(e, input{doc: doc, kind: jsonInput})
+	}
 	data, err := e.ParseJSON(doc)
 	if err != nil {
 		return nil, err
@@ -127,6 +134,9 @@ func (e *Expression) SearchJSON(doc []byte) (any, error) {
 // SearchValue evaluates the expression against v as encoding/json would
 // encode it. Only the parts of v the expression can read are converted.
 func (e *Expression) SearchValue(v any) (any, error) {
+	if e.plan != nil {
+		return e.plan.eval(e, input{goValue: v, kind: goInput})
+	}
 	data, err := e.Value(v)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects that Decode and
@@ -311,9 +312,17 @@ func (d *decoder) skipContainer() error {
 }
 
 func (d *decoder) string() (any, error) {
-	raw, escaped, err := d.scanString()
+	s, err := d.stringValue()
 	if err != nil {
 		return nil, err
+	}
+	return s, nil
+}
+
+func (d *decoder) stringValue() (string, error) {
+	raw, escaped, err := d.scanString()
+	if err != nil {
+		return "", err
 	}
 	if escaped {
 		return unescape(raw), nil
@@ -395,7 +404,8 @@ func hexValue(c byte) int {
 // replacing invalid UTF-8 and unpaired surrogates with U+FFFD as
 // encoding/json does.
 func unescape(raw []byte) string {
-	b := make([]byte, 0, len(raw))
+	// The buffer becomes the string itself: nothing else refers to it.
+	b := make([]byte, 0, len(raw)+utf8.UTFMax)
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		switch {
@@ -438,7 +448,7 @@ func unescape(raw []byte) string {
 			i += size
 		}
 	}
-	return string(b)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 func hex4(b []byte) rune {
