@@ -19,7 +19,9 @@
 //
 // With package idempotency, a first call therefore costs 2 requests (Put,
 // Update), a replay 1 (the failed Put), or 2 against servers that ignore
-// ALL_OLD, and a handler error 2 (Put, Delete).
+// ALL_OLD, and a handler error 2 (Put, Delete). With memory.NewCache in
+// front of the store, a replay in the same execution environment costs
+// none.
 //
 // The store's IAM policy needs dynamodb:PutItem, dynamodb:GetItem,
 // dynamodb:UpdateItem and dynamodb:DeleteItem on the table; CreateTable

@@ -24,6 +24,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/dynalite"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
+	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
 type payment struct {
@@ -108,6 +109,31 @@ func TestWrapRequestCounts(t *testing.T) {
 
 	assert.Equal(t, int32(1), h.runs.Load(), "the handler ran once for p")
 	assert.Equal(t, counter.Calls(), counter.Attempts(), "no retries")
+}
+
+// TestWrapLocalCache: with memory.NewCache in front of the store, a retry
+// that reaches the same execution environment costs no request at all.
+func TestWrapLocalCache(t *testing.T) {
+	_, _, store, counter := setup(t)
+	h := &handler{}
+	pay := wrap(t, h.charge, memory.NewCache(store, 16))
+	p := newPayment()
+
+	first, err := pay(t.Context(), p)
+	require.NoError(t, err)
+	assert.Equal(t, 2, counter.Calls(), "first call: PutItem and UpdateItem; got %s", counter)
+
+	counter.Reset()
+	replay, err := pay(t.Context(), p)
+	require.NoError(t, err)
+	assert.Equal(t, first, replay)
+	assert.Zero(t, counter.Calls(), "cached replay; got %s", counter)
+	assert.Equal(t, int32(1), h.runs.Load())
+
+	// Another key still goes to DynamoDB.
+	_, err = pay(t.Context(), newPayment())
+	require.NoError(t, err)
+	assert.Equal(t, 2, counter.Calls(), "a new key: PutItem and UpdateItem; got %s", counter)
 }
 
 // TestWrapConcurrentEnvironments: 50 Lambda execution environments, each
