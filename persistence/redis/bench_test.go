@@ -1,0 +1,115 @@
+package redis_test
+
+import (
+	"crypto/rand"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// measure runs op once per benchmark iteration, timing each call, and
+// reports the median and 99th percentile next to ns/op.
+func measure(b *testing.B, op func(i int)) {
+	b.Helper()
+	b.ReportAllocs()
+	durations := make([]time.Duration, 0, 1<<16)
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		op(i)
+		durations = append(durations, time.Since(start))
+	}
+	reportPercentiles(b, durations)
+}
+
+func reportPercentiles(b *testing.B, durations []time.Duration) {
+	if len(durations) == 0 {
+		return
+	}
+	slices.Sort(durations)
+	at := func(p float64) time.Duration { return durations[int(p*float64(len(durations)-1))] }
+	b.ReportMetric(float64(at(0.50).Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(at(0.99).Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkStore measures the store's operations against a local
+// redis-server, next to a plain GET on the same server and connection.
+//
+// FirstCall is what a first invocation costs the store (Put of a new key,
+// then Update to complete it: two round trips), Replay what a retry of a
+// completed invocation costs (a Put that conflicts and returns the record:
+// one round trip).
+func BenchmarkStore(b *testing.B) {
+	srv := redisserver.Start(b)
+	client := srv.NewClient()
+	store := newStore(b, client)
+	ctx := b.Context()
+	now := testNow()
+	response := []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)
+	prefix := "bench#" + rand.Text() + "#"
+
+	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
+	done := completed(inProgress(prefix+"done", now), string(response))
+	require.NoError(b, store.Put(ctx, done, now))
+	require.NoError(b, store.Update(ctx, done))
+
+	b.Run("GET", func(b *testing.B) {
+		measure(b, func(int) {
+			if err := client.Get(ctx, "plain").Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("PutNew", func(b *testing.B) {
+		base := prefix + "new-" + rand.Text() + "-"
+		measure(b, func(i int) {
+			if err := store.Put(ctx, inProgress(base+strconv.Itoa(i), now), now); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("Update", func(b *testing.B) {
+		rec := inProgress(prefix+"update-"+rand.Text(), now)
+		require.NoError(b, store.Put(ctx, rec, now))
+		next := completed(rec, string(response))
+		measure(b, func(int) {
+			if err := store.Update(ctx, next); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("FirstCall", func(b *testing.B) {
+		base := prefix + "first-" + rand.Text() + "-"
+		measure(b, func(i int) {
+			rec := inProgress(base+strconv.Itoa(i), now)
+			if err := store.Put(ctx, rec, now); err != nil {
+				b.Fatal(err)
+			}
+			if err := store.Update(ctx, completed(rec, string(response))); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("Replay", func(b *testing.B) {
+		probe := inProgress(done.Key, now)
+		measure(b, func(int) {
+			var conflict *persistence.ConflictError
+			if err := store.Put(ctx, probe, now); !errors.As(err, &conflict) || conflict.Existing.Status != persistence.StatusCompleted {
+				b.Fatalf("Put over a completed record: %v", err)
+			}
+		})
+	})
+	b.Run("Get", func(b *testing.B) {
+		measure(b, func(int) {
+			if _, err := store.Get(ctx, done.Key); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
