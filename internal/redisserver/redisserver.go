@@ -50,10 +50,12 @@ type Server struct {
 	// Port is the port in Addr.
 	Port int
 
-	tb    testing.TB
-	bin   string
-	dir   string
-	extra []string // additional command-line arguments, kept across restarts
+	tb      testing.TB
+	bin     string
+	dir     string
+	extra   []string // additional command-line arguments, kept across restarts
+	busPort int      // the cluster bus port of a cluster node
+	conf    string   // a configuration file, given before the arguments
 
 	mu      sync.Mutex
 	proc    *exec.Cmd
@@ -93,7 +95,7 @@ const install = "install it, for example with `apt-get install -y redis-server` 
 // binary is installed, or fails it if IDEMPOTENCY_REQUIRE_INTEGRATION=1.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	return start(tb)
+	return start(tb, nil)
 }
 
 // StartReplica starts a redis-server that replicates primary (a read-only
@@ -107,7 +109,7 @@ func StartReplica(tb testing.TB, primary *Server) *Server {
 	if err := primary.NewClient().ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
 		tb.Fatalf("redisserver: configuring primary %s: %v", primary.Addr, err)
 	}
-	s := start(tb, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	s := start(tb, func(*Server) []string { return []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)} })
 	c := s.NewClient()
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -122,7 +124,9 @@ func StartReplica(tb testing.TB, primary *Server) *Server {
 	}
 }
 
-func start(tb testing.TB, extra ...string) *Server {
+// start starts a server with the arguments args returns, called for each
+// port tried once s.Port is set.
+func start(tb testing.TB, args func(s *Server) []string) *Server {
 	tb.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -131,7 +135,7 @@ func start(tb testing.TB, extra ...string) *Server {
 		}
 		tb.Skipf("skipping: %v", err)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), extra: extra}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
 	tb.Cleanup(s.cleanup)
 
 	// Another process may take the port between our probe and the server's
@@ -144,6 +148,9 @@ func start(tb testing.TB, extra ...string) *Server {
 		}
 		s.Port = port
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if args != nil {
+			s.extra = args(s)
+		}
 		if lastErr = s.launch(); lastErr == nil {
 			return s
 		}
@@ -173,7 +180,11 @@ func (s *Server) launch() error {
 	}
 	defer logFile.Close()
 
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.Port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -181,7 +192,7 @@ func (s *Server) launch() error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
-	}
+	)
 	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir

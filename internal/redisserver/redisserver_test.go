@@ -154,3 +154,47 @@ func TestMissingBinary(t *testing.T) {
 	require.Contains(t, f.failed, missing)
 	require.Contains(t, f.failed, redisserver.RequireEnv+"=1")
 }
+
+func TestStartCluster(t *testing.T) {
+	cluster := redisserver.StartCluster(t, 1)
+	ctx := t.Context()
+	c := cluster.NewClient()
+	for i := range 20 {
+		key := fmt.Sprintf("key-%d", i) // keys in many slots
+		require.NoError(t, c.Set(ctx, key, i, 0).Err())
+		n, err := c.Get(ctx, key).Int()
+		require.NoError(t, err)
+		require.Equal(t, i, n)
+	}
+	require.Len(t, cluster.Replicas, 1)
+	role, err := cluster.Replicas[0].NewClient().Do(ctx, "ROLE").Slice()
+	require.NoError(t, err)
+	require.Equal(t, "slave", role[0])
+}
+
+func TestStartSentinel(t *testing.T) {
+	primary := redisserver.Start(t)
+	replica := redisserver.StartReplica(t, primary)
+	sentinel := redisserver.StartSentinel(t, primary)
+	ctx := t.Context()
+
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redisserver.SentinelMaster,
+		SentinelAddrs: []string{sentinel.Addr},
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	require.NoError(t, client.Set(ctx, "k", "v", 0).Err())
+	v, err := primary.NewClient().Get(ctx, "k").Result()
+	require.NoError(t, err)
+	require.Equal(t, "v", v)
+
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	t.Cleanup(func() { _ = sc.Close() })
+	addr, err := sc.GetMasterAddrByName(ctx, redisserver.SentinelMaster).Result()
+	require.NoError(t, err)
+	require.Equal(t, primary.Addr, net.JoinHostPort(addr[0], addr[1]))
+	replicas, err := sc.Replicas(ctx, redisserver.SentinelMaster).Result()
+	require.NoError(t, err)
+	require.Len(t, replicas, 1)
+	require.Equal(t, replica.Addr, net.JoinHostPort(replicas[0]["ip"], replicas[0]["port"]))
+}
