@@ -96,6 +96,19 @@
 // costs one more round trip: EVALSHA answers NOSCRIPT and go-redis sends the
 // script itself with EVAL, which caches it again.
 //
+// # Durability
+//
+// Redis and Valkey replicate asynchronously: a failover (Sentinel,
+// ElastiCache, a cluster) can lose the writes a primary acknowledged just
+// before it failed, and during a manual failover the old primary takes writes
+// until it is demoted, which are lost too. A lost reservation lets a retry run
+// the handler a second time; a lost completion leaves the reservation, which
+// blocks retries until its in-progress expiry and then lets one run again.
+// Idempotency holds across failovers only as far as the data survives them:
+// MemoryDB acknowledges a write once it is in its multi-AZ transaction log,
+// and so keeps it; where a second run after a failover is not acceptable and
+// you do not use MemoryDB, use the DynamoDB store.
+//
 // # Responses
 //
 // The response is stored as it is, in the data field. A Redis string holds

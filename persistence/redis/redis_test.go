@@ -477,12 +477,30 @@ func (rt *roundTrips) reset() {
 	rt.cmds, rt.writes = nil, 0
 }
 
+// require checks the commands processed and the requests written since the
+// last reset.
 func (rt *roundTrips) require(t *testing.T, what string, want ...string) {
 	t.Helper()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	require.Equal(t, want, rt.cmds, "%s: commands", what)
 	require.Equal(t, len(want), rt.writes, "%s: requests written", what)
+}
+
+// requireScripts checks only the script commands processed since the last
+// reset: when connections are being replaced, go-redis's retries and
+// connection set-up (HELLO, CLIENT SETINFO) add more.
+func (rt *roundTrips) requireScripts(t *testing.T, what string, want ...string) {
+	t.Helper()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var scripts []string
+	for _, c := range rt.cmds {
+		if c == "evalsha" || c == "eval" {
+			scripts = append(scripts, c)
+		}
+	}
+	require.Equal(t, want, scripts, "%s: script commands", what)
 }
 
 func (rt *roundTrips) DialHook(next redis.DialHook) redis.DialHook {
