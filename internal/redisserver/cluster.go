@@ -2,6 +2,7 @@ package redisserver
 
 import (
 	"context"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ type Cluster struct {
 // node reports the cluster healthy and the replicas are in sync.
 func StartCluster(tb testing.TB, replicas int) *Cluster {
 	tb.Helper()
+	requireMajorVersion(tb, 7, "--cluster-port")
 	ctx := context.Background()
 	c := &Cluster{tb: tb}
 	c.Primary = startClusterNode(tb)
@@ -129,5 +131,33 @@ func waitFor(tb testing.TB, what string, cond func() (bool, string)) {
 			tb.Fatalf("redisserver: timed out waiting for %s:\n%s", what, state)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// requireMajorVersion skips the test when the server binary is older than
+// major, for a feature that needs it.
+func requireMajorVersion(tb testing.TB, major int, feature string) {
+	tb.Helper()
+	bin, err := Binary()
+	if err != nil {
+		start(tb, nil) // skips or fails as Start does
+		return
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		tb.Fatalf("redisserver: %s --version: %v", bin, err)
+	}
+	// "Redis server v=7.0.15 sha=..." or "Valkey server v=8.0.1 ..."
+	_, v, ok := strings.Cut(string(out), " v=")
+	if !ok {
+		tb.Fatalf("redisserver: cannot read the version in %q", out)
+	}
+	v, _, _ = strings.Cut(v, ".")
+	got, err := strconv.Atoi(v)
+	if err != nil {
+		tb.Fatalf("redisserver: cannot read the version in %q", out)
+	}
+	if got < major {
+		tb.Skipf("skipping: %s is version %d; %s needs %d or later", bin, got, feature, major)
 	}
 }
