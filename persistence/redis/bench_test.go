@@ -113,3 +113,60 @@ func BenchmarkStore(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkInterleaved times, in every iteration, a plain GET, a first call
+// (Put of a new key and Update: two round trips) and a replay (a Put that
+// conflicts with a completed record: one round trip), one after the other,
+// so that the three see the same load on a noisy machine. It reports the
+// median and 99th percentile of each; ns/op is the sum of the three.
+func BenchmarkInterleaved(b *testing.B) {
+	srv := redisserver.Start(b)
+	client := srv.NewClient()
+	store := newStore(b, client)
+	ctx := b.Context()
+	now := testNow()
+	response := []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)
+	prefix := "interleaved#" + rand.Text() + "#"
+
+	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
+	done := completed(inProgress(prefix+"done", now), string(response))
+	require.NoError(b, store.Put(ctx, done, now))
+	require.NoError(b, store.Update(ctx, done))
+	probe := inProgress(done.Key, now)
+
+	var get, first, replay []time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		if err := client.Get(ctx, "plain").Err(); err != nil {
+			b.Fatal(err)
+		}
+		get = append(get, time.Since(start))
+
+		start = time.Now()
+		rec := inProgress(prefix+strconv.Itoa(i), now)
+		if err := store.Put(ctx, rec, now); err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Update(ctx, completed(rec, string(response))); err != nil {
+			b.Fatal(err)
+		}
+		first = append(first, time.Since(start))
+
+		start = time.Now()
+		var conflict *persistence.ConflictError
+		if err := store.Put(ctx, probe, now); !errors.As(err, &conflict) {
+			b.Fatalf("Put over a completed record: %v", err)
+		}
+		replay = append(replay, time.Since(start))
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"get", get}, {"first", first}, {"replay", replay}} {
+		slices.Sort(m.d)
+		at := func(p float64) time.Duration { return m.d[int(p*float64(len(m.d)-1))] }
+		b.ReportMetric(float64(at(0.50).Nanoseconds()), m.name+"-p50-ns")
+		b.ReportMetric(float64(at(0.99).Nanoseconds()), m.name+"-p99-ns")
+	}
+}
