@@ -45,8 +45,10 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.records[rec.Key]; ok && old.Live(now) {
-		existing := *old
-		return &persistence.ConflictError{Existing: &existing}
+		// One allocation for the error and its copy of the record.
+		c := &conflict{existing: *old}
+		c.err.Existing = &c.existing
+		return &c.err
 	}
 	if s.records == nil {
 		s.records = make(map[string]*persistence.Record)
@@ -128,6 +130,11 @@ func (s *Store) sweep(now time.Time) {
 			delete(s.records, key)
 		}
 	}
+}
+
+type conflict struct {
+	err      persistence.ConflictError
+	existing persistence.Record
 }
 
 // clone copies rec and its response bytes, so that the store never shares

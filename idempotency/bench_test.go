@@ -1,0 +1,121 @@
+package idempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+// apiEvent is an API Gateway REST request of about 1 KB, as the benchmarks'
+// input.
+func apiEvent(orderID string) events.APIGatewayProxyRequest {
+	return events.APIGatewayProxyRequest{
+		Resource:   "/orders",
+		Path:       "/orders",
+		HTTPMethod: "POST",
+		Headers: map[string]string{
+			"Accept":            "application/json",
+			"Content-Type":      "application/json",
+			"Host":              "abc123.execute-api.eu-west-1.amazonaws.com",
+			"User-Agent":        "curl/8.5.0",
+			"X-Amzn-Trace-Id":   "Root=1-67891233-abcdef012345678912345678",
+			"X-Forwarded-For":   "203.0.113.7",
+			"X-Forwarded-Port":  "443",
+			"X-Forwarded-Proto": "https",
+		},
+		RequestContext: events.APIGatewayProxyRequestContext{
+			AccountID:  "123456789012",
+			ResourceID: "abc123",
+			Stage:      "prod",
+			RequestID:  "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
+			Identity:   events.APIGatewayRequestIdentity{SourceIP: "203.0.113.7", UserAgent: "curl/8.5.0"},
+			APIID:      "abc123",
+			HTTPMethod: "POST",
+			Path:       "/prod/orders",
+		},
+		Body: `{"order_id":"` + orderID + `","customer":"cus_4QFOF3xSVW","amount":4200,"currency":"EUR","lines":[{"sku":"sku_1","qty":2},{"sku":"sku_2","qty":1}]}`,
+	}
+}
+
+func respond(_ context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	return events.APIGatewayProxyResponse{
+		StatusCode: 201,
+		Headers:    map[string]string{"Content-Type": "application/json"},
+		Body:       `{"payment_id":"pay_123","status":"created"}`,
+	}, nil
+}
+
+var benchVariants = []struct {
+	name string
+	opts []idempotency.Option
+}{
+	{"whole_input", nil},
+	{"jmespath_key", []idempotency.Option{idempotency.WithKey("powertools_json(body).order_id")}},
+}
+
+func BenchmarkWrap(b *testing.B) {
+	size, _ := json.Marshal(apiEvent("ord_1"))
+	b.Logf("event size: %d bytes", len(size))
+	for _, v := range benchVariants {
+		b.Run("first_call/"+v.name, func(b *testing.B) {
+			store := memory.New()
+			h := idempotency.MustWrap(respond, store, v.opts...)
+			inputs := make([]events.APIGatewayProxyRequest, 4096)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if i%len(inputs) == 0 {
+					b.StopTimer()
+					for j := range inputs {
+						inputs[j] = apiEvent("ord_" + strconv.Itoa(i+j))
+					}
+					store = memory.New()
+					h = idempotency.MustWrap(respond, store, v.opts...)
+					b.StartTimer()
+				}
+				if _, err := h(b.Context(), inputs[i%len(inputs)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("replay/"+v.name, func(b *testing.B) {
+			h := idempotency.MustWrap(respond, memory.New(), v.opts...)
+			in := apiEvent("ord_1")
+			if _, err := h(b.Context(), in); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := h(b.Context(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkKey(b *testing.B) {
+	g, err := idempotency.NewGuard(memory.New(), idempotency.WithKeyPrefix("payments.main.handler"))
+	require.NoError(b, err)
+	material := []byte(`"ord_1"`)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = g.Key(material)
+	}
+}
+
+func TestKeyDerivationAllocatesOnce(t *testing.T) {
+	g, err := idempotency.NewGuard(memory.New(), idempotency.WithKeyPrefix("payments.main.handler"))
+	require.NoError(t, err)
+	material := []byte(`{"customer":"cus_1","order_id":"ord_1"}`)
+	allocs := testing.AllocsPerRun(1000, func() { _ = g.Key(material) })
+	if allocs > 1 {
+		t.Errorf("Key allocates %.0f times per call, want at most 1", allocs)
+	}
+}

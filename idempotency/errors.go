@@ -1,0 +1,185 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Sentinel errors, matched with errors.Is by the typed errors of this
+// package. Lambda reports the dynamic type name of an error as its
+// errorType ("InProgressError", ...), which Step Functions retry rules can
+// match.
+var (
+	// ErrInProgress: another invocation holds the key and has not finished.
+	ErrInProgress = errors.New("idempotency: another invocation with this key is in progress")
+	// ErrPayloadMismatch: the key was used before with a different payload.
+	ErrPayloadMismatch = errors.New("idempotency: key reused with a different payload")
+	// ErrNoKey: no idempotency key could be selected from the input.
+	ErrNoKey = errors.New("idempotency: no idempotency key in the input")
+	// ErrStore: the store failed; the handler did not run.
+	ErrStore = errors.New("idempotency: store failure")
+	// ErrResponseTooLarge: the key completed, but its response was too large
+	// to store, so it cannot be replayed.
+	ErrResponseTooLarge = errors.New("idempotency: response was too large to store")
+	// ErrReplay: the stored response does not decode into the handler's
+	// result type.
+	ErrReplay = errors.New("idempotency: stored response cannot be replayed")
+	// ErrStoredError: the key completed with a recorded (permanent) error,
+	// which is replayed.
+	ErrStoredError = errors.New("idempotency: replaying a recorded error")
+)
+
+// InProgressError is returned when another invocation has reserved the key
+// and has not finished. Retry later: the reservation lapses at Until even if
+// that invocation crashed.
+type InProgressError struct {
+	Key string
+	// Until is when the other invocation's reservation lapses (its
+	// deadline). Zero when unknown.
+	Until time.Time
+}
+
+func (e *InProgressError) Error() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("idempotency: key %s is in progress in another invocation", e.Key)
+	}
+	return fmt.Sprintf("idempotency: key %s is in progress in another invocation (reserved until %s)",
+		e.Key, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrInProgress) true.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// PayloadMismatchError is returned when the key was first used with a
+// different payload (see WithPayloadValidation): the stored result belongs
+// to another request and is not returned.
+type PayloadMismatchError struct {
+	Key string
+}
+
+func (e *PayloadMismatchError) Error() string {
+	return fmt.Sprintf("idempotency: key %s was already used with a different payload", e.Key)
+}
+
+// Is makes errors.Is(err, ErrPayloadMismatch) true.
+func (e *PayloadMismatchError) Is(target error) bool { return target == ErrPayloadMismatch }
+
+// KeyError is returned when no idempotency key can be selected from the
+// input: the key expression selected nothing (Err is nil; see WithRequireKey)
+// or failed on the input (Err says why, for example a body that is not
+// JSON).
+type KeyError struct {
+	Expression string // the key expression, or "" for the whole input
+	Err        error
+}
+
+func (e *KeyError) Error() string {
+	what := "the input"
+	if e.Expression != "" {
+		what = fmt.Sprintf("key expression %q", e.Expression)
+	}
+	if e.Err == nil {
+		return fmt.Sprintf("idempotency: %s selected no idempotency key (null, empty or only nulls)", what)
+	}
+	return fmt.Sprintf("idempotency: selecting the idempotency key with %s: %v", what, e.Err)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrNoKey) true.
+func (e *KeyError) Is(target error) bool { return target == ErrNoKey }
+
+// StoreError is returned when a store request failed while the key was
+// being reserved or read. The handler did not run. Err is the store's error.
+type StoreError struct {
+	Op  string // "put", "get", "update" or "delete"
+	Key string
+	Err error
+}
+
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("idempotency: store %s of key %s failed: %v", e.Op, e.Key, e.Err)
+}
+
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrStore) true.
+func (e *StoreError) Is(target error) bool { return target == ErrStore }
+
+// ResponseTooLargeError is returned to retries of a key whose invocation
+// completed, but whose response was too large for the store. The side effect
+// happened and is not run again; its result cannot be replayed.
+type ResponseTooLargeError struct {
+	Key string
+}
+
+func (e *ResponseTooLargeError) Error() string {
+	return fmt.Sprintf("idempotency: key %s completed, but its response was too large to store and cannot be replayed", e.Key)
+}
+
+// Is makes errors.Is(err, ErrResponseTooLarge) true.
+func (e *ResponseTooLargeError) Is(target error) bool { return target == ErrResponseTooLarge }
+
+// ReplayError is returned when a stored response does not decode into the
+// handler's result type, for example after the type changed in a deployment.
+type ReplayError struct {
+	Key string
+	Err error
+}
+
+func (e *ReplayError) Error() string {
+	return fmt.Sprintf("idempotency: cannot replay the stored response of key %s: %v", e.Key, e.Err)
+}
+
+func (e *ReplayError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrReplay) true.
+func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
+
+// StoredError is a handler error that was recorded instead of releasing the
+// key (see Permanent and WithPermanentErrors), replayed to every retry. Its
+// message is the original error's; Type is the original error's type name,
+// as Lambda reports it. Use WithErrorDecoder to turn it back into an error
+// of your own.
+type StoredError struct {
+	Key     string
+	Type    string
+	Message string
+}
+
+func (e *StoredError) Error() string { return e.Message }
+
+// Is makes errors.Is(err, ErrStoredError) true.
+func (e *StoredError) Is(target error) bool { return target == ErrStoredError }
+
+// Permanent marks err as a failure that must not be retried: instead of
+// releasing the key, the library records the error and replays it to every
+// retry, so that a failure after the side effect started is never taken to
+// mean that the key is unused. The caller of the wrapped function receives
+// err itself, not the wrapper. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// errorTypeName names err's dynamic type the way Lambda names an error's
+// errorType: the type name, without the pointer.
+func errorTypeName(err error) string {
+	t := reflect.TypeOf(err)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Name() == "" {
+		return t.String()
+	}
+	return t.Name()
+}

@@ -1,0 +1,361 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// A Guard runs functions at most once per idempotency key, over a
+// persistence.Store. Wrap is a typed layer over a Guard; adapters that
+// derive keys and encode results themselves (HTTP, batches) use a Guard
+// directly.
+//
+// A Guard is safe for concurrent use.
+type Guard struct {
+	store    persistence.Store
+	cfg      *config
+	prefix   string
+	disabled bool
+}
+
+// Result is what Guard.Do returns.
+type Result struct {
+	// Response is the encoded result: the function's own when it ran, the
+	// stored one when Replayed.
+	Response []byte
+	// Replayed is set when the function did not run because the key had
+	// already completed.
+	Replayed bool
+	// Record is the stored record a replay came from; nil otherwise.
+	Record *persistence.Record
+}
+
+// maxReserveAttempts bounds how often Do retries a reservation whose
+// conflicting record vanished or expired before it could be read.
+const maxReserveAttempts = 3
+
+// NewGuard returns a Guard over store. The options are those of Wrap;
+// WithKey, WithPayloadValidation, WithRequireKey and WithResponseHook
+// concern key selection and typed results, which the caller of Do handles
+// itself, and are rejected here. Without WithKeyPrefix the prefix is the
+// function name from AWS_LAMBDA_FUNCTION_NAME, or "idempotency".
+//
+// When POWERTOOLS_IDEMPOTENCY_DISABLED is set to a true value (1, true,
+// yes, on, y, t), Do simply calls its function.
+func NewGuard(store persistence.Store, opts ...Option) (*Guard, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.keyExpr != nil || cfg.validationExpr != nil || cfg.requireKey || cfg.responseHook != nil {
+		return nil, errors.New("idempotency: NewGuard: WithKey, WithPayloadValidation, WithRequireKey and WithResponseHook apply to Wrap only")
+	}
+	return newGuard(store, cfg, "")
+}
+
+func newGuard(store persistence.Store, cfg *config, handlerName string) (*Guard, error) {
+	if store == nil {
+		return nil, errors.New("idempotency: nil persistence.Store")
+	}
+	prefix := cfg.prefix
+	if prefix == "" {
+		prefix = defaultPrefix(handlerName)
+	}
+	return &Guard{store: store, cfg: cfg, prefix: prefix, disabled: Disabled()}, nil
+}
+
+// Prefix returns the prefix of the keys the Guard builds with Key.
+func (g *Guard) Prefix() string { return g.prefix }
+
+// Key returns the idempotency key for key material: the prefix, "#", and
+// the hex SHA-256 of material. Callers pass canonical bytes (equal inputs,
+// equal bytes).
+func (g *Guard) Key(material []byte) string {
+	return hashKey(g.prefix, material)
+}
+
+func hashKey(prefix string, material []byte) string {
+	sum := sha256.Sum256(material)
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
+	var b strings.Builder
+	b.Grow(len(prefix) + 1 + len(hexSum))
+	b.WriteString(prefix)
+	b.WriteByte('#')
+	b.Write(hexSum[:])
+	return b.String()
+}
+
+// Fingerprint returns the hex SHA-256 of material, the payload hash that
+// Do compares between calls with one key.
+func Fingerprint(material []byte) string {
+	sum := sha256.Sum256(material)
+	return hex.EncodeToString(sum[:])
+}
+
+// Do runs fn at most once for key, and returns its encoded result, or the
+// stored result of an earlier call with the same key.
+//
+//   - The key is reserved first, with a conditional write that fails if a
+//     live record exists, so fn never runs twice concurrently for one key.
+//   - If the key has completed, fn does not run and the stored result is
+//     returned with Replayed set (or the recorded error, or
+//     *ResponseTooLargeError). If payloadHash is not empty and differs from
+//     the stored one, the call fails with *PayloadMismatchError.
+//   - If another invocation holds the key, the call fails with
+//     *InProgressError.
+//   - If the store fails before fn runs, the call fails with *StoreError
+//     and fn does not run.
+//   - If fn returns an error, the key is released (deleted) so a retry can
+//     run, and the error is returned unchanged; errors marked with Permanent
+//     or classified by WithPermanentErrors are recorded and replayed
+//     instead. If fn panics, the key is released and the panic goes on.
+//   - If fn succeeds, its result is stored and returned. If storing it
+//     fails, the result is still returned, the failure is logged and
+//     reported as EventCompletionFailed, and the key stays reserved until
+//     its in-progress expiry, after which a retry runs fn again. Returning
+//     an error instead would make the caller retry at once into
+//     *InProgressError; releasing the key would let a retry repeat the side
+//     effect immediately. Keeping the reservation bounds that window by the
+//     invocation's deadline.
+//
+// fn receives a context that carries the key (see KeyFromContext). The
+// completion and release writes run on a context detached from ctx's
+// cancellation, with their own timeout (WithFinalWriteTimeout).
+func (g *Guard) Do(ctx context.Context, key, payloadHash string, fn func(context.Context) ([]byte, error)) (Result, error) {
+	if g.disabled {
+		resp, err := fn(ctx)
+		return Result{Response: resp}, unwrapPermanent(err)
+	}
+	rec, replay, err := g.reserve(ctx, key, payloadHash)
+	if rec == nil {
+		return replay, err
+	}
+	return g.run(ctx, rec, fn)
+}
+
+// reserve writes the in-progress record for key. It returns the record when
+// the caller now owns the key; otherwise the result of an earlier call to
+// replay, or why the call cannot go on.
+func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persistence.Record, Result, error) {
+	now := g.cfg.now()
+	rec := &persistence.Record{
+		Key:         key,
+		Status:      persistence.StatusInProgress,
+		PayloadHash: payloadHash,
+		Token:       rand.Text(),
+	}
+	for attempt := 1; ; attempt++ {
+		g.setExpiries(ctx, rec, now)
+		err := g.store.Put(ctx, rec, now)
+		if err == nil {
+			g.observe(ctx, EventReserved, key, nil)
+			return rec, Result{}, nil
+		}
+		conflict, ok := err.(*persistence.ConflictError)
+		if !ok && !errors.As(err, &conflict) {
+			// The write may have landed with its reply lost: release it
+			// (fenced by our token, so it cannot touch anyone else's record)
+			// rather than leave the key blocked until the deadline.
+			g.releaseQuietly(ctx, rec)
+			return nil, Result{}, &StoreError{Op: "put", Key: key, Err: err}
+		}
+		existing := conflict.Existing
+		if existing == nil {
+			existing, err = g.store.Get(ctx, key)
+			if errors.Is(err, persistence.ErrNotFound) {
+				existing = nil
+			} else if err != nil {
+				return nil, Result{}, &StoreError{Op: "get", Key: key, Err: err}
+			}
+		}
+		if existing != nil && existing.Token == rec.Token {
+			// Our own reservation: a retried write whose first reply was
+			// lost found it.
+			g.observe(ctx, EventReserved, key, nil)
+			return rec, Result{}, nil
+		}
+		if existing != nil && existing.Live(now) {
+			replay, err := g.answer(ctx, key, payloadHash, existing)
+			return nil, replay, err
+		}
+		// The record vanished or expired between the write and the read.
+		if attempt == maxReserveAttempts {
+			return nil, Result{}, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
+		}
+		now = g.cfg.now()
+	}
+}
+
+// setExpiries sets the expiry times of an in-progress record written at
+// now. The in-progress expiry is the context's deadline; the record's own
+// expiry never comes before it, so that a short expiry cannot let a second
+// invocation in while the first still runs.
+func (g *Guard) setExpiries(ctx context.Context, rec *persistence.Record, now time.Time) {
+	until, ok := ctx.Deadline()
+	if !ok {
+		until = now.Add(g.cfg.inProgressTimeout)
+	}
+	rec.InProgressExpiresAt = until
+	rec.ExpiresAt = ceilSecond(later(now.Add(g.cfg.expiry), until))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// ceilSecond rounds t up to a whole second: stores keep ExpiresAt in epoch
+// seconds, and rounding up never shortens the promised expiry.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
+// answer turns the live record that holds key into the caller's answer.
+func (g *Guard) answer(ctx context.Context, key, payloadHash string, existing *persistence.Record) (Result, error) {
+	if payloadHash != "" && existing.PayloadHash != payloadHash {
+		g.observe(ctx, EventPayloadMismatch, key, nil)
+		return Result{}, &PayloadMismatchError{Key: key}
+	}
+	if existing.Status != persistence.StatusCompleted {
+		g.observe(ctx, EventInProgress, key, nil)
+		return Result{}, &InProgressError{Key: key, Until: existing.InProgressExpiresAt}
+	}
+	g.observe(ctx, EventReplayed, key, nil)
+	switch {
+	case existing.ErrorType != "":
+		stored := &StoredError{Key: key, Type: existing.ErrorType, Message: existing.ErrorMessage}
+		if g.cfg.decodeError != nil {
+			return Result{}, g.cfg.decodeError(stored)
+		}
+		return Result{}, stored
+	case existing.ResponseOmitted:
+		return Result{}, &ResponseTooLargeError{Key: key}
+	}
+	return Result{Response: existing.Response, Replayed: true, Record: existing}, nil
+}
+
+// run calls fn as the owner of rec's key and completes or releases the key.
+func (g *Guard) run(ctx context.Context, rec *persistence.Record, fn func(context.Context) ([]byte, error)) (Result, error) {
+	returned := false
+	defer func() {
+		if !returned {
+			// fn panicked (or called runtime.Goexit): release the key and
+			// let the panic go on with its own stack.
+			g.release(ctx, rec)
+		}
+	}()
+	resp, err := fn(withKey(ctx, rec.Key))
+	returned = true
+
+	if err != nil {
+		var permanent *permanentError
+		if errors.As(err, &permanent) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
+			err = unwrapPermanent(err)
+			g.complete(ctx, rec, nil, err)
+		} else {
+			g.release(ctx, rec)
+		}
+		return Result{}, err
+	}
+	g.complete(ctx, rec, resp, nil)
+	return Result{Response: resp}, nil
+}
+
+// unwrapPermanent removes the marker that Permanent adds, so that callers
+// see the handler's own error.
+func unwrapPermanent(err error) error {
+	if p, ok := err.(*permanentError); ok {
+		return p.err
+	}
+	return err
+}
+
+// finalContext returns the context for a completion or release write: it
+// keeps ctx's values but not its cancellation, and has its own timeout.
+func (g *Guard) finalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
+}
+
+// complete stores the result (or recorded error) of the invocation that
+// owns rec.
+func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []byte, handlerErr error) {
+	done := *rec
+	done.Status = persistence.StatusCompleted
+	done.ExpiresAt = ceilSecond(g.cfg.now().Add(g.cfg.expiry))
+	done.Response = resp
+	kind := EventCompleted
+	if handlerErr != nil {
+		done.ErrorType = errorTypeName(handlerErr)
+		done.ErrorMessage = handlerErr.Error()
+		kind = EventErrorRecorded
+	}
+	wctx, cancel := g.finalContext(ctx)
+	defer cancel()
+	err := g.store.Update(wctx, &done)
+	switch {
+	case err == nil:
+		g.observe(ctx, kind, rec.Key, nil)
+	case errors.Is(err, persistence.ErrResponseOmitted):
+		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: response too large to store; retries will get ResponseTooLargeError",
+			slog.String("key", rec.Key), slog.Int("response_bytes", len(resp)))
+		g.observe(ctx, EventResponseOmitted, rec.Key, err)
+	case errors.Is(err, persistence.ErrFenced):
+		g.fencedOut(ctx, rec, "completing")
+	default:
+		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: storing the result failed; returning it anyway, the key stays reserved until its in-progress expiry",
+			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
+		g.observe(ctx, EventCompletionFailed, rec.Key, err)
+	}
+}
+
+// release deletes the record of the invocation that owns rec, so that a
+// retry can run.
+func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
+	wctx, cancel := g.finalContext(ctx)
+	defer cancel()
+	err := g.store.Delete(wctx, rec.Key, rec.Token)
+	switch {
+	case err == nil:
+		g.observe(ctx, EventReleased, rec.Key, nil)
+	case errors.Is(err, persistence.ErrFenced):
+		g.fencedOut(ctx, rec, "releasing")
+	default:
+		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: releasing the key failed; it stays reserved until its in-progress expiry",
+			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
+		g.observe(ctx, EventReleaseFailed, rec.Key, err)
+	}
+}
+
+// releaseQuietly undoes a reservation whose write failed, in case it landed
+// anyway. Nothing is reported: the write failure itself is.
+func (g *Guard) releaseQuietly(ctx context.Context, rec *persistence.Record) {
+	wctx, cancel := g.finalContext(ctx)
+	defer cancel()
+	_ = g.store.Delete(wctx, rec.Key, rec.Token)
+}
+
+func (g *Guard) fencedOut(ctx context.Context, rec *persistence.Record, what string) {
+	g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: another invocation took the key over after this one's in-progress expiry; not "+what+" it",
+		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt))
+	g.observe(ctx, EventFencedOut, rec.Key, persistence.ErrFenced)
+}
+
+func (g *Guard) observe(ctx context.Context, kind EventKind, key string, err error) {
+	if g.cfg.observer != nil {
+		g.cfg.observer(ctx, Event{Kind: kind, Key: key, Err: err})
+	}
+}

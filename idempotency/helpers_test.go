@@ -1,0 +1,125 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// order is the input of most tests.
+type order struct {
+	OrderID  string `json:"order_id"`
+	Customer string `json:"customer"`
+	Amount   int    `json:"amount"`
+}
+
+// receipt is their result.
+type receipt struct {
+	ChargeID string `json:"charge_id"`
+	Amount   int    `json:"amount"`
+}
+
+// counter is a handler that counts its runs and can be made to fail.
+type counter struct {
+	mu   sync.Mutex
+	runs int
+	fail func(run int) error
+}
+
+func (c *counter) handle(ctx context.Context, o order) (receipt, error) {
+	c.mu.Lock()
+	c.runs++
+	run := c.runs
+	fail := c.fail
+	c.mu.Unlock()
+	if fail != nil {
+		if err := fail(run); err != nil {
+			return receipt{ChargeID: "partial"}, err
+		}
+	}
+	return receipt{ChargeID: "ch_" + o.OrderID + "_" + string(rune('0'+run)), Amount: o.Amount}, nil
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs
+}
+
+// eventLog records what the observer reports.
+type eventLog struct {
+	mu    sync.Mutex
+	kinds []idempotency.EventKind
+	errs  []error
+}
+
+func (e *eventLog) observe(_ context.Context, ev idempotency.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.kinds = append(e.kinds, ev.Kind)
+	e.errs = append(e.errs, ev.Err)
+}
+
+func (e *eventLog) list() []idempotency.EventKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]idempotency.EventKind(nil), e.kinds...)
+}
+
+// testLogger returns a logger writing into a buffer the test can read.
+func testLogger() (*slog.Logger, *syncBuffer) {
+	var buf syncBuffer
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error), store persistence.Store, opts ...idempotency.Option) func(context.Context, In) (Out, error) {
+	t.Helper()
+	w, err := idempotency.Wrap(h, store, opts...)
+	if err != nil {
+		t.Fatalf("Wrap: %v", err)
+	}
+	return w
+}
+
+// clock is a settable clock for WithClock, safe for concurrent use.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

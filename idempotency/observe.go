@@ -1,0 +1,72 @@
+package idempotency
+
+// EventKind says what happened to a key; see Event.
+type EventKind int
+
+// The kinds of Event, in the order they can happen to a key.
+const (
+	// EventUnprotected: no key was found and WithRequireKey is off, so the
+	// handler ran without idempotency.
+	EventUnprotected EventKind = iota + 1
+	// EventReserved: the key was reserved; the handler runs next.
+	EventReserved
+	// EventReplayed: a stored result (or recorded error) was returned
+	// instead of running the handler.
+	EventReplayed
+	// EventInProgress: the call was refused with *InProgressError.
+	EventInProgress
+	// EventPayloadMismatch: the call was refused with *PayloadMismatchError.
+	EventPayloadMismatch
+	// EventCompleted: the result was stored.
+	EventCompleted
+	// EventErrorRecorded: a permanent handler error was stored.
+	EventErrorRecorded
+	// EventResponseOmitted: the key was completed without its response,
+	// which was too large for the store.
+	EventResponseOmitted
+	// EventReleased: the key was released after a handler error or panic,
+	// so a retry runs the handler again.
+	EventReleased
+	// EventCompletionFailed: the handler succeeded but storing its result
+	// failed (Err). The result was returned anyway; the key stays reserved
+	// until its in-progress expiry and then runs again on retry.
+	EventCompletionFailed
+	// EventReleaseFailed: releasing the key failed (Err); it stays reserved
+	// until its in-progress expiry.
+	EventReleaseFailed
+	// EventFencedOut: completing or releasing the key was refused because
+	// another invocation took it over after this one's in-progress expiry:
+	// this invocation ran past its deadline.
+	EventFencedOut
+)
+
+var eventKindNames = map[EventKind]string{
+	EventUnprotected:      "unprotected",
+	EventReserved:         "reserved",
+	EventReplayed:         "replayed",
+	EventInProgress:       "in_progress",
+	EventPayloadMismatch:  "payload_mismatch",
+	EventCompleted:        "completed",
+	EventErrorRecorded:    "error_recorded",
+	EventResponseOmitted:  "response_omitted",
+	EventReleased:         "released",
+	EventCompletionFailed: "completion_failed",
+	EventReleaseFailed:    "release_failed",
+	EventFencedOut:        "fenced_out",
+}
+
+// String returns a short snake_case name, suitable as a metric dimension.
+func (k EventKind) String() string {
+	if name, ok := eventKindNames[k]; ok {
+		return name
+	}
+	return "unknown"
+}
+
+// Event reports a step of the idempotency state machine to the observer set
+// with WithObserver, for metrics and alarms.
+type Event struct {
+	Kind EventKind
+	Key  string // the full idempotency key; empty for EventUnprotected
+	Err  error  // the cause, for the failure kinds
+}

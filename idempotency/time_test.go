@@ -1,0 +1,112 @@
+package idempotency_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+// Time inside a synctest bubble is fake: time.Sleep advances it at once
+// when every goroutine of the bubble is blocked.
+
+func TestCompletedKeyExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c counter
+		charge := mustWrap(t, c.handle, memory.New(), idempotency.WithExpiry(time.Hour))
+		_, err := charge(t.Context(), o1)
+		require.NoError(t, err)
+
+		time.Sleep(time.Hour - time.Second)
+		_, err = charge(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, 1, c.count(), "replayed within the expiry")
+
+		time.Sleep(2 * time.Second)
+		_, err = charge(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, 2, c.count(), "after the expiry the handler runs again")
+	})
+}
+
+func TestCrashedInvocationFreesKeyAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		var c counter
+		hang := make(chan struct{})
+		crashing := mustWrap(t, func(context.Context, order) (receipt, error) {
+			<-hang // never returns while the test runs: a crashed or frozen invocation
+			return receipt{}, nil
+		}, store, idempotency.WithKeyPrefix("p"), idempotency.WithExpiry(24*time.Hour))
+		retry := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithExpiry(24*time.Hour))
+
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // the Lambda deadline
+		defer cancel()
+		go func() { _, _ = crashing(ctx, o1) }()
+		synctest.Wait()
+
+		time.Sleep(10 * time.Second)
+		_, err := retry(t.Context(), o1)
+		var inProgress *idempotency.InProgressError
+		require.ErrorAs(t, err, &inProgress)
+		assert.Equal(t, start.Add(30*time.Second), inProgress.Until)
+
+		time.Sleep(21 * time.Second) // just past the deadline, long before the expiry
+		got, err := retry(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", got.ChargeID)
+		close(hang)
+	})
+}
+
+func TestNoDeadlineUsesInProgressTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		hang := make(chan struct{})
+		var wg sync.WaitGroup
+		crashing := mustWrap(t, func(context.Context, order) (receipt, error) { <-hang; return receipt{}, nil },
+			store, idempotency.WithKeyPrefix("p"))
+		var c counter
+		retry := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"))
+		wg.Go(func() { _, _ = crashing(context.Background(), o1) })
+		synctest.Wait()
+
+		time.Sleep(idempotency.DefaultInProgressTimeout - time.Second)
+		_, err := retry(t.Context(), o1)
+		assert.ErrorIs(t, err, idempotency.ErrInProgress)
+		time.Sleep(2 * time.Second)
+		_, err = retry(t.Context(), o1)
+		require.NoError(t, err)
+		close(hang)
+		wg.Wait()
+	})
+}
+
+func TestShortExpiryDoesNotCutAReservationShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		hang := make(chan struct{})
+		slow := mustWrap(t, func(context.Context, order) (receipt, error) { <-hang; return receipt{}, nil },
+			store, idempotency.WithKeyPrefix("p"), idempotency.WithExpiry(time.Second))
+		var c counter
+		other := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithExpiry(time.Second))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		go func() { _, _ = slow(ctx, o1) }()
+		synctest.Wait()
+
+		time.Sleep(30 * time.Second) // past the expiry, within the deadline
+		_, err := other(t.Context(), o1)
+		assert.ErrorIs(t, err, idempotency.ErrInProgress)
+		assert.Equal(t, 0, c.count())
+		close(hang)
+	})
+}

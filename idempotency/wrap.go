@@ -1,0 +1,216 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/jmespath"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Wrap makes h idempotent: it returns a function of the same type, for
+// lambda.Start or any caller, that runs h at most once per idempotency key
+// and answers retries with the stored result.
+//
+// The key is selected from the input with WithKey (by default the whole
+// input), as encoding/json encodes In; results are stored as encoding/json
+// encodes Out, and replays decode them into a new Out. Guard.Do describes
+// the state machine: what runs, what is stored, and the errors a call can
+// return (*InProgressError, *PayloadMismatchError, *KeyError, *StoreError,
+// *StoredError, *ResponseTooLargeError, *ReplayError). Errors returned by h
+// itself are returned unchanged, with the value h returned with them.
+//
+// Wrap checks the options and fails if one is invalid, so that mistakes show
+// at cold start. When POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h
+// itself (after checking the options).
+func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persistence.Store, opts ...Option) (func(context.Context, In) (Out, error), error) {
+	if h == nil {
+		return nil, fmt.Errorf("idempotency: Wrap: nil handler")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	var hook func(context.Context, Out, *persistence.Record) Out
+	if cfg.responseHook != nil {
+		var ok bool
+		if hook, ok = cfg.responseHook.(func(context.Context, Out, *persistence.Record) Out); !ok {
+			var zero Out
+			return nil, fmt.Errorf("idempotency: WithResponseHook: the hook is a %T, but the handler returns %T", cfg.responseHook, zero)
+		}
+	}
+	g, err := newGuard(store, cfg, funcName(h))
+	if err != nil {
+		return nil, err
+	}
+	if g.disabled {
+		return h, nil
+	}
+	w := &wrapped[In, Out]{h: h, g: g, keyExpr: cfg.keyExpr, validationExpr: cfg.validationExpr, hook: hook}
+	return w.call, nil
+}
+
+// MustWrap is like Wrap but panics if Wrap fails. It suits package-level
+// handler variables and main functions, where a bad option is a programming
+// error.
+func MustWrap[In, Out any](h func(context.Context, In) (Out, error), store persistence.Store, opts ...Option) func(context.Context, In) (Out, error) {
+	wrapped, err := Wrap(h, store, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return wrapped
+}
+
+type wrapped[In, Out any] struct {
+	h              func(context.Context, In) (Out, error)
+	g              *Guard
+	keyExpr        *jmespath.Expression
+	validationExpr *jmespath.Expression
+	hook           func(context.Context, Out, *persistence.Record) Out
+}
+
+func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	key, payloadHash, err := w.derive(in)
+	if err != nil {
+		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !w.g.cfg.requireKey {
+			w.g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
+				slog.String("key_expression", ke.Expression))
+			w.g.observe(ctx, EventUnprotected, "", nil)
+			return w.h(ctx, in)
+		}
+		return zero, err
+	}
+
+	if w.g.disabled {
+		return w.h(ctx, in)
+	}
+	rec, res, err := w.g.reserve(ctx, key, payloadHash)
+	if err != nil {
+		return zero, err
+	}
+	if rec != nil {
+		return w.run(ctx, rec, in)
+	}
+	var replay Out
+	if err := jsonvalue.Unmarshal(res.Response, &replay); err != nil {
+		return zero, &ReplayError{Key: key, Err: err}
+	}
+	if w.hook != nil {
+		replay = w.hook(ctx, replay, res.Record)
+	}
+	return replay, nil
+}
+
+// run calls h as the owner of rec's key. The closure exists only on this
+// path, so that replays do not allocate it.
+func (w *wrapped[In, Out]) run(ctx context.Context, rec *persistence.Record, in In) (Out, error) {
+	var out Out
+	_, err := w.g.run(ctx, rec, func(ctx context.Context) ([]byte, error) {
+		var herr error
+		out, herr = w.h(ctx, in)
+		if herr != nil {
+			return nil, herr
+		}
+		resp, err := json.Marshal(out)
+		if err != nil {
+			// The side effect has happened but its result cannot be stored:
+			// record the failure rather than let a retry run it again.
+			return nil, Permanent(&ResponseEncodingError{Err: err})
+		}
+		return resp, nil
+	})
+	// out is what h returned, with its error if any.
+	return out, err
+}
+
+// ResponseEncodingError is returned, and recorded for retries, when a
+// handler succeeded but encoding/json cannot encode its result. The side
+// effect is not run again.
+type ResponseEncodingError struct{ Err error }
+
+func (e *ResponseEncodingError) Error() string {
+	return "idempotency: encoding the handler's result: " + e.Err.Error()
+}
+
+func (e *ResponseEncodingError) Unwrap() error { return e.Err }
+
+// buffers holds the scratch space for canonical encodings of keys.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// derive returns the key and payload hash of in.
+func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+
+	selected, err := selectValue(w.keyExpr, in)
+	if err != nil {
+		return "", "", &KeyError{Expression: exprText(w.keyExpr), Err: err}
+	}
+	if missingKey(selected) {
+		return "", "", &KeyError{Expression: exprText(w.keyExpr)}
+	}
+	if *buf, err = jsonvalue.AppendCanonical((*buf)[:0], selected); err != nil {
+		return "", "", &KeyError{Expression: exprText(w.keyExpr), Err: err}
+	}
+	key = w.g.Key(*buf)
+
+	if w.validationExpr != nil {
+		selected, err := selectValue(w.validationExpr, in)
+		if err == nil {
+			*buf, err = jsonvalue.AppendCanonical((*buf)[:0], selected)
+		}
+		if err != nil {
+			return "", "", &KeyError{Expression: w.validationExpr.String(), Err: fmt.Errorf("payload validation: %w", err)}
+		}
+		payloadHash = Fingerprint(*buf)
+	}
+	return key, payloadHash, nil
+}
+
+// selectValue applies expr to v, or converts the whole of v when expr is
+// nil.
+func selectValue(expr *jmespath.Expression, v any) (any, error) {
+	if expr == nil {
+		return jsonvalue.FromGo(v, nil)
+	}
+	return expr.SearchValue(v)
+}
+
+func exprText(expr *jmespath.Expression) string {
+	if expr == nil {
+		return ""
+	}
+	return expr.String()
+}
+
+// missingKey reports whether a selected key counts as absent, as in
+// Powertools: null, an empty string, or an array or object whose elements
+// are all null (including an empty one).
+func missingKey(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case []any:
+		for _, e := range v {
+			if e != nil {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if e != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

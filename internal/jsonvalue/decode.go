@@ -1,0 +1,541 @@
+package jsonvalue
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// MaxDepth is the deepest nesting of arrays and objects that Decode and
+// FromGo accept, as in encoding/json.
+const MaxDepth = 10000
+
+// SyntaxError reports malformed JSON.
+type SyntaxError struct {
+	Offset int64 // byte offset of the error in the input
+	msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.msg)
+}
+
+// Decode parses one JSON value from data, keeping only the parts sel selects
+// (nil selects everything). Numbers become float64 when that is exact, and
+// json.Number otherwise. Invalid UTF-8 in strings is replaced with U+FFFD,
+// as encoding/json does. Skipped parts are still checked for syntax.
+func Decode(data []byte, sel *Selection) (any, error) {
+	d := decoder{data: data}
+	d.skipSpace()
+	v, err := d.value(sel)
+	if err != nil {
+		return nil, err
+	}
+	d.skipSpace()
+	if d.pos < len(d.data) {
+		return nil, d.errorf("unexpected %q after the top-level value", d.data[d.pos])
+	}
+	return v, nil
+}
+
+// Valid reports whether data is one well-formed JSON value.
+func Valid(data []byte) bool {
+	d := decoder{data: data}
+	d.skipSpace()
+	if d.skip() != nil {
+		return false
+	}
+	d.skipSpace()
+	return d.pos == len(d.data)
+}
+
+type decoder struct {
+	data  []byte
+	pos   int
+	depth int
+}
+
+func (d *decoder) errorf(format string, args ...any) error {
+	return &SyntaxError{Offset: int64(d.pos), msg: fmt.Sprintf(format, args...)}
+}
+
+func (d *decoder) unexpectedEnd() error {
+	return d.errorf("unexpected end of input")
+}
+
+func (d *decoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) value(sel *Selection) (any, error) {
+	if d.pos >= len(d.data) {
+		return nil, d.unexpectedEnd()
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object(sel)
+	case c == '[':
+		return d.array(sel)
+	case c == '"':
+		return d.string()
+	case c == '-' || c >= '0' && c <= '9':
+		lit, err := d.number()
+		if err != nil {
+			return nil, err
+		}
+		return numberValue(lit), nil
+	default:
+		return d.literal()
+	}
+}
+
+// skip checks and passes over one value without keeping it.
+func (d *decoder) skip() error {
+	if d.pos >= len(d.data) {
+		return d.unexpectedEnd()
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{', c == '[':
+		return d.skipContainer()
+	case c == '"':
+		_, _, err := d.scanString()
+		return err
+	case c == '-' || c >= '0' && c <= '9':
+		_, err := d.number()
+		return err
+	default:
+		_, err := d.literal()
+		return err
+	}
+}
+
+func (d *decoder) literal() (any, error) {
+	rest := d.data[d.pos:]
+	for _, lit := range [...]struct {
+		text  string
+		value any
+	}{{"true", true}, {"false", false}, {"null", nil}} {
+		if len(rest) >= len(lit.text) && string(rest[:len(lit.text)]) == lit.text {
+			d.pos += len(lit.text)
+			return lit.value, nil
+		}
+	}
+	if len(rest) == 0 {
+		return nil, d.unexpectedEnd()
+	}
+	return nil, d.errorf("unexpected %q looking for a value", rest[0])
+}
+
+func (d *decoder) enter() error {
+	d.depth++
+	if d.depth > MaxDepth {
+		return d.errorf("nested deeper than %d", MaxDepth)
+	}
+	return nil
+}
+
+func (d *decoder) object(sel *Selection) (any, error) {
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	d.pos++ // '{'
+	obj := map[string]any{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		d.depth--
+		return obj, nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		if d.data[d.pos] != '"' {
+			return nil, d.errorf("unexpected %q looking for an object key", d.data[d.pos])
+		}
+		raw, escaped, err := d.scanString()
+		if err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		if d.data[d.pos] != ':' {
+			return nil, d.errorf("unexpected %q after an object key", d.data[d.pos])
+		}
+		d.pos++
+		d.skipSpace()
+
+		var name string
+		var child *Selection
+		var keep bool
+		if escaped {
+			name = unescape(raw)
+			child, keep = sel.lookup(name)
+		} else if sel.All() {
+			name, child, keep = string(raw), sel, true
+		} else if child, keep = sel.fields[string(raw)]; keep {
+			name = string(raw)
+		}
+		if keep {
+			v, err := d.value(child)
+			if err != nil {
+				return nil, err
+			}
+			obj[name] = v
+		} else if err := d.skip(); err != nil {
+			return nil, err
+		}
+
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			d.depth--
+			return obj, nil
+		default:
+			return nil, d.errorf("unexpected %q after an object member", d.data[d.pos])
+		}
+	}
+}
+
+func (d *decoder) array(sel *Selection) (any, error) {
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	d.pos++ // '['
+	arr := []any{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		d.depth--
+		return arr, nil
+	}
+	for {
+		d.skipSpace()
+		v, err := d.value(sel)
+		if err != nil {
+			return nil, err
+		}
+		arr = append(arr, v)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			d.depth--
+			return arr, nil
+		default:
+			return nil, d.errorf("unexpected %q after an array element", d.data[d.pos])
+		}
+	}
+}
+
+// skipContainer passes over an object or array, checking its syntax.
+func (d *decoder) skipContainer() error {
+	open := d.data[d.pos]
+	if err := d.enter(); err != nil {
+		return err
+	}
+	d.pos++
+	closing := byte(']')
+	if open == '{' {
+		closing = '}'
+	}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == closing {
+		d.pos++
+		d.depth--
+		return nil
+	}
+	for {
+		d.skipSpace()
+		if open == '{' {
+			if d.pos >= len(d.data) {
+				return d.unexpectedEnd()
+			}
+			if d.data[d.pos] != '"' {
+				return d.errorf("unexpected %q looking for an object key", d.data[d.pos])
+			}
+			if _, _, err := d.scanString(); err != nil {
+				return err
+			}
+			d.skipSpace()
+			if d.pos >= len(d.data) {
+				return d.unexpectedEnd()
+			}
+			if d.data[d.pos] != ':' {
+				return d.errorf("unexpected %q after an object key", d.data[d.pos])
+			}
+			d.pos++
+			d.skipSpace()
+		}
+		if err := d.skip(); err != nil {
+			return err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return d.unexpectedEnd()
+		}
+		switch c := d.data[d.pos]; c {
+		case ',':
+			d.pos++
+		case closing:
+			d.pos++
+			d.depth--
+			return nil
+		default:
+			return d.errorf("unexpected %q in a container", c)
+		}
+	}
+}
+
+func (d *decoder) string() (any, error) {
+	s, err := d.stringValue()
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (d *decoder) stringValue() (string, error) {
+	raw, escaped, err := d.scanString()
+	if err != nil {
+		return "", err
+	}
+	if escaped {
+		return unescape(raw), nil
+	}
+	return string(raw), nil
+}
+
+// scanString passes over a string starting at its opening quote. It returns
+// the bytes between the quotes, and whether they need unescaping (escape
+// sequences or invalid UTF-8).
+func (d *decoder) scanString() (raw []byte, escaped bool, err error) {
+	d.pos++ // '"'
+	start := d.pos
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			raw = d.data[start:d.pos]
+			d.pos++
+			return raw, escaped, nil
+		case c == '\\':
+			escaped = true
+			if err := d.scanEscape(); err != nil {
+				return nil, false, err
+			}
+		case c < 0x20:
+			return nil, false, d.errorf("control character %q in a string", c)
+		case c < utf8.RuneSelf:
+			d.pos++
+		default:
+			r, size := utf8.DecodeRune(d.data[d.pos:])
+			if r == utf8.RuneError && size == 1 {
+				escaped = true
+			}
+			d.pos += size
+		}
+	}
+	return nil, false, d.unexpectedEnd()
+}
+
+func (d *decoder) scanEscape() error {
+	d.pos++ // '\\'
+	if d.pos >= len(d.data) {
+		return d.unexpectedEnd()
+	}
+	switch d.data[d.pos] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		d.pos++
+		return nil
+	case 'u':
+		if d.pos+5 > len(d.data) {
+			return d.unexpectedEnd()
+		}
+		for _, h := range d.data[d.pos+1 : d.pos+5] {
+			if hexValue(h) < 0 {
+				return d.errorf("invalid \\u escape")
+			}
+		}
+		d.pos += 5
+		return nil
+	default:
+		return d.errorf("invalid escape \\%c", d.data[d.pos])
+	}
+}
+
+func hexValue(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// unescape decodes the inside of a string that scanString has checked,
+// replacing invalid UTF-8 and unpaired surrogates with U+FFFD as
+// encoding/json does.
+func unescape(raw []byte) string {
+	// The buffer becomes the string itself: nothing else refers to it.
+	b := make([]byte, 0, len(raw)+utf8.UTFMax)
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\' && raw[i+1] == 'u':
+			r := hex4(raw[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				dec := utf8.RuneError
+				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					dec = utf16.DecodeRune(r, hex4(raw[i+2:]))
+				}
+				if dec != utf8.RuneError {
+					i += 6
+				}
+				r = dec
+			}
+			b = utf8.AppendRune(b, r)
+		case c == '\\':
+			switch e := raw[i+1]; e {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			default: // '"', '\\', '/'
+				b = append(b, e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			b = utf8.AppendRune(b, r) // U+FFFD for an invalid byte
+			i += size
+		}
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		r = r<<4 | rune(hexValue(c))
+	}
+	return r
+}
+
+// number passes over a number, checking the JSON grammar, and returns its
+// literal.
+func (d *decoder) number() ([]byte, error) {
+	start := d.pos
+	if d.data[d.pos] == '-' {
+		d.pos++
+	}
+	switch {
+	case d.pos >= len(d.data):
+		return nil, d.unexpectedEnd()
+	case d.data[d.pos] == '0':
+		d.pos++
+	case d.data[d.pos] >= '1' && d.data[d.pos] <= '9':
+		d.digits()
+	default:
+		return nil, d.errorf("invalid number")
+	}
+	if d.pos < len(d.data) && d.data[d.pos] == '.' {
+		d.pos++
+		if d.digits() == 0 {
+			return nil, d.errorf("invalid number: no digits after the decimal point")
+		}
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		d.pos++
+		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
+			d.pos++
+		}
+		if d.digits() == 0 {
+			return nil, d.errorf("invalid number: no digits in the exponent")
+		}
+	}
+	return d.data[start:d.pos], nil
+}
+
+func (d *decoder) digits() int {
+	start := d.pos
+	for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+		d.pos++
+	}
+	return d.pos - start
+}
+
+// numberValue returns a float64 when it represents lit exactly, else a
+// json.Number holding lit.
+func numberValue(lit []byte) any {
+	// Integers of up to 15 digits are always exact in a float64.
+	if len(lit) <= 15 && isPlainInteger(lit) {
+		n, _ := strconv.ParseInt(string(lit), 10, 64)
+		return float64(n)
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err == nil && exactFloat(f, lit) {
+		return f
+	}
+	return json.Number(lit)
+}
+
+func isPlainInteger(lit []byte) bool {
+	for i, c := range lit {
+		if c == '-' && i == 0 {
+			continue
+		}
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// exactFloat reports whether f, written in its shortest form, is the same
+// number as lit.
+func exactFloat(f float64, lit []byte) bool {
+	var a, b [64]byte
+	short := strconv.AppendFloat(a[:0], f, 'g', -1, 64)
+	n1, ok1 := appendNumber(b[:0], short)
+	var c [64]byte
+	n2, ok2 := appendNumber(c[:0], lit)
+	return ok1 && ok2 && string(n1) == string(n2)
+}

@@ -1,0 +1,401 @@
+package jsonvalue
+
+import (
+	"reflect"
+)
+
+// A Step is one step of a path into a JSON value: an object member, or an
+// array element.
+type Step struct {
+	Name    string // the member name, when IsIndex is false
+	Index   int    // the element index, from the end when negative
+	IsIndex bool
+
+	key reflect.Value // Name as a reflect.Value, for Go map lookups
+}
+
+// Member returns a step to the object member name.
+func Member(name string) Step { return Step{Name: name, key: reflect.ValueOf(name)} }
+
+// Element returns a step to the array element i; a negative i counts from
+// the end (-1 is the last element).
+func Element(i int) Step { return Step{Index: i, IsIndex: true} }
+
+// PathSelection returns the selection of what a path reads: the members on
+// the path, and the whole value at its end.
+func PathSelection(path []Step) *Selection {
+	root := NewSelection()
+	s := root
+	for _, step := range path {
+		if !step.IsIndex {
+			s = s.Field(step.Name)
+		}
+	}
+	s.SelectAll()
+	return root
+}
+
+// Walk follows path through a generic value. A member of anything but an
+// object, a missing member, and an element outside an array are null, as in
+// JMESPath.
+func Walk(v any, path []Step) any {
+	for _, step := range path {
+		if step.IsIndex {
+			arr, ok := v.([]any)
+			if !ok {
+				return nil
+			}
+			i := step.Index
+			if i < 0 {
+				i += len(arr)
+			}
+			if i < 0 || i >= len(arr) {
+				return nil
+			}
+			v = arr[i]
+			continue
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = obj[step.Name]
+	}
+	return v
+}
+
+// LookupJSON returns the value at path in the JSON document data, decoding
+// only that value, as Walk(Decode(data, nil), path) would. The whole
+// document is still checked for syntax.
+func LookupJSON(data []byte, path []Step) (any, error) {
+	d := decoder{data: data}
+	d.skipSpace()
+	v, err := d.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	d.skipSpace()
+	if d.pos < len(d.data) {
+		return nil, d.errorf("unexpected %q after the top-level value", d.data[d.pos])
+	}
+	return v, nil
+}
+
+func (d *decoder) lookup(path []Step) (any, error) {
+	if len(path) == 0 {
+		return d.value(nil)
+	}
+	if d.pos >= len(d.data) {
+		return nil, d.unexpectedEnd()
+	}
+	switch d.data[d.pos] {
+	case '{':
+		if !path[0].IsIndex {
+			return d.lookupObject(path)
+		}
+	case '[':
+		if path[0].IsIndex {
+			return d.lookupArray(path)
+		}
+	}
+	// A step into a value that does not have it: null, once the value has
+	// been checked.
+	return nil, d.skip()
+}
+
+func (d *decoder) lookupObject(path []Step) (any, error) {
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	d.pos++ // '{'
+	var found any
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		d.depth--
+		return nil, nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		if d.data[d.pos] != '"' {
+			return nil, d.errorf("unexpected %q looking for an object key", d.data[d.pos])
+		}
+		raw, escaped, err := d.scanString()
+		if err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		if d.data[d.pos] != ':' {
+			return nil, d.errorf("unexpected %q after an object key", d.data[d.pos])
+		}
+		d.pos++
+		d.skipSpace()
+		match := string(raw) == path[0].Name
+		if escaped {
+			match = unescape(raw) == path[0].Name
+		}
+		if match {
+			// A later duplicate member wins, as in encoding/json.
+			if found, err = d.lookup(path[1:]); err != nil {
+				return nil, err
+			}
+		} else if err := d.skip(); err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			d.depth--
+			return found, nil
+		default:
+			return nil, d.errorf("unexpected %q after an object member", d.data[d.pos])
+		}
+	}
+}
+
+func (d *decoder) lookupArray(path []Step) (any, error) {
+	want := path[0].Index
+	if want < 0 {
+		start := d.pos
+		n, err := d.countElements()
+		if err != nil {
+			return nil, err
+		}
+		if want += n; want < 0 {
+			return nil, nil // checked already, and out of range
+		}
+		d.pos = start
+	}
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	d.pos++ // '['
+	var found any
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		d.depth--
+		return nil, nil
+	}
+	for i := 0; ; i++ {
+		d.skipSpace()
+		var err error
+		if i == want {
+			found, err = d.lookup(path[1:])
+		} else {
+			err = d.skip()
+		}
+		if err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, d.unexpectedEnd()
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			d.depth--
+			return found, nil
+		default:
+			return nil, d.errorf("unexpected %q after an array element", d.data[d.pos])
+		}
+	}
+}
+
+// countElements passes over an array, checking it, and returns its length.
+func (d *decoder) countElements() (int, error) {
+	if err := d.enter(); err != nil {
+		return 0, err
+	}
+	d.pos++ // '['
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		d.depth--
+		return 0, nil
+	}
+	for n := 1; ; n++ {
+		d.skipSpace()
+		if err := d.skip(); err != nil {
+			return 0, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return 0, d.unexpectedEnd()
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			d.depth--
+			return n, nil
+		default:
+			return 0, d.errorf("unexpected %q after an array element", d.data[d.pos])
+		}
+	}
+}
+
+// LookupGo returns the value at path in v, as encoding/json would encode v,
+// converting only that value: the same as Walk(FromGo(v, nil), path) for
+// the parts of v on the path.
+func LookupGo(v any, path []Step) (any, error) {
+	rv, generic, converted, err := lookupGo(v, path)
+	if converted || err != nil {
+		return generic, err
+	}
+	return fromValue(rv, nil, 0)
+}
+
+// LookupGoString is LookupGo for a value that is usually a string: when it
+// is one, it returns it as s with isString set, without the allocation of
+// putting it in an interface; otherwise it returns the value as other.
+func LookupGoString(v any, path []Step) (s string, isString bool, other any, err error) {
+	rv, generic, converted, err := lookupGo(v, path)
+	if converted || err != nil {
+		s, isString = generic.(string)
+		return s, isString, generic, err
+	}
+	if rv = indirect(rv); rv.IsValid() && rv.Kind() == reflect.String && rv.Type() != numberType && !hasCustomEncoding(rv) {
+		return rv.String(), true, nil, nil
+	}
+	other, err = fromValue(rv, nil, 0)
+	return "", false, other, err
+}
+
+// lookupGo follows path through v. It returns the Go value at the end of
+// the path, or, when part of the path had to be converted first (custom
+// encodings) or leads nowhere, the generic value with converted set.
+func lookupGo(v any, path []Step) (rv reflect.Value, generic any, converted bool, err error) {
+	if v == nil {
+		return reflect.Value{}, nil, true, nil
+	}
+	rv = reflect.ValueOf(v)
+	for i, step := range path {
+		rv = indirect(rv)
+		if !rv.IsValid() {
+			return rv, nil, true, nil
+		}
+		if hasCustomEncoding(rv) {
+			// Marshalers and struct types left to encoding/json: convert the
+			// rest of the path's value, then walk it.
+			g, err := fromValue(rv, PathSelection(path[i:]), 0)
+			if err != nil {
+				return rv, nil, true, err
+			}
+			return rv, Walk(g, path[i:]), true, nil
+		}
+		next, ok := goStep(rv, step)
+		if !ok {
+			return rv, nil, true, nil
+		}
+		rv = next
+	}
+	return rv, nil, false, nil
+}
+
+// indirect follows pointers and interfaces that encoding/json would follow,
+// and returns the zero Value for a nil one. It stops at a pointer whose
+// type has a custom encoding, which hasCustomEncoding then reports.
+func indirect(v reflect.Value) reflect.Value {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return reflect.Value{}
+		}
+		if v.Kind() == reflect.Pointer && (v.Type().Implements(marshalerType) || v.Type().Implements(textMarshalerType)) {
+			return v
+		}
+		v = v.Elem()
+	}
+	return v
+}
+
+// hasCustomEncoding reports whether fromValue would encode v through a
+// marshaler or through encoding/json rather than member by member.
+func hasCustomEncoding(v reflect.Value) bool {
+	t := v.Type()
+	if t.Implements(marshalerType) || t.Implements(textMarshalerType) {
+		return true
+	}
+	if t.Kind() != reflect.Pointer && v.CanAddr() {
+		p := reflect.PointerTo(t)
+		if p.Implements(marshalerType) || p.Implements(textMarshalerType) {
+			return true
+		}
+	}
+	if t.Kind() == reflect.Struct {
+		return structInfoOf(t).viaEncodingJSON
+	}
+	if t.Kind() == reflect.Map {
+		// Object keys other than strings need converting.
+		return t.Key().Kind() != reflect.String
+	}
+	return false
+}
+
+// goStep takes one step into v, which has no custom encoding. It reports
+// false when the step leads nowhere (a null result).
+func goStep(v reflect.Value, step Step) (reflect.Value, bool) {
+	if step.IsIndex {
+		switch v.Kind() {
+		case reflect.Slice:
+			if v.IsNil() || isByteSlice(v.Type()) {
+				return reflect.Value{}, false
+			}
+		case reflect.Array:
+		default:
+			return reflect.Value{}, false
+		}
+		i := step.Index
+		if i < 0 {
+			i += v.Len()
+		}
+		if i < 0 || i >= v.Len() {
+			return reflect.Value{}, false
+		}
+		return v.Index(i), true
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		info := structInfoOf(v.Type())
+		i, ok := info.byName[step.Name]
+		if !ok {
+			return reflect.Value{}, false
+		}
+		f := &info.fields[i]
+		fv := v.Field(f.index)
+		if f.omitEmpty && isEmptyValue(fv) || f.omitZero && isZero(fv) {
+			return reflect.Value{}, false
+		}
+		return fv, true
+	case reflect.Map:
+		if v.IsNil() {
+			return reflect.Value{}, false
+		}
+		key := step.key
+		if !key.IsValid() {
+			key = reflect.ValueOf(step.Name)
+		}
+		if kt := v.Type().Key(); kt != key.Type() {
+			key = key.Convert(kt)
+		}
+		mv := v.MapIndex(key)
+		return mv, mv.IsValid()
+	}
+	return reflect.Value{}, false
+}
