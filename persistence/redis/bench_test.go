@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -25,17 +26,19 @@ func measure(b *testing.B, op func(i int)) {
 		op(i)
 		durations = append(durations, time.Since(start))
 	}
-	reportPercentiles(b, durations)
+	reportPercentiles(b, "", durations)
 }
 
-func reportPercentiles(b *testing.B, durations []time.Duration) {
+// reportPercentiles reports the median and 99th percentile of durations as
+// metrics named prefix+"p50-ns" and prefix+"p99-ns".
+func reportPercentiles(b *testing.B, prefix string, durations []time.Duration) {
 	if len(durations) == 0 {
 		return
 	}
 	slices.Sort(durations)
 	at := func(p float64) time.Duration { return durations[int(p*float64(len(durations)-1))] }
-	b.ReportMetric(float64(at(0.50).Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(at(0.99).Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(at(0.50).Nanoseconds()), prefix+"p50-ns")
+	b.ReportMetric(float64(at(0.99).Nanoseconds()), prefix+"p99-ns")
 }
 
 // BenchmarkStore measures the store's operations against a local
@@ -160,13 +163,53 @@ func BenchmarkInterleaved(b *testing.B) {
 		}
 		replay = append(replay, time.Since(start))
 	}
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{{"get", get}, {"first", first}, {"replay", replay}} {
-		slices.Sort(m.d)
-		at := func(p float64) time.Duration { return m.d[int(p*float64(len(m.d)-1))] }
-		b.ReportMetric(float64(at(0.50).Nanoseconds()), m.name+"-p50-ns")
-		b.ReportMetric(float64(at(0.99).Nanoseconds()), m.name+"-p99-ns")
+	reportPercentiles(b, "get-", get)
+	reportPercentiles(b, "first-", first)
+	reportPercentiles(b, "replay-", replay)
+}
+
+// BenchmarkWrapInterleaved is BenchmarkInterleaved through idempotency.Wrap:
+// in every iteration a plain GET, a first call of a wrapped handler (new
+// key: reserve, run, complete) and a replay (a key that has completed).
+func BenchmarkWrapInterleaved(b *testing.B) {
+	srv := redisserver.Start(b)
+	client := srv.NewClient()
+	store := newStore(b, client)
+	ctx := b.Context()
+	c := &charger{}
+	h, err := idempotency.Wrap(c.handle, store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"))
+	require.NoError(b, err)
+	require.NoError(b, client.Set(ctx, "plain", `{"charge_id":"ch_1","amount":4200}`, 0).Err())
+	done := newOrder()
+	_, err = h(ctx, done)
+	require.NoError(b, err)
+	base := rand.Text()
+
+	var get, first, replay []time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		if err := client.Get(ctx, "plain").Err(); err != nil {
+			b.Fatal(err)
+		}
+		get = append(get, time.Since(start))
+
+		start = time.Now()
+		if _, err := h(ctx, order{OrderID: base + strconv.Itoa(i), Amount: i}); err != nil {
+			b.Fatal(err)
+		}
+		first = append(first, time.Since(start))
+
+		start = time.Now()
+		if _, err := h(ctx, done); err != nil {
+			b.Fatal(err)
+		}
+		replay = append(replay, time.Since(start))
 	}
+	if runs := c.runs.Load(); runs != int64(b.N)+1 {
+		b.Fatalf("the handler ran %d times, want %d", runs, b.N+1)
+	}
+	reportPercentiles(b, "get-", get)
+	reportPercentiles(b, "first-", first)
+	reportPercentiles(b, "replay-", replay)
 }
