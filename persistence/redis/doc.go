@@ -121,8 +121,9 @@
 // Put returns a *persistence.ConflictError only when a live record holds the
 // key; Update and Delete return persistence.ErrFenced only when the record
 // carries another token (or, for Update, when there is none); Get returns
-// persistence.ErrNotFound only when there is no record. These sentinels are
-// returned as they are.
+// persistence.ErrNotFound only when there is no record; Update returns
+// persistence.ErrResponseOmitted only when Options.MaxResponseSize made it
+// drop the response. These sentinels are returned as they are.
 //
 // Every other failure is returned as an error that starts with
 // "persistence/redis: " and the operation and key, and wraps the cause, so
@@ -131,9 +132,16 @@
 // server error (redis.IsReadOnlyError for READONLY from a replica; WRONGTYPE
 // for a key that holds something other than a record). None of them is ever
 // reported as a conflict, and an operation that fails on a replica writes
-// nothing. The idempotency package reports these errors to its caller as a
-// *idempotency.StoreError, without running the handler when the reservation
-// failed.
+// nothing. The idempotency package reports a failed reservation to its
+// caller as a *idempotency.StoreError, without running the handler; a failed
+// completion it logs, returning the handler's result (see
+// idempotency.Guard.Do).
+//
+// A reservation that timed out may still be applied by the server once it
+// answers again. It then holds the key until its in-progress expiry (the
+// invocation's deadline) unless a Delete with its token reaches the server
+// after it; the idempotency package sends one, but against a server that does
+// not answer it usually fails too.
 //
 // go-redis retries network errors, timeouts and READONLY (up to the client's
 // MaxRetries, three by default). That is safe here: Update and Delete are
