@@ -1,0 +1,43 @@
+# Set-up on a fresh machine: `make demo` runs the local demo, `make test`
+# runs every test. `.ci/run` installs what the tests need, then `make test`.
+
+GO      ?= go
+GOFLAGS ?=
+BENCH_OUT ?= .bench/bench.txt
+
+.PHONY: all test vet fmt-check deps-check bench fuzz node-deps
+
+all: vet fmt-check deps-check test
+
+## test: every test, with the race detector, in random order.
+test: node-deps deps-check
+	$(GO) test -race -shuffle=on -timeout 20m ./...
+
+## vet: go vet over the module.
+vet:
+	$(GO) vet ./...
+
+## fmt-check: fail if gofmt would change a file.
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## deps-check: the import rules between packages (see DESIGN notes in the README).
+deps-check:
+	./scripts/deps-check.sh
+
+## bench: the benchmarks of every package, written for benchstat.
+bench:
+	@mkdir -p $(dir $(BENCH_OUT))
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee $(BENCH_OUT)
+
+## fuzz: each fuzz target for a short while.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 20s $$pkg || exit 1; \
+		done; \
+	done
+
+## node-deps: the Node packages of the DynamoDB-compatible test server, from the lockfile.
+node-deps:
+	@if [ -f package-lock.json ] && [ ! -d node_modules ]; then npm ci --no-audit --no-fund; fi

@@ -1,0 +1,138 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+type Payment struct {
+	OrderID string `json:"order_id"`
+	Amount  int    `json:"amount"`
+}
+
+type Charge struct {
+	ChargeID string `json:"charge_id"`
+}
+
+func Example() {
+	charges := 0
+	charge := func(ctx context.Context, p Payment) (Charge, error) {
+		charges++ // the side effect: charge the card
+		return Charge{ChargeID: fmt.Sprintf("ch_%d", charges)}, nil
+	}
+
+	// On Lambda: lambda.Start(idempotency.MustWrap(charge, store, ...)),
+	// with a DynamoDB store.
+	store := memory.New()
+	handler := idempotency.MustWrap(charge, store,
+		idempotency.WithKey("order_id"),
+		idempotency.WithPayloadValidation("amount"),
+		idempotency.WithExpiry(24*time.Hour))
+
+	ctx := context.Background()
+	first, _ := handler(ctx, Payment{OrderID: "o-1", Amount: 100})
+	retry, _ := handler(ctx, Payment{OrderID: "o-1", Amount: 100})
+	_, err := handler(ctx, Payment{OrderID: "o-1", Amount: 999})
+
+	fmt.Println(first.ChargeID, retry.ChargeID, charges)
+	fmt.Println(errors.Is(err, idempotency.ErrPayloadMismatch))
+	// Output:
+	// ch_1 ch_1 1
+	// true
+}
+
+// A function inside a handler can be idempotent on its own, with its own
+// key: Powertools' idempotent_function.
+func ExampleWrap_function() {
+	store := memory.New()
+	sent := 0
+	sendConfirmation, err := idempotency.Wrap(func(ctx context.Context, order Payment) (string, error) {
+		sent++
+		return "email sent for " + order.OrderID, nil
+	}, store, idempotency.WithKeyPrefix("send-confirmation"), idempotency.WithKey("order_id"))
+	if err != nil {
+		panic(err)
+	}
+
+	for range 3 {
+		msg, _ := sendConfirmation(context.Background(), Payment{OrderID: "o-7"})
+		fmt.Println(msg)
+	}
+	fmt.Println("emails sent:", sent)
+	// Output:
+	// email sent for o-7
+	// email sent for o-7
+	// email sent for o-7
+	// emails sent: 1
+}
+
+// Errors that a retry cannot fix are recorded and replayed, instead of
+// releasing the key.
+func ExamplePermanent() {
+	attempts := 0
+	pay := idempotency.MustWrap(func(ctx context.Context, p Payment) (Charge, error) {
+		attempts++
+		return Charge{}, idempotency.Permanent(errors.New("card declined"))
+	}, memory.New())
+
+	for range 2 {
+		_, err := pay(context.Background(), Payment{OrderID: "o-2", Amount: 5})
+		fmt.Println(err)
+	}
+	fmt.Println("attempts:", attempts)
+	// Output:
+	// card declined
+	// card declined
+	// attempts: 1
+}
+
+func ExampleWithResponseHook() {
+	pay := idempotency.MustWrap(func(ctx context.Context, p Payment) (Charge, error) {
+		return Charge{ChargeID: "ch_1"}, nil
+	}, memory.New(), idempotency.WithResponseHook(func(ctx context.Context, c Charge, rec *persistence.Record) Charge {
+		c.ChargeID += " (replayed)"
+		return c
+	}))
+	first, _ := pay(context.Background(), Payment{OrderID: "o-3"})
+	again, _ := pay(context.Background(), Payment{OrderID: "o-3"})
+	fmt.Println(first.ChargeID)
+	fmt.Println(again.ChargeID)
+	// Output:
+	// ch_1
+	// ch_1 (replayed)
+}
+
+func ExampleKeyFromContext() {
+	pay := idempotency.MustWrap(func(ctx context.Context, p Payment) (string, error) {
+		// Forward the key to a payment provider as its own idempotency key.
+		key, _ := idempotency.KeyFromContext(ctx)
+		return key[:len("payments#")+8], nil
+	}, memory.New(), idempotency.WithKeyPrefix("payments"), idempotency.WithKey("order_id"))
+	key, _ := pay(context.Background(), Payment{OrderID: "o-4"})
+	fmt.Println(key)
+	// Output:
+	// payments#c562d703
+}
+
+func ExampleGuard_Do() {
+	g, err := idempotency.NewGuard(memory.New(), idempotency.WithKeyPrefix("jobs"))
+	if err != nil {
+		panic(err)
+	}
+	key := g.Key([]byte(`"job-42"`))
+	for range 2 {
+		res, err := g.Do(context.Background(), key, "", func(ctx context.Context) ([]byte, error) {
+			return []byte(`{"status":"done"}`), nil
+		})
+		fmt.Println(string(res.Response), res.Replayed, err)
+	}
+	// Output:
+	// {"status":"done"} false <nil>
+	// {"status":"done"} true <nil>
+}

@@ -1,0 +1,124 @@
+package idempotency
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+// respell writes a generic value as JSON with object members in reverse
+// order, extra spaces, and numbers spelled differently, but the same value.
+func respell(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		slices.Reverse(keys)
+		b.WriteString("{ ")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(" , ")
+			}
+			kb, _ := json.Marshal(k)
+			b.Write(kb)
+			b.WriteString(" : ")
+			respell(b, v[k])
+		}
+		b.WriteString(" }")
+	case []any:
+		b.WriteString("[ ")
+		for i, e := range v {
+			if i > 0 {
+				b.WriteString(" ,")
+			}
+			respell(b, e)
+		}
+		b.WriteString("]")
+	case float64:
+		b.WriteString(strconv.FormatFloat(v, 'e', -1, 64))
+	case json.Number:
+		s := string(v)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".000"
+		} else {
+			s += "0"
+			if strings.ContainsAny(s, "eE") {
+				s = string(v) // a trailing zero would change the exponent
+			}
+		}
+		b.WriteString(s)
+	default:
+		vb, _ := json.Marshal(v)
+		b.Write(vb)
+	}
+}
+
+func FuzzKeyDerivation(f *testing.F) {
+	for _, s := range []string{
+		`{"order_id": 12345678901234567890, "lines": [{"sku": "a", "qty": 1.0}], "customer": "Zoë"}`,
+		`[1, 2.50, -0, 1e3, "x"]`, `"just a string"`, `{"a": {"b": {"c": [null, true, false]}}}`,
+		`{"b": 1, "a": 2}`, `0.000001`, `{"": ""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	g, err := newGuard(memory.New(), &config{}, "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	w := &wrapped[json.RawMessage, int]{g: g}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, _, err := w.derive(json.RawMessage(data))
+		if err != nil {
+			if _, ok := err.(*KeyError); !ok {
+				t.Fatalf("derive returned %T, want *KeyError: %v", err, err)
+			}
+			if json.Valid(data) {
+				v, _ := jsonvalue.Decode(data, nil)
+				if !missingKey(v) {
+					t.Fatalf("valid input %q has no key: %v", data, err)
+				}
+			}
+			return
+		}
+		again, _, err := w.derive(json.RawMessage(data))
+		if err != nil || again != key {
+			t.Fatalf("derive is not deterministic: %q then %q (%v)", key, again, err)
+		}
+		v, err := jsonvalue.Decode(data, nil)
+		if err != nil {
+			t.Fatalf("derive accepted invalid JSON %q", data)
+		}
+		var b strings.Builder
+		respell(&b, v)
+		other, _, err := w.derive(json.RawMessage(b.String()))
+		if err != nil {
+			t.Fatalf("respelled input %q: %v", b.String(), err)
+		}
+		if other != key {
+			t.Fatalf("%q and %q are the same value but have keys %s and %s", data, b.String(), key, other)
+		}
+	})
+}
+
+func TestMissingKeyRules(t *testing.T) {
+	for v, want := range map[string]bool{
+		`null`: true, `""`: true, `[]`: true, `[null]`: true, `{}`: true, `{"a":null}`: true,
+		`0`: false, `false`: false, `"x"`: false, `[null,0]`: false, `{"a":""}`: false,
+	} {
+		decoded, err := jsonvalue.Decode([]byte(v), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := missingKey(decoded); got != want {
+			t.Errorf("missingKey(%s) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package memory
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Cache is a persistence.Store decorator that keeps completed records of
+// another Store in a bounded in-process LRU cache (Powertools'
+// use_local_cache). A retry that reaches the same warm Lambda execution
+// environment is then answered without any request to the store.
+//
+// Only completed records are cached: they do not change until they expire,
+// so serving them locally is safe. Expiry is checked on every read, and a
+// cached record is never served to a reservation whose payload hash
+// differs from it: that reservation goes to the store, so payload
+// mismatches are always decided on the stored record.
+type Cache struct {
+	store    persistence.Store
+	capacity int
+
+	mu      sync.Mutex
+	order   *list.List // most recently used first; values are *persistence.Record
+	entries map[string]*list.Element
+}
+
+var _ persistence.Store = (*Cache)(nil)
+
+// NewCache returns a Cache of at most capacity completed records in front
+// of store. It panics if capacity is not positive or store is nil.
+func NewCache(store persistence.Store, capacity int) *Cache {
+	if store == nil {
+		panic("memory: NewCache: nil store")
+	}
+	if capacity <= 0 {
+		panic("memory: NewCache: capacity must be positive")
+	}
+	return &Cache{
+		store:    store,
+		capacity: capacity,
+		order:    list.New(),
+		entries:  make(map[string]*list.Element),
+	}
+}
+
+// Len returns the number of cached records.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// Put answers from the cache when it holds a live completed record for the
+// key with a matching payload hash; otherwise it asks the store, and caches
+// the completed record a conflict returns.
+func (c *Cache) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	if cached := c.lookup(rec.Key, now); cached != nil && (rec.PayloadHash == "" || cached.PayloadHash == rec.PayloadHash) {
+		return &persistence.ConflictError{Existing: cached}
+	}
+	err := c.store.Put(ctx, rec, now)
+	var conflict *persistence.ConflictError
+	if errors.As(err, &conflict) && conflict.Existing != nil {
+		c.remember(conflict.Existing)
+	}
+	return err
+}
+
+// Get reads through to the store, and caches a completed record.
+func (c *Cache) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	rec, err := c.store.Get(ctx, key)
+	if err == nil {
+		c.remember(rec)
+	}
+	return rec, err
+}
+
+// Update writes through to the store, and caches the record once it is
+// completed.
+func (c *Cache) Update(ctx context.Context, rec *persistence.Record) error {
+	err := c.store.Update(ctx, rec)
+	switch {
+	case err == nil:
+		c.remember(rec)
+	case errors.Is(err, persistence.ErrResponseOmitted):
+		omitted := *rec
+		omitted.Response, omitted.ResponseOmitted = nil, true
+		c.remember(&omitted)
+	default:
+		c.forget(rec.Key)
+	}
+	return err
+}
+
+// Delete forgets the key and deletes it from the store.
+func (c *Cache) Delete(ctx context.Context, key, token string) error {
+	c.forget(key)
+	return c.store.Delete(ctx, key, token)
+}
+
+// lookup returns a copy of the live cached record for key, if any.
+func (c *Cache) lookup(key string, now time.Time) *persistence.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[key]
+	if !ok {
+		return nil
+	}
+	rec := el.Value.(*persistence.Record)
+	if !rec.Live(now) {
+		c.order.Remove(el)
+		delete(c.entries, key)
+		return nil
+	}
+	c.order.MoveToFront(el)
+	cp := *rec
+	return &cp
+}
+
+func (c *Cache) remember(rec *persistence.Record) {
+	if rec.Status != persistence.StatusCompleted {
+		return
+	}
+	stored := clone(rec)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[rec.Key]; ok {
+		el.Value = stored
+		c.order.MoveToFront(el)
+		return
+	}
+	c.entries[rec.Key] = c.order.PushFront(stored)
+	if c.order.Len() > c.capacity {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.entries, oldest.Value.(*persistence.Record).Key)
+	}
+}
+
+func (c *Cache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.order.Remove(el)
+		delete(c.entries, key)
+	}
+}
