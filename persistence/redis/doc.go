@@ -1,0 +1,159 @@
+// Package redis is a persistence.Store backed by Redis or Valkey, through
+// github.com/redis/go-redis/v9: for teams that already run ElastiCache,
+// MemoryDB or their own Redis, with sub-millisecond reservations and no table
+// to create.
+//
+// # Client
+//
+// You bring the client, with its addresses, TLS, authentication, pool sizes
+// and timeouts; the Store only runs commands through it. Any
+// redis.UniversalClient works:
+//
+//	// One node, or a primary endpoint (ElastiCache without cluster mode):
+//	client := redis.NewClient(&redis.Options{Addr: "primary.example:6379"})
+//
+//	// Sentinel: commands go to the primary Sentinel names.
+//	client := redis.NewFailoverClient(&redis.FailoverOptions{
+//		MasterName:    "mymaster",
+//		SentinelAddrs: []string{"sentinel-1:26379", "sentinel-2:26379"},
+//	})
+//
+//	// Cluster (ElastiCache cluster mode, MemoryDB, Valkey/Redis Cluster):
+//	client := redis.NewClusterClient(&redis.ClusterOptions{
+//		Addrs:     []string{"clustercfg.example:6379"},
+//		TLSConfig: &tls.Config{},
+//	})
+//
+//	store, err := redisstore.New(client, func(o *redisstore.Options) {
+//		o.KeyPrefix = "idempotency:"
+//	})
+//
+// TLS (ElastiCache in-transit encryption, MemoryDB) is set on the client's
+// TLSConfig; AUTH or ACL credentials in its Username and Password (or a
+// CredentialsProvider, for IAM authentication tokens).
+//
+// Set ContextTimeoutEnabled on the client. Without it, go-redis ignores the
+// deadline of the context a call passes (on Lambda, the invocation deadline)
+// and waits for an unresponsive server for its ReadTimeout (5 seconds by
+// default), once per retry. Keep ReadTimeout and WriteTimeout short as well
+// (a reservation takes well under a millisecond):
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "primary.example:6379",
+//		ContextTimeoutEnabled: true,
+//		ReadTimeout:           time.Second,
+//		WriteTimeout:          time.Second,
+//	})
+//
+// Every operation is a Lua script that touches one key. go-redis sends
+// scripts to the primary that owns the key even when a cluster client has
+// ReadOnly, RouteByLatency or RouteRandomly set, so reads are always strongly
+// consistent. A Store pointed at a replica (a reader endpoint) fails every
+// operation with a READONLY error, reads included, rather than answer from a
+// copy that may lag.
+//
+// # Key layout
+//
+// One record is one Redis key, Options.KeyPrefix followed by the record's
+// key (see Store.RedisKey), holding a hash; no script touches more than that
+// one key, so the store works on Redis Cluster unchanged. The hash's fields,
+// readable with redis-cli HGETALL:
+//
+//	status                  INPROGRESS or COMPLETED
+//	expiration              ExpiresAt, epoch seconds
+//	in_progress_expiration  InProgressExpiresAt, epoch milliseconds (absent if none)
+//	validation              the payload hash (absent if empty)
+//	data                    the response bytes, unchanged (absent if empty)
+//	token                   the token of the invocation that wrote the record
+//	error_type              a recorded handler error's type (absent if none)
+//	error_message           a recorded handler error's message (absent if none)
+//	response_omitted        "1" when the response was too large to keep (see Options.MaxResponseSize)
+//
+// The first five are the Powertools attribute names; Options.Fields renames
+// any of them.
+//
+// # Expiry
+//
+// Whether a record still holds its key is decided by the store's scripts with
+// the time the caller passes to Put, exactly as persistence.Record.Live
+// decides it, not with the Redis server's clock. Redis takes part only in
+// cleaning up: Put and Update set the key's expiry (PEXPIREAT) to the
+// record's ExpiresAt, so Redis deletes records the library no longer needs.
+// The two agree when the clocks of the callers and of Redis agree; a Redis
+// clock that runs ahead deletes records that much early, as if their expiry
+// were shorter. A record whose expiry passes while its invocation still runs
+// is deleted too, and that invocation's Update then returns
+// persistence.ErrFenced: keep the record expiry longer than the longest
+// invocation (the default hour is four times Lambda's limit).
+//
+// # Round trips
+//
+// Put, Get, Update and Delete cost one round trip each (EVALSHA). So a first
+// call through the idempotency package costs two (reserve, complete) and a
+// replay one: the reservation that fails returns the existing record with
+// it. After the server has lost its script cache (a restart, a failover to a
+// node that never ran the script, SCRIPT FLUSH), the first run of each script
+// costs one more round trip: EVALSHA answers NOSCRIPT and go-redis sends the
+// script itself with EVAL, which caches it again.
+//
+// # Durability
+//
+// Redis and Valkey replicate asynchronously: a failover (Sentinel,
+// ElastiCache, a cluster) can lose the writes a primary acknowledged just
+// before it failed, and during a manual failover the old primary takes writes
+// until it is demoted, which are lost too. A lost reservation lets a retry run
+// the handler a second time; a lost completion leaves the reservation, which
+// blocks retries until its in-progress expiry and then lets one run again.
+// Idempotency holds across failovers only as far as the data survives them:
+// MemoryDB acknowledges a write once it is in its multi-AZ transaction log,
+// and so keeps it; where a second run after a failover is not acceptable and
+// you do not use MemoryDB, use the DynamoDB store.
+//
+// # Responses
+//
+// The response is stored as it is, in the data field. A Redis string holds
+// up to 512 MB, more than any Lambda response, so the store never needs to
+// omit one; Options.MaxResponseSize sets a smaller limit if you want one, as
+// the in-memory store does.
+//
+// # Errors
+//
+// Put returns a *persistence.ConflictError only when a live record holds the
+// key; Update and Delete return persistence.ErrFenced only when the record
+// carries another token (or, for Update, when there is none); Get returns
+// persistence.ErrNotFound only when there is no record; Update returns
+// persistence.ErrResponseOmitted only when Options.MaxResponseSize made it
+// drop the response. These sentinels are returned as they are.
+//
+// Every other failure is returned as an error that starts with
+// "persistence/redis: " and the operation and key, and wraps the cause, so
+// errors.Is and errors.As see it: context.DeadlineExceeded or a net.Error
+// for timeouts, a *net.OpError for a refused connection, a redis.Error for a
+// server error (redis.IsReadOnlyError for READONLY from a replica; WRONGTYPE
+// for a key that holds something other than a record). None of them is ever
+// reported as a conflict, and an operation that fails on a replica writes
+// nothing. The idempotency package reports a failed reservation to its
+// caller as a *idempotency.StoreError, without running the handler; a failed
+// completion it logs, returning the handler's result (see
+// idempotency.Guard.Do).
+//
+// A reservation that timed out may still be applied by the server once it
+// answers again. It then holds the key until its in-progress expiry (the
+// invocation's deadline) unless a Delete with its token reaches the server
+// after it; the idempotency package sends one, but against a server that does
+// not answer it usually fails too.
+//
+// go-redis retries network errors, timeouts and READONLY (up to the client's
+// MaxRetries, three by default). That is safe here: Update and Delete are
+// idempotent, and a Put whose earlier attempt was applied but whose reply was
+// lost finds the caller's own record, with the caller's token, which the
+// idempotency package recognises as its own reservation.
+//
+// # Versions
+//
+// The scripts use only Lua and commands of Redis 4 and later, with no Redis 7
+// script flags, so that they run on Redis 6 as well as on Redis 7 and Valkey.
+// The tests run them against the machine's redis-server (Debian's Redis 7.0
+// so far); IDEMPOTENCY_REDIS_SERVER points them at another binary, such as a
+// valkey-server.
+package redis

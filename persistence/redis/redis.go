@@ -1,0 +1,280 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Default hash field names. The first five are the attribute names of the
+// Powertools DynamoDB and Redis layers.
+const (
+	DefaultStatusField               = "status"
+	DefaultExpirationField           = "expiration"
+	DefaultInProgressExpirationField = "in_progress_expiration"
+	DefaultValidationField           = "validation"
+	DefaultDataField                 = "data"
+	DefaultTokenField                = "token"
+	DefaultErrorTypeField            = "error_type"
+	DefaultErrorMessageField         = "error_message"
+	DefaultResponseOmittedField      = "response_omitted"
+)
+
+// guardField is the hash field the scripts delete to make a read-only
+// replica refuse them (see scripts.go). No record has it.
+const guardField = "retrysafe:primary-check"
+
+// Fields names the fields of the hash that holds a record. An empty name
+// takes its default (the Default*Field constants).
+type Fields struct {
+	// Status holds the record's status, INPROGRESS or COMPLETED.
+	Status string
+	// Expiration holds ExpiresAt in epoch seconds.
+	Expiration string
+	// InProgressExpiration holds InProgressExpiresAt in epoch milliseconds;
+	// absent when there is none.
+	InProgressExpiration string
+	// Validation holds the payload hash; absent when empty.
+	Validation string
+	// Data holds the response bytes, as they are; absent when empty.
+	Data string
+	// Token holds the token of the invocation that wrote the record.
+	Token string
+	// ErrorType and ErrorMessage hold a recorded handler error; absent when
+	// empty.
+	ErrorType    string
+	ErrorMessage string
+	// ResponseOmitted is "1" when the response was too large to keep; absent
+	// otherwise.
+	ResponseOmitted string
+}
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// KeyPrefix is prepended to each record's key to make its Redis key, for
+	// example "idempotency:" to keep the records apart from other data in a
+	// shared database. Empty by default.
+	//
+	// With Redis Cluster, the Redis key decides the slot. Do not put a hash
+	// tag ("{...}") in the prefix unless you want every record on one shard.
+	KeyPrefix string
+
+	// Fields names the hash fields; see Fields for the defaults.
+	Fields Fields
+
+	// MaxResponseSize, when positive, is the largest response the store
+	// keeps: Update completes a record with a larger response without it and
+	// returns persistence.ErrResponseOmitted, as a store with an item size
+	// limit must. Zero, the default, keeps every response: a Redis string
+	// holds up to 512 MB, far more than a Lambda response (6 MB), so there is
+	// no limit to work around.
+	MaxResponseSize int
+}
+
+// Store is a persistence.Store backed by Redis or Valkey. It is safe for
+// concurrent use. Create one with New.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	fields Fields
+	max    int
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// New returns a Store that keeps records through client: a *redis.Client
+// (single node, or Sentinel with redis.NewFailoverClient), a
+// *redis.ClusterClient, or any other redis.UniversalClient. The Store does
+// not take ownership of client; close it yourself when you are done.
+//
+// New makes no request. It returns an error when client is nil or the
+// options are invalid: a negative MaxResponseSize, or field names that clash.
+func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("persistence/redis: New: nil client")
+	}
+	var o Options
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.MaxResponseSize < 0 {
+		return nil, fmt.Errorf("persistence/redis: New: negative MaxResponseSize %d", o.MaxResponseSize)
+	}
+	f, err := o.Fields.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return &Store{client: client, prefix: o.KeyPrefix, fields: f, max: o.MaxResponseSize}, nil
+}
+
+// resolve returns f with defaults for its empty names, or an error when two
+// names are the same or one is reserved.
+func (f Fields) resolve() (Fields, error) {
+	seen := make(map[string]string)
+	for _, field := range []struct {
+		name string
+		p    *string
+		def  string
+	}{
+		{"Status", &f.Status, DefaultStatusField},
+		{"Expiration", &f.Expiration, DefaultExpirationField},
+		{"InProgressExpiration", &f.InProgressExpiration, DefaultInProgressExpirationField},
+		{"Validation", &f.Validation, DefaultValidationField},
+		{"Data", &f.Data, DefaultDataField},
+		{"Token", &f.Token, DefaultTokenField},
+		{"ErrorType", &f.ErrorType, DefaultErrorTypeField},
+		{"ErrorMessage", &f.ErrorMessage, DefaultErrorMessageField},
+		{"ResponseOmitted", &f.ResponseOmitted, DefaultResponseOmittedField},
+	} {
+		if *field.p == "" {
+			*field.p = field.def
+		}
+		if *field.p == guardField {
+			return f, fmt.Errorf("persistence/redis: New: field name %q of Fields.%s is reserved", guardField, field.name)
+		}
+		if other, ok := seen[*field.p]; ok {
+			return f, fmt.Errorf("persistence/redis: New: Fields.%s and Fields.%s are both %q", other, field.name, *field.p)
+		}
+		seen[*field.p] = field.name
+	}
+	return f, nil
+}
+
+// RedisKey returns the Redis key that holds the record for key: the key
+// prefix followed by key.
+func (s *Store) RedisKey(key string) string { return s.prefix + key }
+
+// Put implements persistence.Store. It reserves rec.Key with one script run:
+// it writes rec when the key is free, or holds a record that is not live at
+// now, and sets the key to expire at rec.ExpiresAt. Otherwise it writes
+// nothing and returns a *persistence.ConflictError whose Existing is the
+// record that holds the key, read in the same step.
+//
+// Other errors (network, timeout, READONLY from a replica, a key that holds
+// something other than a record) are returned wrapped, never as a conflict.
+// A Put that failed may still have been applied by the server (its reply was
+// lost): the key then holds rec, with rec.Token, until its in-progress expiry
+// or a Delete with that token.
+func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	args := make([]any, 0, 7+18)
+	args = append(args,
+		ceilMilli(now),
+		rec.ExpiresAt.UnixMilli(),
+		string(persistence.StatusInProgress),
+		s.fields.Status, s.fields.Expiration, s.fields.InProgressExpiration,
+		guardField,
+	)
+	args = append(args, s.fields.encode(rec, rec.Response, rec.ResponseOmitted)...)
+	reply, err := putScript.Run(ctx, s.client, []string{s.RedisKey(rec.Key)}, args...).Result()
+	if err != nil {
+		return s.opError("put", rec.Key, err)
+	}
+	switch reply := reply.(type) {
+	case int64:
+		if reply == 1 {
+			return nil
+		}
+	case []any:
+		existing, err := s.fields.decode(rec.Key, reply)
+		if err != nil {
+			return s.opError("put", rec.Key, err)
+		}
+		return &persistence.ConflictError{Existing: existing}
+	}
+	return s.opError("put", rec.Key, fmt.Errorf("unexpected script reply %#v", reply))
+}
+
+// Get implements persistence.Store. It reads the record with one script run,
+// which go-redis sends to the primary even when the client routes read-only
+// commands to replicas. It returns persistence.ErrNotFound when there is no
+// record, including once Redis has evicted it at its ExpiresAt.
+func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	reply, err := getScript.Run(ctx, s.client, []string{s.RedisKey(key)}, guardField).Result()
+	if err != nil {
+		return nil, s.opError("get", key, err)
+	}
+	fields, ok := reply.([]any)
+	if !ok {
+		return nil, s.opError("get", key, fmt.Errorf("unexpected script reply %#v", reply))
+	}
+	if len(fields) == 0 {
+		return nil, persistence.ErrNotFound
+	}
+	rec, err := s.fields.decode(key, fields)
+	if err != nil {
+		return nil, s.opError("get", key, err)
+	}
+	return rec, nil
+}
+
+// Update implements persistence.Store. With one script run, it replaces the
+// record if it carries rec.Token and sets the key to expire at rec.ExpiresAt;
+// otherwise, or when there is no record (it may have been evicted at its
+// ExpiresAt), it writes nothing and returns persistence.ErrFenced.
+//
+// When Options.MaxResponseSize is set and rec.Response is larger, the record
+// is written without its response, with ResponseOmitted set, and Update
+// returns persistence.ErrResponseOmitted.
+func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
+	response, omitted := rec.Response, rec.ResponseOmitted
+	tooLarge := s.max > 0 && len(response) > s.max
+	if tooLarge {
+		response, omitted = nil, true
+	}
+	args := make([]any, 0, 4+18)
+	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField)
+	args = append(args, s.fields.encode(rec, response, omitted)...)
+	reply, err := updateScript.Run(ctx, s.client, []string{s.RedisKey(rec.Key)}, args...).Int64()
+	if err != nil {
+		return s.opError("update", rec.Key, err)
+	}
+	switch reply {
+	case 1:
+		if tooLarge {
+			return persistence.ErrResponseOmitted
+		}
+		return nil
+	case 0, -1:
+		return persistence.ErrFenced
+	}
+	return s.opError("update", rec.Key, fmt.Errorf("unexpected script reply %d", reply))
+}
+
+// Delete implements persistence.Store. With one script run, it deletes the
+// record if it carries token, returns persistence.ErrFenced if it carries
+// another, and succeeds when there is none.
+func (s *Store) Delete(ctx context.Context, key, token string) error {
+	reply, err := deleteScript.Run(ctx, s.client, []string{s.RedisKey(key)}, token, s.fields.Token, guardField).Int64()
+	if err != nil {
+		return s.opError("delete", key, err)
+	}
+	switch reply {
+	case 0, 1:
+		return nil
+	case -1:
+		return persistence.ErrFenced
+	}
+	return s.opError("delete", key, fmt.Errorf("unexpected script reply %d", reply))
+}
+
+// opError wraps an error of operation op on key. The result wraps err, so
+// errors.Is and errors.As see the cause (context.DeadlineExceeded, a
+// *net.OpError, a redis.Error such as READONLY).
+func (s *Store) opError(op, key string, err error) error {
+	return fmt.Errorf("persistence/redis: %s %q: %w", op, key, err)
+}
+
+// ceilMilli returns t in epoch milliseconds, rounded up.
+func ceilMilli(t time.Time) string {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return strconv.FormatInt(ms, 10)
+}

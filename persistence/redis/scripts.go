@@ -1,0 +1,138 @@
+package redis
+
+import "github.com/redis/go-redis/v9"
+
+// The store's four operations are Lua scripts, each touching only KEYS[1], so
+// each is atomic, runs on the primary that owns the key's slot, and costs one
+// round trip (EVALSHA; EVAL once more after the server lost its script cache).
+//
+// Scripts are written for Lua 5.1 as embedded in Redis 2.6 and later and in
+// Valkey, without the Redis 7 shebang, so they run unchanged on Redis 6.
+//
+// Guard: a script that would answer without writing (a conflict, a fenced
+// update or delete, a read) first runs HDEL of a field no record has. It
+// changes nothing and is not replicated, but a read-only replica refuses it
+// with READONLY, as it refuses the writes on the other paths. So every
+// operation sent to a replica fails with READONLY instead of answering from a
+// copy that may be stale.
+
+// putScript reserves KEYS[1] unless a live record holds it.
+//
+//	ARGV[1]    now, in epoch milliseconds rounded up
+//	ARGV[2]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
+//	ARGV[3]    the in-progress status value
+//	ARGV[4..6] field names: status, expiration (epoch seconds),
+//	           in_progress_expiration (epoch milliseconds)
+//	ARGV[7]    the guard field
+//	ARGV[8..]  the new record's fields and values
+//
+// It returns 1 when it wrote the record, or the existing record's fields and
+// values (as HGETALL) when a live record holds the key.
+//
+// A record is live at now unless expiration < now, or it is in progress and
+// in_progress_expiration < now: persistence.Record.Live. With integers
+// a and the caller's exact time t, a < t exactly when a < ceil(t), so the
+// caller rounds now up to the millisecond and the comparison is exact.
+var putScript = redis.NewScript(`
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind == 'hash' then
+  local f = redis.call('HMGET', key, ARGV[4], ARGV[5], ARGV[6])
+  local expires = tonumber(f[2])
+  if not f[1] or not expires then
+    return redis.error_reply('WRONGTYPE key holds a hash that is not an idempotency record (no status or expiration field)')
+  end
+  local now = tonumber(ARGV[1])
+  local live = expires * 1000 >= now
+  if live and f[1] == ARGV[3] and f[3] then
+    local until_ms = tonumber(f[3])
+    if not until_ms then
+      return redis.error_reply('WRONGTYPE key holds a record with a malformed in-progress expiration')
+    end
+    live = until_ms >= now
+  end
+  if live then
+    redis.call('HDEL', key, ARGV[7])
+    return redis.call('HGETALL', key)
+  end
+  redis.call('DEL', key)
+elseif kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
+end
+redis.call('HSET', key, unpack(ARGV, 8))
+redis.call('PEXPIREAT', key, ARGV[2])
+return 1
+`)
+
+// updateScript replaces the record at KEYS[1] if it carries the caller's
+// token.
+//
+//	ARGV[1]   the caller's token
+//	ARGV[2]   the new record's expiry, in epoch milliseconds, for PEXPIREAT
+//	ARGV[3]   the token field name
+//	ARGV[4]   the guard field
+//	ARGV[5..] the new record's fields and values
+//
+// It returns 1 when it wrote the record, 0 when there is no record, and -1
+// when the record carries another token.
+var updateScript = redis.NewScript(`
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind ~= 'hash' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
+end
+if kind == 'none' then
+  redis.call('HDEL', key, ARGV[4])
+  return 0
+end
+if redis.call('HGET', key, ARGV[3]) ~= ARGV[1] then
+  redis.call('HDEL', key, ARGV[4])
+  return -1
+end
+redis.call('DEL', key)
+redis.call('HSET', key, unpack(ARGV, 5))
+redis.call('PEXPIREAT', key, ARGV[2])
+return 1
+`)
+
+// deleteScript deletes the record at KEYS[1] if it carries the caller's
+// token.
+//
+//	ARGV[1] the caller's token
+//	ARGV[2] the token field name
+//	ARGV[3] the guard field
+//
+// It returns 1 when it deleted the record, 0 when there is no record, and -1
+// when the record carries another token.
+var deleteScript = redis.NewScript(`
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind ~= 'hash' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
+end
+redis.call('HDEL', key, ARGV[3])
+if kind == 'none' then
+  return 0
+end
+if redis.call('HGET', key, ARGV[2]) ~= ARGV[1] then
+  return -1
+end
+redis.call('DEL', key)
+return 1
+`)
+
+// getScript reads the record at KEYS[1] on the primary.
+//
+//	ARGV[1] the guard field
+//
+// It returns the record's fields and values (as HGETALL), none when there is
+// no record.
+var getScript = redis.NewScript(`
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind ~= 'hash' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
+end
+redis.call('HDEL', key, ARGV[1])
+return redis.call('HGETALL', key)
+`)

@@ -1,0 +1,71 @@
+package redis_test
+
+import (
+	"crypto/rand"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// TestSentinelFailover reserves a key, stops the primary so that Sentinel
+// fails over to its replica, and completes the reservation on the new
+// primary through a Sentinel-aware client. The new primary has never run the store's
+// scripts (NOSCRIPT): go-redis sends them again with EVAL.
+func TestSentinelFailover(t *testing.T) {
+	primary := redisserver.Start(t)
+	replica := redisserver.StartReplica(t, primary)
+	sentinel := redisserver.StartSentinel(t, primary)
+	ctx := t.Context()
+	now := testNow()
+
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redisserver.SentinelMaster,
+		SentinelAddrs: []string{sentinel.Addr},
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	rt := countRoundTrips(t, client)
+	store := newStore(t, client)
+
+	rec := inProgress("failover#"+rand.Text(), now)
+	require.NoError(t, store.Put(ctx, rec, now))
+	replicaClient := replica.NewClient()
+	require.Eventually(t, func() bool {
+		token, err := replicaClient.HGet(ctx, rec.Key, "token").Result()
+		return err == nil && token == rec.Token
+	}, 30*time.Second, 10*time.Millisecond, "the record did not reach the replica")
+
+	// The primary crashes; Sentinel promotes the replica.
+	primary.Stop()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	t.Cleanup(func() { _ = sc.Close() })
+	require.Eventually(t, func() bool {
+		addr, err := sc.GetMasterAddrByName(ctx, redisserver.SentinelMaster).Result()
+		if err != nil || net.JoinHostPort(addr[0], addr[1]) != replica.Addr {
+			return false
+		}
+		role, err := replicaClient.Do(ctx, "ROLE").Slice()
+		return err == nil && role[0] == "master"
+	}, 60*time.Second, 10*time.Millisecond, "Sentinel did not promote the replica")
+
+	rt.reset()
+	done := completed(rec, `{"id":"p_1"}`)
+	require.NoError(t, store.Update(ctx, done))
+	rt.requireScripts(t, "Update on the new primary", "evalsha", "eval")
+
+	got, err := store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	requireRecord(t, done, got)
+	onNewPrimary, err := replicaClient.HGet(ctx, rec.Key, "status").Result()
+	require.NoError(t, err)
+	require.Equal(t, string(persistence.StatusCompleted), onNewPrimary)
+
+	var conflict *persistence.ConflictError
+	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+	requireRecord(t, done, conflict.Existing)
+}
