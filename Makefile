@@ -38,6 +38,10 @@ fuzz:
 		done; \
 	done
 
-## node-deps: the Node packages of the DynamoDB-compatible test server, from the lockfile.
-node-deps:
-	@if [ -f package-lock.json ] && [ ! -d node_modules ]; then npm ci --no-audit --no-fund; fi
+## node-deps: the Node packages of the DynamoDB-compatible test server, from
+## the lockfile, installed again whenever the lockfile changes.
+node-deps: node_modules/.package-lock.json
+
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@

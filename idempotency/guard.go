@@ -349,7 +349,7 @@ func (g *Guard) releaseQuietly(ctx context.Context, rec *persistence.Record) {
 }
 
 func (g *Guard) fencedOut(ctx context.Context, rec *persistence.Record, what string) {
-	g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: another invocation took the key over after this one's in-progress expiry; not "+what+" it",
+	g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the record no longer carries this invocation's token (another invocation took the key over after this one's in-progress expiry, or the store lost the record); not "+what+" it",
 		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt))
 	g.observe(ctx, EventFencedOut, rec.Key, persistence.ErrFenced)
 }

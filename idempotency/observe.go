@@ -35,8 +35,10 @@ const (
 	// until its in-progress expiry.
 	EventReleaseFailed
 	// EventFencedOut: completing or releasing the key was refused because
-	// another invocation took it over after this one's in-progress expiry:
-	// this invocation ran past its deadline.
+	// the record no longer carries this invocation's token: another
+	// invocation took the key over after this one's in-progress expiry (this
+	// one ran past its deadline), or the store lost the record (a Redis
+	// restart or failover).
 	EventFencedOut
 )
 

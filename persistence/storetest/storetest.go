@@ -78,9 +78,11 @@ func newKey(t *testing.T) string {
 
 func inProgress(key string, now time.Time) *persistence.Record {
 	return &persistence.Record{
-		Key:                 key,
-		Status:              persistence.StatusInProgress,
-		ExpiresAt:           now.Add(time.Hour),
+		Key:    key,
+		Status: persistence.StatusInProgress,
+		// ExpiresAt is a whole second, as the contract asks of callers, even
+		// when now is not.
+		ExpiresAt:           now.Add(time.Hour).Truncate(time.Second),
 		InProgressExpiresAt: now.Add(30 * time.Second).Add(123 * time.Millisecond),
 		PayloadHash:         "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
 		Token:               rand.Text(),
