@@ -167,6 +167,11 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 	var counts [failed + 1]int
 	missing := 0
 	for i, r := range results {
+		if r.status != processed && r.status != skipped {
+			// Also a record whose run never finished (the function called
+			// runtime.Goexit): it must come again.
+			r.status = failed
+		}
 		counts[r.status]++
 		if r.status == failed {
 			failedIDs = append(failedIDs, metas[i].id)
