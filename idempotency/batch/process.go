@@ -136,13 +136,6 @@ func newProcessor[R any](src *source[R], fn func(context.Context, R) error, stor
 	return p, nil
 }
 
-// result is what became of one record.
-type result struct {
-	status status
-	reason string
-	err    error
-}
-
 // process runs the records and returns the identifiers of the failed ones,
 // in batch order. It returns an error only when a failed record has no
 // identifier: Lambda cannot retry it alone, and would fail the whole batch
@@ -152,7 +145,7 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 	for i := range records {
 		metas[i] = p.src.describe(&records[i])
 	}
-	results := make([]result, len(records))
+	results := make([]status, len(records))
 	if p.parallelism == 1 || len(records) < 2 {
 		all := make([]int, len(records))
 		for i := range all {
@@ -166,14 +159,14 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 	failedIDs := make([]string, 0, len(records))
 	var counts [failed + 1]int
 	missing := 0
-	for i, r := range results {
-		if r.status != processed && r.status != skipped {
+	for i, st := range results {
+		if st != processed && st != skipped {
 			// Also a record whose run never finished (the function called
 			// runtime.Goexit): it must come again.
-			r.status = failed
+			st = failed
 		}
-		counts[r.status]++
-		if r.status == failed {
+		counts[st]++
+		if st == failed {
 			failedIDs = append(failedIDs, metas[i].id)
 			if metas[i].id == "" {
 				missing++
@@ -197,7 +190,7 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 // runParallel runs lanes of records on up to p.parallelism goroutines.
 // Each lane runs in batch order on one goroutine: an ordering group, the
 // records of a standard queue that share a key, or a single record.
-func (p *processor[R]) runParallel(ctx context.Context, records []R, metas []meta, results []result) {
+func (p *processor[R]) runParallel(ctx context.Context, records []R, metas []meta, results []status) {
 	lanes := p.lanes(records, metas)
 	work := make(chan []int)
 	var wg sync.WaitGroup
@@ -260,20 +253,20 @@ func (p *processor[R]) keyMaterial(rec *R) (string, bool) {
 
 // runLane runs the records at idxs in order. Once an ordered record fails,
 // the later records of its group fail without running.
-func (p *processor[R]) runLane(ctx context.Context, records []R, metas []meta, results []result, idxs []int) {
+func (p *processor[R]) runLane(ctx context.Context, records []R, metas []meta, results []status, idxs []int) {
 	var failedGroups map[string]string // group -> identifier of its failed record
 	for _, i := range idxs {
 		m := metas[i]
 		if m.ordered {
 			if first, ok := failedGroups[m.group]; ok {
-				results[i] = result{status: failed, reason: ReasonGroupFailed}
+				results[i] = failed
 				p.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency/batch: not running the record: an earlier record of its group failed in this batch; reporting it as failed to keep the group in order",
 					p.recordAttrs(m, ReasonGroupFailed, nil, slog.String("failed_item_identifier", first))...)
 				continue
 			}
 		}
 		results[i] = p.one(ctx, records[i], m)
-		if results[i].status == failed && m.ordered {
+		if results[i] == failed && m.ordered {
 			if failedGroups == nil {
 				failedGroups = make(map[string]string)
 			}
@@ -283,7 +276,7 @@ func (p *processor[R]) runLane(ctx context.Context, records []R, metas []meta, r
 }
 
 // one runs a single record through the idempotent record function.
-func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res result) {
+func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 	if ctx.Err() != nil {
 		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the invocation's context is done; not running the record", m, ReasonNotStarted, context.Cause(ctx))
 	}
@@ -298,11 +291,11 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res result) {
 	_, err := p.call(context.WithValue(ctx, ranKey{}, &ran), rec)
 	switch {
 	case err == nil && ran:
-		return result{status: processed}
+		return processed
 	case err == nil:
 		p.logger.LogAttrs(ctx, slog.LevelDebug, "idempotency/batch: record already processed; skipping it",
 			slog.String("source", p.src.name), slog.String("item_identifier", m.id))
-		return result{status: skipped}
+		return skipped
 	case ran:
 		// The function's own error: the core released the key, or recorded
 		// a permanent error.
@@ -324,7 +317,7 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res result) {
 		// response says.
 		p.logger.LogAttrs(ctx, slog.LevelDebug, "idempotency/batch: record already processed; skipping it",
 			slog.String("source", p.src.name), slog.String("item_identifier", m.id), slog.Any("error", err))
-		return result{status: skipped}
+		return skipped
 	case errors.As(err, &keyErr):
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: bad record: no idempotency key could be selected from it; the function did not run (the record will be redelivered, and reach the dead-letter queue or the retry limit if it keeps failing)",
 			m, ReasonBadRecord, err, slog.String("key_expression", p.keyText))
@@ -340,9 +333,10 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res result) {
 	return p.fail(ctx, slog.LevelError, "idempotency/batch: the record failed; the function did not run", m, ReasonError, err)
 }
 
-func (p *processor[R]) fail(ctx context.Context, level slog.Level, msg string, m meta, reason string, err error, extra ...slog.Attr) result {
+// fail logs why the record failed and returns failed.
+func (p *processor[R]) fail(ctx context.Context, level slog.Level, msg string, m meta, reason string, err error, extra ...slog.Attr) status {
 	p.logger.LogAttrs(ctx, level, msg, p.recordAttrs(m, reason, err, extra...)...)
-	return result{status: failed, reason: reason, err: err}
+	return failed
 }
 
 func (p *processor[R]) recordAttrs(m meta, reason string, err error, extra ...slog.Attr) []slog.Attr {
