@@ -151,3 +151,26 @@ func failures[F any](ids []string, item func(string) F) []F {
 	}
 	return out
 }
+
+// MustSQS is like SQS but panics if the options are invalid. It suits main
+// functions, where a bad option is a programming error.
+func MustSQS(fn func(context.Context, events.SQSMessage) error, store persistence.Store, opts ...Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	return must(SQS(fn, store, opts...))
+}
+
+// MustKinesis is like Kinesis but panics if the options are invalid.
+func MustKinesis(fn func(context.Context, events.KinesisEventRecord) error, store persistence.Store, opts ...Option) func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
+	return must(Kinesis(fn, store, opts...))
+}
+
+// MustDynamoDB is like DynamoDB but panics if the options are invalid.
+func MustDynamoDB(fn func(context.Context, events.DynamoDBEventRecord) error, store persistence.Store, opts ...Option) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	return must(DynamoDB(fn, store, opts...))
+}
+
+func must[H any](h H, err error) H {
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
