@@ -75,6 +75,13 @@ func newGuard(store persistence.Store, cfg *config, handlerName string) (*Guard,
 // Prefix returns the prefix of the keys the Guard builds with Key.
 func (g *Guard) Prefix() string { return g.prefix }
 
+// Now returns the current time on the Guard's clock (see WithClock), the
+// clock that decides whether a record is live. Adapters that turn an
+// InProgressError's Until into a relative delay (an HTTP Retry-After)
+// measure it against this clock, so that the delay agrees with when the
+// Guard will let the key go.
+func (g *Guard) Now() time.Time { return g.cfg.now() }
+
 // Key returns the idempotency key for key material: the prefix, "#", and
 // the hex SHA-256 of material. Callers pass canonical bytes (equal inputs,
 // equal bytes).
