@@ -99,7 +99,7 @@ func TestChaos(t *testing.T) {
 			}
 			t.Logf("seed %d", cfg.Seed)
 			backend := newBackend(t, store)
-			report, err := Run(t.Context(), cfg, backend, WrapDriver{}, GuardDriver{})
+			report, err := Run(t.Context(), cfg, backend, WrapDriver{}, GuardDriver{}, HTTPDriver{})
 			require.NoError(t, err)
 			t.Logf("report:\n%s", report)
 			if out := os.Getenv("CHAOS_REPORT_DIR"); out != "" {

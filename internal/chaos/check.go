@@ -353,8 +353,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 			continue
 		}
 		if r.Until.IsZero() {
-			fail(checkBlocking, "invocation %s: in progress, with no in-progress expiry", r.Inv)
-			continue
+			continue // the client is not told (HTTP: a Retry-After in seconds)
 		}
 		past := r.Start.Sub(r.Until)
 		v.pastExpiry = max(v.pastExpiry, past)

@@ -23,11 +23,12 @@
 // deadline; the invocation may go on running (a late finisher) and try to
 // complete.
 //
-// A Driver deploys the handler behind the layer under test (WrapDriver:
-// idempotency.Wrap; GuardDriver: an idempotency.Guard) and classifies what
-// a client gets (Outcome). A driver for an HTTP adapter plugs in the same
-// way: Deploy wraps the handler, Invoke sends the request and maps the HTTP
-// answer to an Outcome.
+// A Driver deploys the handler behind the layer under test and classifies
+// what a client gets (Outcome): WrapDriver tests idempotency.Wrap,
+// GuardDriver an idempotency.Guard, HTTPDriver the HTTP adapter
+// (httpapi.WrapAPIGatewayV2), whose clients read status codes, problem
+// details, Retry-After and Idempotent-Replayed. Each key goes through one
+// driver; every run uses all three.
 //
 // # Faults
 //

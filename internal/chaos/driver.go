@@ -44,10 +44,17 @@ type Outcome struct {
 	// Retry* constants.
 	Retry string
 	// Until is when the reservation that blocks the key lapses, for
-	// RetryInProgress.
+	// RetryInProgress, when the client learns it (the library's
+	// *InProgressError); zero otherwise.
 	Until time.Time
+	// RetryAfter is how long the answer asks the client to wait (an HTTP
+	// Retry-After); zero when it does not say.
+	RetryAfter time.Duration
 	// Err is the error, if any, for reports.
 	Err error
+	// Breach, when set, is a breach of the layer's own contract that the
+	// driver noticed (a replay not marked as one); it is a violation.
+	Breach string
 }
 
 // Reasons to retry.

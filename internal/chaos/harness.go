@@ -238,8 +238,12 @@ func (h *Harness) drive(k *keyLog, rng *rand.Rand) {
 func (h *Harness) backoff(out Outcome, tries int, rng *rand.Rand) time.Duration {
 	d := 5 * time.Millisecond << min(tries-1, 4)
 	d = d/2 + time.Duration(rng.Int64N(int64(d)))
-	if out.Retry == RetryInProgress && !out.Until.IsZero() {
-		d = max(d/4, time.Until(out.Until)+time.Duration(rng.Int64N(int64(10*time.Millisecond))))
+	jitter := time.Duration(rng.Int64N(int64(10 * time.Millisecond)))
+	switch {
+	case out.Retry == RetryInProgress && !out.Until.IsZero():
+		d = max(d/4, time.Until(out.Until)+jitter)
+	case out.RetryAfter > 0:
+		d = out.RetryAfter + jitter
 	}
 	return d
 }
@@ -306,6 +310,9 @@ func (h *Harness) invoke(k *keyLog, attempt int, dup bool) Outcome {
 	k.replies = append(k.replies, r)
 	if out.Retry == RetryUnexpected {
 		k.violate(checkUnexpected, "invocation %s: unexpected outcome: %v", id, out.Err)
+	}
+	if out.Breach != "" {
+		k.violate(checkContract, "invocation %s: %s", id, out.Breach)
 	}
 	k.mu.Unlock()
 	h.count("reply_" + outcomeKind(out))
