@@ -150,8 +150,12 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 			case faultstore.OpUpdate:
 				update = c
 			case faultstore.OpDelete:
-				// A failed release may have been applied, its reply lost.
-				if released == nil && (c.Result == resultOK || c.Result == resultFailed) {
+				// Any release may have been applied: one that failed lost
+				// its reply, and one that was fenced may be the store
+				// client's retry of an attempt that deleted the record, a
+				// retry that found the record of the invocation that took
+				// the key over since.
+				if released == nil {
 					released = c
 				}
 			}

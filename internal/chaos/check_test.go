@@ -131,6 +131,23 @@ func TestCheckKey(t *testing.T) {
 			b.reserve("i2", 20, 300)
 		},
 	}, {
+		name: "a takeover after a release whose retry was fenced",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			// The first attempt deleted the record, its reply was lost, and
+			// the retry found i2's record.
+			b.k.calls = append(b.k.calls, storeCall{Inv: "i1", Op: faultstore.OpDelete, Token: "i1", Start: ms(10), End: ms(40), Result: resultFenced})
+			b.reserve("i2", 20, 300)
+		},
+	}, {
+		name: "a takeover without a release",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.reserve("i2", 20, 300)
+			b.k.calls = append(b.k.calls, storeCall{Inv: "i1", Op: faultstore.OpDelete, Token: "i1", Start: ms(30), End: ms(31), Result: resultFenced})
+		},
+		want: []string{checkExclusion},
+	}, {
 		name: "two stored results",
 		build: func(b *logBuilder) {
 			b.reserve("i1", 0, 100)
