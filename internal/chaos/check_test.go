@@ -173,6 +173,20 @@ func TestCheckKey(t *testing.T) {
 		losses:    []time.Time{ms(120)},
 		explained: map[string]int{"data_loss": 1},
 	}, {
+		name: "a local cache replays a result the store lost",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOK)
+			b.reserve("i2", 150, 400)
+			b.effect("i2", 155)
+			b.update("i2", 156, resultOK)
+			b.final("i3", 200, "ok i2")
+			b.final("i4", 210, "ok i1") // from the cache of another environment
+		},
+		losses:    []time.Time{ms(120)},
+		explained: map[string]int{"data_loss": 1},
+	}, {
 		name: "a handler that ran without a reservation",
 		build: func(b *logBuilder) {
 			b.k.invs = append(b.k.invs, &invRecord{ID: "i1", HandlerStart: ms(2)})

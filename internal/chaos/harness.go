@@ -51,7 +51,11 @@ type Harness struct {
 	envs    []*Env
 	start   time.Time
 
-	running sync.WaitGroup // invocations, key checks
+	// running counts every goroutine but the clients: invocations,
+	// duplicate deliveries, late finishers, key checks. Only the clients
+	// and goroutines it counts add to it, so it never rises from zero
+	// once Run waits on it.
+	running sync.WaitGroup
 
 	mu          sync.Mutex
 	counts      map[string]int
@@ -218,7 +222,13 @@ func (h *Harness) drive(k *keyLog, rng *rand.Rand) {
 			if rng.Float64() < h.cfg.Rates.Duplicate {
 				h.count(faultDuplicate)
 				dup := attempt
-				k.running.Go(func() { h.invoke(k, dup, true) })
+				// Counted in h.running too, so that the goroutines it starts
+				// never add to h.running from zero behind Run's Wait.
+				k.running.Add(1)
+				h.running.Go(func() {
+					defer k.running.Done()
+					h.invoke(k, dup, true)
+				})
 			}
 			out := h.invoke(k, attempt, false)
 			if out.Final {
