@@ -185,9 +185,8 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 
 	// Mutual exclusion: each reservation took the key from the one before
 	// it legitimately: that one had lapsed (by a clock within the skew
-	// bound), had been released (or a release was sent whose reply was
-	// lost), or was replaced by a write that found it lapsed; or the store
-	// lost it.
+	// bound), had sent a release that may have been applied, or was
+	// replaced by a write that found it lapsed; or the store lost it.
 	justified := func(a, b *reservation) bool {
 		if a.completed {
 			return lossBetween(a.update.Start, b.put.End) || b.put.Now.After(a.update.ExpiresAt)
