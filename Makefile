@@ -5,17 +5,25 @@ GO      ?= go
 GOFLAGS ?=
 BENCH_OUT ?= .bench/bench.txt
 
-.PHONY: all test vet fmt-check deps-check bench fuzz node-deps
+.PHONY: all test test-cdk vet fmt-check deps-check bench fuzz node-deps
 
 all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order.
 test: node-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
+	@$(MAKE) --no-print-directory test-cdk
 
-## vet: go vet over the module.
+## test-cdk: the tests of the CDK app in examples/cdk, a module of its own
+## (the CDK for Go is too large for go.mod). They synthesize the stack through
+## the jsii runtime, on Node.js; the first build takes minutes and about 1 GB.
+test-cdk:
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) -C examples/cdk test -race -shuffle=on -timeout 20m ./...
+
+## vet: go vet over the module, and over the CDK app's module.
 vet:
 	$(GO) vet ./...
+	$(GO) -C examples/cdk vet ./...
 
 ## fmt-check: fail if gofmt would change a file.
 fmt-check:
