@@ -5,7 +5,7 @@ GO      ?= go
 GOFLAGS ?=
 BENCH_OUT ?= .bench/bench.txt
 
-.PHONY: all test vet fmt-check deps-check bench fuzz node-deps
+.PHONY: all test vet fmt-check deps-check bench fuzz node-deps build demo
 
 all: vet fmt-check deps-check test
 
@@ -45,3 +45,21 @@ node-deps: node_modules/.package-lock.json
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
+
+## build: every example as a Lambda bootstrap for provided.al2023, for
+## linux/arm64 and linux/amd64, in dist/<example>/<arch>/bootstrap.
+## Examples with a go.mod of their own (CDK apps) are not functions.
+EXAMPLES := $(filter-out $(patsubst examples/%/go.mod,%,$(wildcard examples/*/go.mod)),$(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go)))
+ARCHS    := arm64 amd64
+
+build:
+	@for ex in $(EXAMPLES); do for arch in $(ARCHS); do \
+		echo "dist/$$ex/$$arch/bootstrap"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags lambda.norpc -trimpath -ldflags="-s -w" \
+			-o dist/$$ex/$$arch/bootstrap ./examples/$$ex || exit 1; \
+	done; done
+
+## demo: the payments example under the Lambda Runtime Interface Emulator,
+## against dynalite, through a scripted scenario (needs only Go and Node).
+demo: node-deps
+	$(GO) run ./internal/cmd/demo
