@@ -205,7 +205,7 @@ func describe(r localpayments.Response) string {
 		s += " " + abbrev(p.PaymentID)
 	}
 	if r.Replayed() {
-		s += " replayed"
+		s += ", Idempotent-Replayed: true"
 	}
 	if p, ok := r.Problem(); ok {
 		s += " " + p.Type[strings.LastIndexByte(p.Type, '#')+1:]
@@ -256,7 +256,7 @@ func (d *demo) scenario() {
 
 	again := d.post(req)
 	p2, _ := again.Payment()
-	d.add(row{"the same request again", "201 replayed, same payment_id", describe(again),
+	d.add(row{"the same request again", "201, Idempotent-Replayed: true, same payment_id", describe(again),
 		again.Status == http.StatusCreated && again.Replayed() && p2.PaymentID == p1.PaymentID && p1.PaymentID != ""})
 
 	reused := d.post(localpayments.Request{Key: k1, Body: body(2999, "cus_ada")})
