@@ -17,7 +17,9 @@ import (
 // proxy. The version is the pseudo-version the proxy serves for the
 // emulator's main branch; the module publishes no tags.
 const (
-	Module  = "github.com/aws/aws-lambda-runtime-interface-emulator"
+	// Module is the emulator's module path.
+	Module = "github.com/aws/aws-lambda-runtime-interface-emulator"
+	// Version is the emulator's version.
 	Version = "v0.0.0-20261030222936-bef5c4ba774d"
 )
 

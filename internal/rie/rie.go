@@ -464,6 +464,7 @@ type FunctionError struct {
 	Message string
 }
 
+// Error describes the function's error.
 func (e *FunctionError) Error() string { return "rie: function error " + e.Type + ": " + e.Message }
 
 // TimeoutType is the FunctionError.Type of an invocation that timed out.

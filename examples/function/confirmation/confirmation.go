@@ -49,26 +49,36 @@ const (
 
 // Order is the handler's event: an order that was placed.
 type Order struct {
-	OrderID       string `json:"order_id"`
+	// OrderID identifies the order: the idempotency key.
+	OrderID string `json:"order_id"`
+	// CustomerEmail is where the confirmation goes.
 	CustomerEmail string `json:"customer_email"`
-	CustomerName  string `json:"customer_name,omitempty"`
-	Items         []Item `json:"items,omitempty"`
+	// CustomerName greets the customer; optional.
+	CustomerName string `json:"customer_name,omitempty"`
+	// Items are listed in the email.
+	Items []Item `json:"items,omitempty"`
 	// Total is in the currency's minor unit (cents).
-	Total    int64  `json:"total"`
+	Total int64 `json:"total"`
+	// Currency is an ISO 4217 code.
 	Currency string `json:"currency"`
 }
 
 // Item is a line of an Order.
 type Item struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
+	// SKU identifies the product.
+	SKU string `json:"sku"`
+	// Quantity is how many were ordered.
+	Quantity int `json:"quantity"`
 }
 
 // Email is a message for a Mailer.
 type Email struct {
-	To      string
+	// To is the recipient's address.
+	To string
+	// Subject is the subject line.
 	Subject string
-	Body    string
+	// Body is the plain-text body.
+	Body string
 }
 
 // Mailer sends email and returns the message's ID.
@@ -79,9 +89,12 @@ type Mailer interface {
 // Confirmation is the result of sending an order's confirmation: what is
 // stored, and returned again for every later delivery of the order.
 type Confirmation struct {
-	OrderID   string    `json:"order_id"`
-	MessageID string    `json:"message_id"`
-	SentAt    time.Time `json:"sent_at"`
+	// OrderID is the order confirmed.
+	OrderID string `json:"order_id"`
+	// MessageID is the Mailer's ID of the email sent.
+	MessageID string `json:"message_id"`
+	// SentAt is when it was sent.
+	SentAt time.Time `json:"sent_at"`
 }
 
 // Config holds the handler's dependencies.
@@ -158,6 +171,7 @@ func (h *Handler) Handle(ctx context.Context, order Order) (Confirmation, error)
 // InvalidOrderError reports an Order that cannot be confirmed.
 type InvalidOrderError struct{ Reason string }
 
+// Error returns the reason, prefixed with the package name.
 func (e *InvalidOrderError) Error() string { return "confirmation: invalid order: " + e.Reason }
 
 func validate(o Order) error {
@@ -211,6 +225,7 @@ func formatMinor(v int64) string {
 // service. Replace it with a Mailer over Amazon SES (sesv2.SendEmail) in a
 // real application.
 type LogMailer struct {
+	// Logger receives the emails. Required.
 	Logger *slog.Logger
 }
 

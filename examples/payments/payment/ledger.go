@@ -37,8 +37,10 @@ var _ LedgerClient = (*dynamodb.Client)(nil)
 // DynamoDBLedger records each charge as one item of a DynamoDB table whose
 // key is LedgerKeyAttr.
 type DynamoDBLedger struct {
+	// Client sends the writes; a *dynamodb.Client.
 	Client LedgerClient
-	Table  string
+	// Table is the ledger table's name.
+	Table string
 }
 
 var _ Ledger = (*DynamoDBLedger)(nil)

@@ -82,10 +82,12 @@ type Request struct {
 
 // Payment is a charge: the 201 response body and the ledger's item.
 type Payment struct {
+	// PaymentID is new for every real charge.
 	PaymentID string `json:"payment_id"`
-	Amount    int64  `json:"amount"`
-	Currency  string `json:"currency"`
-	Customer  string `json:"customer"`
+	// Amount, Currency and Customer are the request's.
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Customer string `json:"customer"`
 }
 
 // Charge is what the ledger records of one real execution.

@@ -382,6 +382,7 @@ type prefixWriter struct {
 	prefix string
 }
 
+// Write writes b with each of its lines indented.
 func (p *prefixWriter) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
