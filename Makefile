@@ -4,12 +4,12 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test vet fmt-check deps-check bench benchstat fuzz node-deps
+.PHONY: all test vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps
 
 all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order.
-test: node-deps deps-check
+test: node-deps compare-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
 
 ## vet: go vet over the module.
@@ -46,6 +46,13 @@ NEW ?= $(BENCH_OUT)
 benchstat:
 	$(BENCHSTAT) $(OLD) $(NEW)
 
+## compare: this library against Powertools for AWS Lambda (TypeScript), side
+## by side on one dynalite; writes bench/compare/results/ (see
+## bench/compare/README.md). COMPARE_FLAGS passes options, such as -rounds 3.
+COMPARE_FLAGS ?=
+compare: node-deps compare-deps
+	$(GO) run ./bench/compare $(COMPARE_FLAGS)
+
 ## fuzz: each fuzz target for a short while.
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
@@ -60,4 +67,11 @@ node-deps: node_modules/.package-lock.json
 
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
+	@touch $@
+
+## compare-deps: the pinned Powertools packages that bench/compare runs.
+compare-deps: bench/compare/node/node_modules/.package-lock.json
+
+bench/compare/node/node_modules/.package-lock.json: bench/compare/node/package-lock.json
+	cd bench/compare/node && npm ci --no-audit --no-fund
 	@touch $@

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"math"
+	"slices"
+)
+
+// phase is one measured workload: a store and a path.
+type phase struct {
+	Store string `json:"store"`
+	Path  string `json:"path"`
+}
+
+// Name is how the reports name the workload.
+func (p phase) Name() string {
+	stores := map[string]string{"memory": "in-memory store", "dynamodb": "DynamoDB (dynalite)", "cached": "DynamoDB + local cache"}
+	paths := map[string]string{"first": "first call", "replay": "replay"}
+	return paths[p.Path] + ", " + stores[p.Store]
+}
+
+// round is what one side measured in one phase of one round.
+type round struct {
+	AddedNs     []int64            // per invocation: wrapped minus bare, same event
+	BareNs      []int64            // per invocation, the bare handler alone
+	CPUAddedNs  float64            // per invocation: CPU of the wrapped loop minus the bare loop, over N
+	Requests    float64            // DynamoDB requests per invocation
+	RequestsOps map[string]float64 // the same, by operation
+}
+
+// summary is one side's result for one phase over every measured round.
+type summary struct {
+	N              int                `json:"invocations"`       // measured invocations, latency loops only
+	AddedMedianNs  float64            `json:"added_median_ns"`   // median of the pooled per-invocation added latencies
+	AddedP99Ns     float64            `json:"added_p99_ns"`      // 99th percentile of the same
+	BareMedianNs   float64            `json:"bare_median_ns"`    // median latency of the bare handler
+	CPUNs          float64            `json:"cpu_ns"`            // median over rounds of the added CPU time per invocation
+	Requests       float64            `json:"requests"`          // DynamoDB requests per invocation, every round together
+	RequestsOps    map[string]float64 `json:"requests_by_op"`    // the same, by operation
+	RoundMediansNs []float64          `json:"round_medians_ns"`  // median added latency of each round
+	RoundCPUNs     []float64          `json:"round_cpu_ns"`      // added CPU per invocation of each round
+	RoundRequests  []float64          `json:"round_requests"`    // requests per invocation of each round
+	Calls          int                `json:"calls_per_request"` // wrapped calls the request counts cover, per round
+}
+
+func summarize(rounds []round, calls int) summary {
+	var s summary
+	var added, bare []int64
+	ops := make(map[string]float64)
+	for _, r := range rounds {
+		added = append(added, r.AddedNs...)
+		bare = append(bare, r.BareNs...)
+		s.RoundMediansNs = append(s.RoundMediansNs, percentile(r.AddedNs, 0.5))
+		s.RoundCPUNs = append(s.RoundCPUNs, r.CPUAddedNs)
+		s.RoundRequests = append(s.RoundRequests, r.Requests)
+		s.Requests += r.Requests / float64(len(rounds))
+		for op, v := range r.RequestsOps {
+			ops[op] += v / float64(len(rounds))
+		}
+	}
+	s.N = len(added)
+	s.Calls = calls
+	s.AddedMedianNs = percentile(added, 0.5)
+	s.AddedP99Ns = percentile(added, 0.99)
+	s.BareMedianNs = percentile(bare, 0.5)
+	s.CPUNs = median(s.RoundCPUNs)
+	s.RequestsOps = ops
+	return s
+}
+
+// ratios are Powertools' numbers over ours for one phase. Median and CPU
+// are the median over rounds of the ratio within each round, where both
+// sides ran on the same machine within seconds of each other; p99 is the
+// ratio of the pooled percentiles (one round has too few tail samples).
+type ratios struct {
+	Median float64 `json:"added_median"`
+	P99    float64 `json:"added_p99"`
+	CPU    float64 `json:"cpu"`
+}
+
+func compare(ours, theirs summary) ratios {
+	per := func(a, b []float64) float64 {
+		var rs []float64
+		for i := range min(len(a), len(b)) {
+			if a[i] > 0 {
+				rs = append(rs, b[i]/a[i])
+			}
+		}
+		return median(rs)
+	}
+	return ratios{
+		Median: per(ours.RoundMediansNs, theirs.RoundMediansNs),
+		P99:    div(theirs.AddedP99Ns, ours.AddedP99Ns),
+		CPU:    per(ours.RoundCPUNs, theirs.RoundCPUNs),
+	}
+}
+
+func div(a, b float64) float64 {
+	if b <= 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// percentile returns the p-quantile of xs (nearest rank), NaN when empty.
+func percentile(xs []int64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return float64(s[max(0, min(i, len(s)-1))])
+}
+
+// median returns the median of xs, NaN when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
