@@ -174,6 +174,10 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer ours.close()
+	if rev := gitRevision(ctx, root); rev != "" {
+		// go run does not stamp the build with its revision.
+		ours.info = strings.Replace(ours.info, "(devel)", rev, 1)
+	}
 	node := exec.CommandContext(ctx, o.node, "--expose-gc", "--no-warnings", filepath.Join(nodeDir, "driver.mjs"))
 	node.Dir = nodeDir
 	theirs, err := startDriver(ctx, "Powertools", node, init)
@@ -368,6 +372,20 @@ func (d *driverProc) close() {
 		_ = d.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// gitRevision returns the checkout's short commit, with "+dirty" when it
+// has changes, or "" when git cannot tell.
+func gitRevision(ctx context.Context, dir string) string {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	rev := strings.TrimSpace(string(out))
+	if exec.CommandContext(ctx, "git", "-C", dir, "diff", "--quiet", "HEAD").Run() != nil {
+		rev += "+dirty"
+	}
+	return rev
 }
 
 func machine() string {
