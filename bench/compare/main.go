@@ -354,6 +354,7 @@ func (d *driverProc) phase(px *proxy, ph phaseCmd) (round, error) {
 		r.AddedNs[i] = rep.WrappedNs[i] - rep.BareNs[i]
 	}
 	r.CPUAddedNs = float64(rep.CPUWrappedNs-rep.CPUBareNs) / float64(ph.N)
+	r.WallAddedNs = float64(rep.WallWrappedNs-rep.WallBareNs) / float64(ph.N)
 	// The latency loop and the CPU loop each call the wrapped handler N times.
 	r.Requests, r.RequestsOps = perOp(before, after, 2*ph.N)
 	return r, nil

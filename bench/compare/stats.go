@@ -23,6 +23,7 @@ type round struct {
 	AddedNs     []int64            // per invocation: wrapped minus bare, same event
 	BareNs      []int64            // per invocation, the bare handler alone
 	CPUAddedNs  float64            // per invocation: CPU of the wrapped loop minus the bare loop, over N
+	WallAddedNs float64            // per invocation: wall-clock time of the same loops, likewise
 	Requests    float64            // DynamoDB requests per invocation
 	RequestsOps map[string]float64 // the same, by operation
 }
@@ -34,6 +35,7 @@ type summary struct {
 	AddedP99Ns     float64            `json:"added_p99_ns"`      // 99th percentile of the same
 	BareMedianNs   float64            `json:"bare_median_ns"`    // median latency of the bare handler
 	CPUNs          float64            `json:"cpu_ns"`            // median over rounds of the added CPU time per invocation
+	LoopNs         float64            `json:"loop_ns"`           // median over rounds of the added wall-clock time per invocation in the CPU loops
 	Requests       float64            `json:"requests"`          // DynamoDB requests per invocation, every round together
 	RequestsOps    map[string]float64 `json:"requests_by_op"`    // the same, by operation
 	RoundMediansNs []float64          `json:"round_medians_ns"`  // median added latency of each round
@@ -45,12 +47,14 @@ type summary struct {
 func summarize(rounds []round, calls int) summary {
 	var s summary
 	var added, bare []int64
+	var wall []float64
 	ops := make(map[string]float64)
 	for _, r := range rounds {
 		added = append(added, r.AddedNs...)
 		bare = append(bare, r.BareNs...)
 		s.RoundMediansNs = append(s.RoundMediansNs, percentile(r.AddedNs, 0.5))
 		s.RoundCPUNs = append(s.RoundCPUNs, r.CPUAddedNs)
+		wall = append(wall, r.WallAddedNs)
 		s.RoundRequests = append(s.RoundRequests, r.Requests)
 		s.Requests += r.Requests / float64(len(rounds))
 		for op, v := range r.RequestsOps {
@@ -63,6 +67,7 @@ func summarize(rounds []round, calls int) summary {
 	s.AddedP99Ns = percentile(added, 0.99)
 	s.BareMedianNs = percentile(bare, 0.5)
 	s.CPUNs = median(s.RoundCPUNs)
+	s.LoopNs = median(wall)
 	s.RequestsOps = ops
 	return s
 }
