@@ -49,16 +49,31 @@ func TestCompareTakesRatiosWithinRounds(t *testing.T) {
 	ours := summary{RoundMediansNs: []float64{1000, 5000, 1100}, RoundCPUNs: []float64{2000, 9000, 2000}, AddedP99Ns: 4000}
 	theirs := summary{RoundMediansNs: []float64{10000, 50000, 11000}, RoundCPUNs: []float64{40000, 180000, 40000}, AddedP99Ns: 100000}
 	r := compare(ours, theirs)
-	require.InDelta(t, 10, r.Median, 1e-9)
-	require.InDelta(t, 20, r.CPU, 1e-9)
-	require.InDelta(t, 25, r.P99, 1e-9)
+	require.InDelta(t, 10, float64(r.Median), 1e-9)
+	require.InDelta(t, 20, float64(r.CPU), 1e-9)
+	require.InDelta(t, 25, float64(r.P99), 1e-9)
+
+	// A side with no CPU time measured has no ratio, and the report says so
+	// instead of failing to write it.
+	r = compare(summary{RoundCPUNs: []float64{0}}, theirs)
+	require.True(t, math.IsNaN(float64(r.CPU)))
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"cpu":null`)
+	var back ratios
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.True(t, math.IsNaN(float64(back.CPU)))
+	require.Equal(t, "n/a", fmtRatio(back.CPU))
 }
 
 func TestFormatting(t *testing.T) {
-	require.Equal(t, "950 ns", fmtNs(950))
-	require.Equal(t, "2.35 µs", fmtNs(2349))
+	require.Equal(t, "950 ns", fmtNs(950.0))
+	require.Equal(t, "2.35 µs", fmtNs(2349.0))
 	require.Equal(t, "12.3 ms", fmtNs(12.3e6))
 	require.Equal(t, "n/a", fmtNs(math.NaN()))
+	require.Equal(t, "1 µs", fmtTick(1e3))
+	require.Equal(t, "100 ms", fmtTick(1e8))
+	require.Equal(t, "10 ns", fmtTick(10))
 	require.Equal(t, "23×", fmtRatio(23.4))
 	require.Equal(t, "1.9×", fmtRatio(1.94))
 	require.Equal(t, "0", fmtRequests(summary{}))
@@ -114,7 +129,7 @@ func TestReportTargets(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"in-memory overhead at least 20× lower than Powertools' (median added latency), replay",
-		"replay, DynamoDB (dynalite): 1 DynamoDB requests per invocation",
+		"replay, DynamoDB (dynalite): DynamoDB requests per invocation, 1",
 	}, unmet)
 
 	// Without the ALL_OLD emulation a replay reads the conflict with a GetItem.
@@ -122,7 +137,7 @@ func TestReportTargets(t *testing.T) {
 	r.check()
 	for _, tg := range r.Targets {
 		if strings.HasPrefix(tg.What, "replay, DynamoDB (dynalite): ") && strings.Contains(tg.What, "requests per invocation") {
-			require.Contains(t, tg.What, "2 DynamoDB requests")
+			require.True(t, strings.HasSuffix(tg.What, "per invocation, 2"), tg.What)
 			require.True(t, tg.Met)
 		}
 	}
@@ -158,11 +173,18 @@ func TestReportOutputs(t *testing.T) {
 	require.Contains(t, texts, "30×", "the ratio label")
 	require.Contains(t, texts, "1.00 µs")
 
-	var back report
-	js, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	// -render writes the same files again from compare.json alone.
+	other := t.TempDir()
+	back, err := render(filepath.Join(dir, "compare.json"), other)
 	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(js, &back))
 	require.Len(t, back.Rows, len(phases))
+	for _, name := range []string{"compare.md", "compare.svg", "compare.json"} {
+		a, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(other, name))
+		require.NoError(t, err)
+		require.Equal(t, string(a), string(b), name)
+	}
 }
 
 // TestProxy checks that the proxy counts requests by operation and, with

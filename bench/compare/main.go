@@ -92,13 +92,20 @@ func main() {
 	flag.BoolVar(&o.allOld, "all-old", true, "make the proxy return the existing item on a failed conditional PutItem, as DynamoDB does and dynalite does not")
 	flag.StringVar(&o.node, "node", "node", "the Node.js executable")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the Go driver to this file (go tool pprof reads it)")
+	renderFrom := flag.String("render", "", "run nothing: write compare.md and compare.svg to -out again from this compare.json")
 	flag.Parse()
 
 	log.SetFlags(0)
 	log.SetPrefix("compare: ")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := run(ctx, o, os.Stderr)
+	var rep *report
+	var err error
+	if *renderFrom != "" {
+		rep, err = render(*renderFrom, o.out)
+	} else {
+		rep, err = run(ctx, o, os.Stderr)
+	}
 	if err != nil {
 		stop()
 		log.Fatal(err)

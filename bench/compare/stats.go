@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 )
@@ -31,11 +32,11 @@ type round struct {
 // summary is one side's result for one phase over every measured round.
 type summary struct {
 	N              int                `json:"invocations"`       // measured invocations, latency loops only
-	AddedMedianNs  float64            `json:"added_median_ns"`   // median of the pooled per-invocation added latencies
-	AddedP99Ns     float64            `json:"added_p99_ns"`      // 99th percentile of the same
-	BareMedianNs   float64            `json:"bare_median_ns"`    // median latency of the bare handler
-	CPUNs          float64            `json:"cpu_ns"`            // median over rounds of the added CPU time per invocation
-	LoopNs         float64            `json:"loop_ns"`           // median over rounds of the added wall-clock time per invocation in the CPU loops
+	AddedMedianNs  num                `json:"added_median_ns"`   // median of the pooled per-invocation added latencies
+	AddedP99Ns     num                `json:"added_p99_ns"`      // 99th percentile of the same
+	BareMedianNs   num                `json:"bare_median_ns"`    // median latency of the bare handler
+	CPUNs          num                `json:"cpu_ns"`            // median over rounds of the added CPU time per invocation
+	LoopNs         num                `json:"loop_ns"`           // median over rounds of the added wall-clock time per invocation in the CPU loops
 	Requests       float64            `json:"requests"`          // DynamoDB requests per invocation, every round together
 	RequestsOps    map[string]float64 `json:"requests_by_op"`    // the same, by operation
 	RoundMediansNs []float64          `json:"round_medians_ns"`  // median added latency of each round
@@ -63,11 +64,11 @@ func summarize(rounds []round, calls int) summary {
 	}
 	s.N = len(added)
 	s.Calls = calls
-	s.AddedMedianNs = percentile(added, 0.5)
-	s.AddedP99Ns = percentile(added, 0.99)
-	s.BareMedianNs = percentile(bare, 0.5)
-	s.CPUNs = median(s.RoundCPUNs)
-	s.LoopNs = median(wall)
+	s.AddedMedianNs = num(percentile(added, 0.5))
+	s.AddedP99Ns = num(percentile(added, 0.99))
+	s.BareMedianNs = num(percentile(bare, 0.5))
+	s.CPUNs = num(median(s.RoundCPUNs))
+	s.LoopNs = num(median(wall))
 	s.RequestsOps = ops
 	return s
 }
@@ -77,9 +78,9 @@ func summarize(rounds []round, calls int) summary {
 // sides ran on the same machine within seconds of each other; p99 is the
 // ratio of the pooled percentiles (one round has too few tail samples).
 type ratios struct {
-	Median float64 `json:"added_median"`
-	P99    float64 `json:"added_p99"`
-	CPU    float64 `json:"cpu"`
+	Median num `json:"added_median"`
+	P99    num `json:"added_p99"`
+	CPU    num `json:"cpu"`
 }
 
 func compare(ours, theirs summary) ratios {
@@ -93,10 +94,31 @@ func compare(ours, theirs summary) ratios {
 		return median(rs)
 	}
 	return ratios{
-		Median: per(ours.RoundMediansNs, theirs.RoundMediansNs),
-		P99:    div(theirs.AddedP99Ns, ours.AddedP99Ns),
-		CPU:    per(ours.RoundCPUNs, theirs.RoundCPUNs),
+		Median: num(per(ours.RoundMediansNs, theirs.RoundMediansNs)),
+		P99:    num(div(float64(theirs.AddedP99Ns), float64(ours.AddedP99Ns))),
+		CPU:    num(per(ours.RoundCPUNs, theirs.RoundCPUNs)),
 	}
+}
+
+// num is a float64 that is written to JSON as null when it is not a
+// number (a ratio over zero, the median of nothing), which encoding/json
+// cannot write otherwise.
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
+}
+
+func (n *num) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = num(math.NaN())
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(n))
 }
 
 func div(a, b float64) float64 {
