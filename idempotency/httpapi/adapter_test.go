@@ -699,7 +699,7 @@ func testRecordedError(t *testing.T, et eventType) {
 func testResponseTooLarge(t *testing.T, et eventType) {
 	var a app
 	send := et.wrap(t, a.handle, limitedStore{memory.New()}, httpapi.WithLogger(discard()),
-		httpapi.WithGuardOptions(idempotency.WithLogger(discard())))
+		httpapi.WithIdempotencyOptions(idempotency.WithLogger(discard())))
 	first, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusCreated, first.status, "the first caller gets its response")
@@ -735,7 +735,7 @@ func testReplayFailed(t *testing.T, et eventType) {
 func testNothingOfRequestStored(t *testing.T, et eventType) {
 	var a app
 	store := &recordingStore{Store: memory.New()}
-	send := et.wrap(t, a.handle, store, httpapi.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+	send := et.wrap(t, a.handle, store, httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
 	_, err := send(t.Context(), post("secret-key-1", orderA,
 		header{"Authorization", "Bearer s3cr3t-t0ken"},
 		header{"X-Request-Header", "request-only-value"}))

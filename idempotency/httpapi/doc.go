@@ -8,12 +8,12 @@
 // There is one adapter per event type: WrapAPIGateway (REST APIs, and HTTP
 // APIs with payload format 1.0), WrapAPIGatewayV2 (HTTP APIs), WrapFunctionURL
 // and WrapALB, each with a Must form. They run on an idempotency.Guard, so
-// the state machine, the store and the core options (WithGuardOptions) are
+// the state machine, the store and the core options (WithIdempotencyOptions) are
 // those of package idempotency.
 //
 //	handler := httpapi.MustWrapAPIGatewayV2(createOrder, store,
 //		httpapi.WithScope(httpapi.ScopePrincipal()),
-//		httpapi.WithGuardOptions(idempotency.WithExpiry(24*time.Hour)))
+//		httpapi.WithIdempotencyOptions(idempotency.WithExpiry(24*time.Hour)))
 //	lambda.Start(handler)
 //
 // # Requests

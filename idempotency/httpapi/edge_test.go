@@ -79,11 +79,11 @@ func TestInvalidStatusReleases(t *testing.T) {
 }
 
 // A classifier that takes every error for permanent also records the
-// release of a 5xx response, as WithGuardOptions warns.
+// release of a 5xx response, as WithIdempotencyOptions warns.
 func TestClassifierSeesReleasedResponses(t *testing.T) {
 	a := app{respond: func(run int, _ httpReq) (httpResp, error) { return status(http.StatusServiceUnavailable, "down"), nil }}
 	send := wrapV2(t, a.handle, memory.New(),
-		httpapi.WithGuardOptions(idempotency.WithPermanentErrors(func(error) bool { return true })))
+		httpapi.WithIdempotencyOptions(idempotency.WithPermanentErrors(func(error) bool { return true })))
 	first, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, first.status)
@@ -95,7 +95,7 @@ func TestClassifierSeesReleasedResponses(t *testing.T) {
 	var b app
 	b.respond = a.respond
 	send = wrapV2(t, b.handle, memory.New(),
-		httpapi.WithGuardOptions(idempotency.WithPermanentErrors(func(err error) bool { return errors.Is(err, errDeclined) })))
+		httpapi.WithIdempotencyOptions(idempotency.WithPermanentErrors(func(err error) bool { return errors.Is(err, errDeclined) })))
 	for range 2 {
 		_, err := send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
@@ -108,14 +108,14 @@ func TestClassifierSeesReleasedResponses(t *testing.T) {
 func TestErrorDecoder(t *testing.T) {
 	decode := idempotency.WithErrorDecoder(func(se *idempotency.StoredError) error { return errors.New("decoded: " + se.Message) })
 	a := app{respond: func(int, httpReq) (httpResp, error) { return httpResp{}, idempotency.Permanent(errDeclined) }}
-	send := wrapV2(t, a.handle, memory.New(), httpapi.WithLogger(discard()), httpapi.WithGuardOptions(decode))
+	send := wrapV2(t, a.handle, memory.New(), httpapi.WithLogger(discard()), httpapi.WithIdempotencyOptions(decode))
 	_, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, httpapi.ProblemRecordedError, problemOf(t, resp).Type)
 
-	send = wrapV2(t, a.handle, memory.New(), httpapi.WithReturnErrors(), httpapi.WithGuardOptions(decode))
+	send = wrapV2(t, a.handle, memory.New(), httpapi.WithReturnErrors(), httpapi.WithIdempotencyOptions(decode))
 	_, err = send(t.Context(), post("k1", orderA))
 	require.ErrorIs(t, err, errDeclined)
 	_, err = send(t.Context(), post("k1", orderA))

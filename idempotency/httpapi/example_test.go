@@ -23,7 +23,7 @@ func ExampleWrapAPIGatewayV2() {
 	}
 	// In a Lambda function: lambda.Start(handler), with a DynamoDB store.
 	handler := httpapi.MustWrapAPIGatewayV2(createOrder, memory.New(),
-		httpapi.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+		httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
 
 	req := events.APIGatewayV2HTTPRequest{
 		RawPath: "/orders",
@@ -59,7 +59,7 @@ func ExampleWithScope() {
 	// key: two users who pick the same key never see each other's results.
 	handler := httpapi.MustWrapAPIGateway(createTransfer, memory.New(),
 		httpapi.WithScope(httpapi.ScopePrincipal()),
-		httpapi.WithGuardOptions(idempotency.WithKeyPrefix("transfers")))
+		httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("transfers")))
 
 	as := func(user string) events.APIGatewayProxyRequest {
 		req := events.APIGatewayProxyRequest{

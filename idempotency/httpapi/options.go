@@ -167,7 +167,7 @@ func WithReturnErrors() Option {
 // WithLogger sets the logger for handler errors and panics that the adapter
 // answers itself, store failures and unreadable stored responses. It is
 // passed to the Guard too (see idempotency.WithLogger), unless
-// WithGuardOptions sets another. Default slog.Default().
+// WithIdempotencyOptions sets another. Default slog.Default().
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) {
 		if logger == nil {
@@ -178,7 +178,7 @@ func WithLogger(logger *slog.Logger) Option {
 	}
 }
 
-// WithGuardOptions passes options to the Guard that runs the state machine:
+// WithIdempotencyOptions passes options to the Guard that runs the state machine:
 // idempotency.WithExpiry, WithKeyPrefix, WithLogger, WithObserver,
 // WithClock, WithInProgressTimeout, WithFinalWriteTimeout,
 // WithPermanentErrors and WithErrorDecoder. The options that select keys
@@ -195,7 +195,7 @@ func WithLogger(logger *slog.Logger) Option {
 // Without idempotency.WithKeyPrefix, the prefix is
 // idempotency.DefaultKeyPrefix of the wrapped handler, as for
 // idempotency.Wrap.
-func WithGuardOptions(opts ...idempotency.Option) Option {
+func WithIdempotencyOptions(opts ...idempotency.Option) Option {
 	return func(c *config) { c.guardOpts = append(c.guardOpts, opts...) }
 }
 

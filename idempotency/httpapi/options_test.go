@@ -79,11 +79,11 @@ func TestWrapRejectsBadOptions(t *testing.T) {
 		"cookie":                     {[]httpapi.Option{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
 		"nil scope":                  {[]httpapi.Option{httpapi.WithScope(nil)}, "httpapi: WithScope: nil function"},
 		"nil logger":                 {[]httpapi.Option{httpapi.WithLogger(nil)}, "httpapi: WithLogger: nil logger"},
-		"core key option":            {[]httpapi.Option{httpapi.WithGuardOptions(idempotency.WithKey("body"))}, "WithKey"},
-		"core validation option":     {[]httpapi.Option{httpapi.WithGuardOptions(idempotency.WithPayloadValidation("body"))}, "WithPayloadValidation"},
-		"core require option":        {[]httpapi.Option{httpapi.WithGuardOptions(idempotency.WithRequireKey())}, "WithRequireKey"},
-		"invalid core option":        {[]httpapi.Option{httpapi.WithGuardOptions(idempotency.WithExpiry(0))}, "WithExpiry"},
-		"nil core option":            {[]httpapi.Option{httpapi.WithGuardOptions(nil)}, "nil Option"},
+		"core key option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithKey("body"))}, "WithKey"},
+		"core validation option":     {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithPayloadValidation("body"))}, "WithPayloadValidation"},
+		"core require option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithRequireKey())}, "WithRequireKey"},
+		"invalid core option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithExpiry(0))}, "WithExpiry"},
+		"nil core option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(nil)}, "nil Option"},
 		"several":                    {[]httpapi.Option{httpapi.WithHeader(""), httpapi.WithMethods()}, "no methods"},
 	}
 	for wrapName, wrap := range wrappers {
@@ -146,7 +146,7 @@ func TestDefaultKeyPrefixIsTheHandlers(t *testing.T) {
 	assert.True(t, strings.HasPrefix(store.written()[0].Key, idempotency.DefaultKeyPrefix(v2Handler)+"#"), store.written()[0].Key)
 
 	store = &recordingStore{Store: memory.New()}
-	h = httpapi.MustWrapAPIGatewayV2(v2Handler, store, httpapi.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+	h = httpapi.MustWrapAPIGatewayV2(v2Handler, store, httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
 	_, err = h(t.Context(), ev)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(store.written()[0].Key, "orders#"))

@@ -132,7 +132,7 @@ func TestRetryAfterUsesGuardClock(t *testing.T) {
 		return created(run), nil
 	}}
 	send := wrapV2(t, a.handle, memory.New(),
-		httpapi.WithGuardOptions(idempotency.WithClock(clock), idempotency.WithInProgressTimeout(90*time.Second)))
+		httpapi.WithIdempotencyOptions(idempotency.WithClock(clock), idempotency.WithInProgressTimeout(90*time.Second)))
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_, err := send(context.Background(), post("k1", orderA)) // no deadline: the in-progress timeout applies
@@ -154,11 +154,11 @@ func TestRetryAfterUsesGuardClock(t *testing.T) {
 }
 
 // A completed key is replayed until the expiry set through
-// WithGuardOptions, and runs again after it.
-func TestExpiryFromGuardOptions(t *testing.T) {
+// WithIdempotencyOptions, and runs again after it.
+func TestExpiryFromIdempotencyOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var a app
-		send := wrapFunctionURL(t, a.handle, memory.New(), httpapi.WithGuardOptions(idempotency.WithExpiry(24*time.Hour)))
+		send := wrapFunctionURL(t, a.handle, memory.New(), httpapi.WithIdempotencyOptions(idempotency.WithExpiry(24*time.Hour)))
 		_, err := send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
 		time.Sleep(24*time.Hour - time.Second)

@@ -56,7 +56,7 @@ func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Re
 	// The caller's options come last, so that theirs win.
 	guard, err := idempotency.NewGuard(store, append(guardOpts, cfg.guardOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: WithGuardOptions: %w", err)
+		return nil, fmt.Errorf("httpapi: WithIdempotencyOptions: %w", err)
 	}
 	if idempotency.Disabled() {
 		return h, nil

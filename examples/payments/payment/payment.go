@@ -148,7 +148,7 @@ func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 	h := &handler{cfg: cfg}
 	opts := append([]httpapi.Option{
 		httpapi.WithLogger(cfg.Logger),
-		httpapi.WithGuardOptions(
+		httpapi.WithIdempotencyOptions(
 			idempotency.WithKeyPrefix(KeyPrefix),
 			idempotency.WithExpiry(Expiry),
 			idempotency.WithClock(cfg.Now),
