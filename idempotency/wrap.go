@@ -97,7 +97,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		return w.run(ctx, rec, in)
 	}
 	var replay Out
-	if err := jsonvalue.Unmarshal(res.Response, &replay); err != nil {
+	if err := jsonvalue.UnmarshalTo(res.Response, &replay); err != nil {
 		return zero, &ReplayError{Key: key, Err: err}
 	}
 	if w.hook != nil {
@@ -147,20 +147,30 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 	buf := buffers.Get().(*[]byte)
 	defer buffers.Put(buf)
 
-	selected, err := selectValue(w.keyExpr, in)
-	if err != nil {
-		return "", "", &KeyError{Expression: exprText(w.keyExpr), Err: err}
-	}
-	if missingKey(selected) {
-		return "", "", &KeyError{Expression: exprText(w.keyExpr)}
-	}
-	if *buf, err = jsonvalue.AppendCanonical((*buf)[:0], selected); err != nil {
-		return "", "", &KeyError{Expression: exprText(w.keyExpr), Err: err}
+	if w.keyExpr == nil {
+		// The whole input: encode it straight from the Go value.
+		if *buf, err = jsonvalue.AppendCanonicalGo((*buf)[:0], &in); err != nil {
+			return "", "", &KeyError{Err: err}
+		}
+		if jsonvalue.NullOrEmpty(*buf) {
+			return "", "", &KeyError{}
+		}
+	} else {
+		selected, err := w.keyExpr.SearchValue(&in)
+		if err != nil {
+			return "", "", &KeyError{Expression: w.keyExpr.String(), Err: err}
+		}
+		if missingKey(selected) {
+			return "", "", &KeyError{Expression: w.keyExpr.String()}
+		}
+		if *buf, err = jsonvalue.AppendCanonical((*buf)[:0], selected); err != nil {
+			return "", "", &KeyError{Expression: w.keyExpr.String(), Err: err}
+		}
 	}
 	key = w.g.Key(*buf)
 
 	if w.validationExpr != nil {
-		selected, err := selectValue(w.validationExpr, in)
+		selected, err := w.validationExpr.SearchValue(in)
 		if err == nil {
 			*buf, err = jsonvalue.AppendCanonical((*buf)[:0], selected)
 		}
@@ -170,22 +180,6 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 		payloadHash = Fingerprint(*buf)
 	}
 	return key, payloadHash, nil
-}
-
-// selectValue applies expr to v, or converts the whole of v when expr is
-// nil.
-func selectValue(expr *jmespath.Expression, v any) (any, error) {
-	if expr == nil {
-		return jsonvalue.FromGo(v, nil)
-	}
-	return expr.SearchValue(v)
-}
-
-func exprText(expr *jmespath.Expression) string {
-	if expr == nil {
-		return ""
-	}
-	return expr.String()
 }
 
 // missingKey reports whether a selected key counts as absent, as in

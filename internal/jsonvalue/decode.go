@@ -145,63 +145,103 @@ func (d *decoder) enter() error {
 }
 
 func (d *decoder) object(sel *Selection) (any, error) {
-	if err := d.enter(); err != nil {
+	obj := map[string]any{}
+	err := d.eachMember(func(raw []byte, escaped bool) error {
+		var name string
+		var child *Selection
+		var keep bool
+		switch {
+		case escaped:
+			name = unescape(raw)
+			child, keep = sel.lookup(name)
+		case sel.All():
+			name, child, keep = string(raw), sel, true
+		default:
+			if child, keep = sel.fields[string(raw)]; keep {
+				name = string(raw)
+			}
+		}
+		if !keep {
+			return d.skip()
+		}
+		v, err := d.value(child)
+		if err != nil {
+			return err
+		}
+		obj[name] = v
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
+	return obj, nil
+}
+
+func (d *decoder) array(sel *Selection) (any, error) {
+	arr := []any{}
+	err := d.eachElement(func() error {
+		v, err := d.value(sel)
+		if err != nil {
+			return err
+		}
+		arr = append(arr, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return arr, nil
+}
+
+// skipContainer passes over an object or array, checking its syntax.
+func (d *decoder) skipContainer() error {
+	if d.data[d.pos] == '{' {
+		return d.eachMember(func([]byte, bool) error { return d.skip() })
+	}
+	return d.eachElement(d.skip)
+}
+
+// eachMember walks the object that starts at d.pos, calling member for each
+// member with its key as scanString returns it, positioned at its value,
+// which member must consume.
+func (d *decoder) eachMember(member func(raw []byte, escaped bool) error) error {
+	if err := d.enter(); err != nil {
+		return err
+	}
 	d.pos++ // '{'
-	obj := map[string]any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
 		d.depth--
-		return obj, nil
+		return nil
 	}
 	for {
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
+			return d.unexpectedEnd()
 		}
 		if d.data[d.pos] != '"' {
-			return nil, d.errorf("unexpected %q looking for an object key", d.data[d.pos])
+			return d.errorf("unexpected %q looking for an object key", d.data[d.pos])
 		}
 		raw, escaped, err := d.scanString()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
+			return d.unexpectedEnd()
 		}
 		if d.data[d.pos] != ':' {
-			return nil, d.errorf("unexpected %q after an object key", d.data[d.pos])
+			return d.errorf("unexpected %q after an object key", d.data[d.pos])
 		}
 		d.pos++
 		d.skipSpace()
-
-		var name string
-		var child *Selection
-		var keep bool
-		if escaped {
-			name = unescape(raw)
-			child, keep = sel.lookup(name)
-		} else if sel.All() {
-			name, child, keep = string(raw), sel, true
-		} else if child, keep = sel.fields[string(raw)]; keep {
-			name = string(raw)
+		if err := member(raw, escaped); err != nil {
+			return err
 		}
-		if keep {
-			v, err := d.value(child)
-			if err != nil {
-				return nil, err
-			}
-			obj[name] = v
-		} else if err := d.skip(); err != nil {
-			return nil, err
-		}
-
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
+			return d.unexpectedEnd()
 		}
 		switch d.data[d.pos] {
 		case ',':
@@ -209,35 +249,34 @@ func (d *decoder) object(sel *Selection) (any, error) {
 		case '}':
 			d.pos++
 			d.depth--
-			return obj, nil
+			return nil
 		default:
-			return nil, d.errorf("unexpected %q after an object member", d.data[d.pos])
+			return d.errorf("unexpected %q after an object member", d.data[d.pos])
 		}
 	}
 }
 
-func (d *decoder) array(sel *Selection) (any, error) {
+// eachElement walks the array that starts at d.pos, calling element
+// positioned at each element, which element must consume.
+func (d *decoder) eachElement(element func() error) error {
 	if err := d.enter(); err != nil {
-		return nil, err
+		return err
 	}
 	d.pos++ // '['
-	arr := []any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
 		d.depth--
-		return arr, nil
+		return nil
 	}
 	for {
 		d.skipSpace()
-		v, err := d.value(sel)
-		if err != nil {
-			return nil, err
+		if err := element(); err != nil {
+			return err
 		}
-		arr = append(arr, v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
+			return d.unexpectedEnd()
 		}
 		switch d.data[d.pos] {
 		case ',':
@@ -245,68 +284,9 @@ func (d *decoder) array(sel *Selection) (any, error) {
 		case ']':
 			d.pos++
 			d.depth--
-			return arr, nil
-		default:
-			return nil, d.errorf("unexpected %q after an array element", d.data[d.pos])
-		}
-	}
-}
-
-// skipContainer passes over an object or array, checking its syntax.
-func (d *decoder) skipContainer() error {
-	open := d.data[d.pos]
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++
-	closing := byte(']')
-	if open == '{' {
-		closing = '}'
-	}
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == closing {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
-		d.skipSpace()
-		if open == '{' {
-			if d.pos >= len(d.data) {
-				return d.unexpectedEnd()
-			}
-			if d.data[d.pos] != '"' {
-				return d.errorf("unexpected %q looking for an object key", d.data[d.pos])
-			}
-			if _, _, err := d.scanString(); err != nil {
-				return err
-			}
-			d.skipSpace()
-			if d.pos >= len(d.data) {
-				return d.unexpectedEnd()
-			}
-			if d.data[d.pos] != ':' {
-				return d.errorf("unexpected %q after an object key", d.data[d.pos])
-			}
-			d.pos++
-			d.skipSpace()
-		}
-		if err := d.skip(); err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return d.unexpectedEnd()
-		}
-		switch c := d.data[d.pos]; c {
-		case ',':
-			d.pos++
-		case closing:
-			d.pos++
-			d.depth--
 			return nil
 		default:
-			return d.errorf("unexpected %q in a container", c)
+			return d.errorf("unexpected %q after an array element", d.data[d.pos])
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,6 +304,7 @@ func fromStruct(v reflect.Value, sel *Selection, depth int) (any, error) {
 type structInfo struct {
 	fields []fieldInfo
 	byName map[string]int
+	sorted []int // indexes of fields in the order of their names
 	// viaEncodingJSON is set for struct types whose field rules FromGo
 	// leaves to encoding/json.
 	viaEncodingJSON bool
@@ -374,6 +376,11 @@ func newStructInfo(t reflect.Type) *structInfo {
 		info.byName[name] = len(info.fields)
 		info.fields = append(info.fields, field)
 	}
+	info.sorted = make([]int, len(info.fields))
+	for i := range info.sorted {
+		info.sorted[i] = i
+	}
+	slices.SortFunc(info.sorted, func(a, b int) int { return strings.Compare(info.fields[a].name, info.fields[b].name) })
 	return info
 }
 

@@ -41,6 +41,28 @@ func Unmarshal(data []byte, v any) error {
 	return nil
 }
 
+// UnmarshalTo is Unmarshal for a typed pointer. Unlike Unmarshal, it does
+// not make *v escape to the heap: the direct decode writes through reflect,
+// and the fallback decodes into a fresh value that it then copies.
+func UnmarshalTo[T any](data []byte, v *T) error {
+	d := decoder{data: data}
+	d.skipSpace()
+	err := d.into(reflect.ValueOf(v).Elem())
+	if err == nil {
+		d.skipSpace()
+		if d.pos < len(d.data) {
+			err = errFallback
+		}
+	}
+	if err != nil {
+		var fresh T
+		err = json.Unmarshal(data, &fresh)
+		*v = fresh
+		return err
+	}
+	return nil
+}
+
 // errFallback stops a direct decode and hands the data to encoding/json.
 var errFallback = errors.New("jsonvalue: decode with encoding/json")
 
@@ -222,7 +244,9 @@ var stringMapType = reflect.TypeFor[map[string]string]()
 // intoStringMap decodes into a map[string]string, the type of HTTP headers,
 // without going through reflect for each member.
 func (d *decoder) intoStringMap(v reflect.Value) error {
-	m := v.Interface().(map[string]string)
+	// Through the address rather than v.Interface(), which would make the
+	// value being decoded escape.
+	m := *(*map[string]string)(v.Addr().UnsafePointer())
 	if m == nil {
 		m = make(map[string]string)
 		v.Set(reflect.ValueOf(m))
@@ -243,58 +267,18 @@ func (d *decoder) intoStringMap(v reflect.Value) error {
 // members walks an object's members, calling member with the decoded name
 // of each, positioned at its value.
 func (d *decoder) members(member func(name []byte) error) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++ // '{'
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return errFallback
-		}
-		raw, escaped, err := d.scanString()
-		if err != nil {
-			return err
-		}
+	return d.eachMember(func(raw []byte, escaped bool) error {
 		if escaped {
 			raw = []byte(unescape(raw))
 		}
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return errFallback
-		}
-		d.pos++
-		d.skipSpace()
-		if err := member(raw); err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return errFallback
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return errFallback
-		}
-	}
+		return member(raw)
+	})
 }
 
 func (d *decoder) intoSlice(v reflect.Value) error {
 	t := v.Type()
 	n := 0
-	err := d.elements(func() error {
+	err := d.eachElement(func() error {
 		if n >= v.Cap() {
 			grown := reflect.MakeSlice(t, n+1, max(4, 2*v.Cap()))
 			reflect.Copy(grown, v)
@@ -318,7 +302,7 @@ func (d *decoder) intoSlice(v reflect.Value) error {
 
 func (d *decoder) intoArray(v reflect.Value) error {
 	n := 0
-	err := d.elements(func() error {
+	err := d.eachElement(func() error {
 		if n >= v.Len() {
 			n++
 			return d.skip()
@@ -330,40 +314,6 @@ func (d *decoder) intoArray(v reflect.Value) error {
 		v.Index(i).SetZero()
 	}
 	return err
-}
-
-// elements walks an array, calling element positioned at each element.
-func (d *decoder) elements(element func() error) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++ // '['
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
-		d.skipSpace()
-		if err := element(); err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return errFallback
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return errFallback
-		}
-	}
 }
 
 func (d *decoder) intoBytes(v reflect.Value) error {

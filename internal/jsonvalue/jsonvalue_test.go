@@ -456,3 +456,41 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendCanonicalGoMatchesFromGo(t *testing.T) {
+	v := sampleValue()
+	values := []any{v, &v, nil, (*sample)(nil), "x", []byte{1, 2}, json.RawMessage(`{"b":1,"a":[1.50]}`),
+		float32(0.1), int64(math.MaxInt64), uint64(math.MaxUint64), map[string]inner{"b": {1}, "a": {2}},
+		[]any{nil, map[string]any{"z": 1, "y": []int{}}}, json.Number("1.50"), map[int]string{2: "b", 10: "a"}}
+	for _, data := range eventFiles(t) {
+		var api events.APIGatewayProxyRequest
+		var sqs events.SQSEvent
+		require.NoError(t, json.Unmarshal(data, &api))
+		require.NoError(t, json.Unmarshal(data, &sqs))
+		values = append(values, api, &sqs)
+	}
+	for _, value := range values {
+		g, err := FromGo(value, nil)
+		require.NoError(t, err)
+		want, err := AppendCanonical(nil, g)
+		require.NoError(t, err)
+		got, err := AppendCanonicalGo(nil, value)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got), "%T", value)
+	}
+	for _, bad := range []any{math.NaN(), make(chan int), map[[2]int]int{{1, 2}: 3}} {
+		_, err := AppendCanonicalGo(nil, bad)
+		assert.Error(t, err, "%T", bad)
+	}
+}
+
+func TestNullOrEmpty(t *testing.T) {
+	for s, want := range map[string]bool{
+		`null`: true, `""`: true, `[]`: true, `{}`: true, `[null]`: true, `[null,null]`: true,
+		`{"a":null}`: true, `{"a":null,"b\"":null}`: true,
+		`0`: false, `"x"`: false, `[0]`: false, `[null,0]`: false, `[nullx]`: false, `{"a":0}`: false,
+		`{"a":null,"b":1}`: false, `{"a":"null"}`: false, `[`: false, `{`: false, `{"a"`: false, `false`: false,
+	} {
+		assert.Equal(t, want, NullOrEmpty([]byte(s)), s)
+	}
+}

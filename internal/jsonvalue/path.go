@@ -104,73 +104,32 @@ func (d *decoder) lookup(path []Step) (any, error) {
 }
 
 func (d *decoder) lookupObject(path []Step) (any, error) {
-	if err := d.enter(); err != nil {
-		return nil, err
-	}
-	d.pos++ // '{'
 	var found any
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-		d.depth--
-		return nil, nil
-	}
-	for {
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
-		}
-		if d.data[d.pos] != '"' {
-			return nil, d.errorf("unexpected %q looking for an object key", d.data[d.pos])
-		}
-		raw, escaped, err := d.scanString()
-		if err != nil {
-			return nil, err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
-		}
-		if d.data[d.pos] != ':' {
-			return nil, d.errorf("unexpected %q after an object key", d.data[d.pos])
-		}
-		d.pos++
-		d.skipSpace()
+	err := d.eachMember(func(raw []byte, escaped bool) error {
 		match := string(raw) == path[0].Name
 		if escaped {
 			match = unescape(raw) == path[0].Name
 		}
-		if match {
-			// A later duplicate member wins, as in encoding/json.
-			if found, err = d.lookup(path[1:]); err != nil {
-				return nil, err
-			}
-		} else if err := d.skip(); err != nil {
-			return nil, err
+		if !match {
+			return d.skip()
 		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			d.depth--
-			return found, nil
-		default:
-			return nil, d.errorf("unexpected %q after an object member", d.data[d.pos])
-		}
+		// A later duplicate member wins, as in encoding/json.
+		var err error
+		found, err = d.lookup(path[1:])
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return found, nil
 }
 
 func (d *decoder) lookupArray(path []Step) (any, error) {
 	want := path[0].Index
 	if want < 0 {
 		start := d.pos
-		n, err := d.countElements()
-		if err != nil {
+		n := 0
+		if err := d.eachElement(func() error { n++; return d.skip() }); err != nil {
 			return nil, err
 		}
 		if want += n; want < 0 {
@@ -178,77 +137,21 @@ func (d *decoder) lookupArray(path []Step) (any, error) {
 		}
 		d.pos = start
 	}
-	if err := d.enter(); err != nil {
+	var found any
+	i := 0
+	err := d.eachElement(func() error {
+		defer func() { i++ }()
+		if i != want {
+			return d.skip()
+		}
+		var err error
+		found, err = d.lookup(path[1:])
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	d.pos++ // '['
-	var found any
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
-		d.depth--
-		return nil, nil
-	}
-	for i := 0; ; i++ {
-		d.skipSpace()
-		var err error
-		if i == want {
-			found, err = d.lookup(path[1:])
-		} else {
-			err = d.skip()
-		}
-		if err != nil {
-			return nil, err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, d.unexpectedEnd()
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
-			d.depth--
-			return found, nil
-		default:
-			return nil, d.errorf("unexpected %q after an array element", d.data[d.pos])
-		}
-	}
-}
-
-// countElements passes over an array, checking it, and returns its length.
-func (d *decoder) countElements() (int, error) {
-	if err := d.enter(); err != nil {
-		return 0, err
-	}
-	d.pos++ // '['
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
-		d.depth--
-		return 0, nil
-	}
-	for n := 1; ; n++ {
-		d.skipSpace()
-		if err := d.skip(); err != nil {
-			return 0, err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return 0, d.unexpectedEnd()
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
-			d.depth--
-			return n, nil
-		default:
-			return 0, d.errorf("unexpected %q after an array element", d.data[d.pos])
-		}
-	}
+	return found, nil
 }
 
 // LookupGo returns the value at path in v, as encoding/json would encode v,

@@ -1,0 +1,127 @@
+// Package batch processes the records of SQS, Kinesis Data Streams and
+// DynamoDB Streams batches once each, and reports only the failed ones to
+// Lambda, so that only they are retried.
+//
+// Queues and streams deliver at least once: SQS delivers a message again
+// when its visibility timeout passes, and Lambda retries a whole batch when
+// one record fails. SQS, Kinesis and DynamoDB build a Lambda handler from a
+// function that processes one record. The function is made idempotent with
+// idempotency.Wrap, with one key per record, and the handler returns the
+// partial batch response Lambda expects (events.SQSEventResponse,
+// events.KinesisEventResponse, events.DynamoDBEventResponse):
+//
+//	store, _ := dynamodb.New(client, os.Getenv("IDEMPOTENCY_TABLE"))
+//	handler, err := batch.SQS(processOrder, store,
+//		batch.WithKey("powertools_json(body).order_id"),
+//		batch.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	lambda.Start(handler)
+//
+// The event source mapping must list ReportBatchItemFailures in its
+// FunctionResponseTypes (in AWS SAM, FunctionResponseTypes:
+// [ReportBatchItemFailures] on the SQS, Kinesis or DynamoDB event).
+// Without it Lambda ignores the response: a batch with failed records
+// counts as a success and they are not retried.
+//
+// # Choosing the key
+//
+// By default a record's key is its delivery identity: the messageId of an
+// SQS message, the eventID of a Kinesis or DynamoDB stream record. It stays
+// the same however often Lambda or SQS delivers the record, so it protects
+// against every redelivery, and every record has one. But a producer that
+// sends the same order twice (after a timeout, say) creates a new message
+// with a new ID, which the default key does not recognise. A key taken
+// from the payload, such as "powertools_json(body).order_id", recognises
+// both; it is the better choice when the payload carries a business
+// identifier, at the price of failing the records that lack it.
+//
+// The whole record is never a good key for SQS: its receiptHandle and
+// ApproximateReceiveCount change on each delivery.
+//
+// # What happens to each record
+//
+//   - The function runs and succeeds: the key is completed; success.
+//   - The key was completed by an earlier delivery: the function does not
+//     run; success (the record is skipped).
+//   - The function returns an error or panics: failure, and the key is
+//     released, so the redelivered record runs again. An error marked
+//     idempotency.Permanent (or classified by idempotency.WithPermanentErrors)
+//     is recorded instead: the record fails now and on every redelivery,
+//     without running, until it reaches the dead-letter queue or the
+//     stream's retry limit. Return nil to drop a record instead.
+//   - Another invocation holds the key (in progress): failure; the record
+//     comes back later, and is skipped then if that invocation completed.
+//   - No key can be selected from the record (a body that is not JSON, a
+//     missing field): failure, without running, with a log line that names
+//     the record. Such a record fails on every delivery, so configure a
+//     dead-letter queue (or a stream's MaximumRetryAttempts and on-failure
+//     destination) to take it out of the way.
+//   - The idempotency store fails: failure, without running.
+//
+// No record failure fails the whole batch. Even when the store fails for
+// every record, each is reported on its own rather than as an error, so
+// that records that did succeed are not delivered again. The handler
+// returns an error only when a failed record has no identifier (an SQS
+// message without messageId, a stream record without sequence number):
+// Lambda cannot retry such a record alone, and treats an empty
+// identifier as a failure of the whole batch anyway. An empty
+// BatchItemFailures list means the whole batch succeeded.
+//
+// Each failed record is logged once, at warning or error level, with its
+// identifier (item_identifier) and a reason attribute (ReasonHandlerError,
+// ReasonBadRecord, ...); see WithLogger.
+//
+// # Order
+//
+// A standard SQS queue has no order. The other sources keep records in
+// order within a group, and so does this package: once a record of a group
+// fails, the later records of that group in the batch are reported as
+// failed without running. The groups are:
+//
+//   - SQS FIFO queues (an eventSourceARN ending in ".fifo"): the message
+//     group, attributes.MessageGroupId. Only the failed group stops; the
+//     other groups of the batch go on (Powertools' skip_group_on_error).
+//     SQS redelivers the failed group's messages, in order.
+//   - Kinesis Data Streams: the partition key, kinesis.partitionKey, the
+//     unit of order that Lambda keeps with a ParallelizationFactor.
+//   - DynamoDB Streams: the item, dynamodb.Keys; the stream keeps each
+//     item's changes in order.
+//
+// For the streams, Lambda resumes the shard at the lowest reported
+// sequence number, whatever else is reported (every failed record is
+// reported, as Powertools does). Records after it that succeeded come
+// again, and are skipped as completed. Powertools' batch processor runs
+// every stream record whatever failed before it, so a later change of an
+// item can be applied before an earlier one that failed; here it cannot.
+//
+// Skipping completed records relies on their keys being remembered until
+// they come again: choose an expiry (idempotency.WithExpiry, one hour by
+// default) longer than a failing record can hold the batch up, that is
+// longer than the queue's visibility timeout times its maxReceiveCount, or
+// than a stream's MaximumRecordAgeInSeconds (or its retries with
+// MaximumRetryAttempts). After the expiry a redelivered record runs again.
+//
+// # Parallelism
+//
+// Records run one after another in batch order by default. WithParallelism
+// runs up to n at a time, never two records of one group at a time nor out
+// of order, and on standard queues never two records with the same key, so
+// a duplicate in one batch is skipped rather than failed as in progress.
+// Records not yet started when the invocation's context is done (its
+// deadline) are reported as failed without running.
+//
+// # Keys and options
+//
+// The key prefix is the one idempotency.Wrap would give the record
+// function (idempotency.DefaultKeyPrefix): set it with
+// idempotency.WithKeyPrefix when the function is a closure, whose Go name
+// changes with the code around it. A record without a key is always a
+// failure here (idempotency.WithRequireKey), never run unprotected. The
+// record function receives a context that carries the record's key
+// (idempotency.KeyFromContext).
+//
+// When POWERTOOLS_IDEMPOTENCY_DISABLED is true, records run without
+// idempotency, and failures are still reported per record.
+package batch

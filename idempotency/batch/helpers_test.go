@@ -1,0 +1,377 @@
+package batch_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/batch"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// The tests run one scenario against the three event types through a
+// harness per type. Records are described by a spec; each harness builds
+// its event type from the real sample event of aws-lambda-go
+// (testdata/events at the module root), with the spec's payload, and maps
+// record numbers to that type's item identifier.
+
+const prefix = "batch-test"
+
+// spec describes one record of a batch.
+type spec struct {
+	n     int    // the record's number: its identifier derives from it
+	order string // the order ID in the JSON payload
+	raw   string // the payload itself, when set (bad records)
+	group string // the ordering group: FIFO message group, partition key, item key
+}
+
+func (s spec) payload() string {
+	if s.raw != "" {
+		return s.raw
+	}
+	return fmt.Sprintf(`{"order_id":%q,"amount":42}`, s.order)
+}
+
+// run is one run of the record function, as the recorder saw it.
+type run struct {
+	order string
+	id    string // the record's item identifier
+	group string
+}
+
+var (
+	errDeclined  = errors.New("order declined")
+	errTransient = errors.New("downstream unavailable")
+)
+
+// recorder is the record function of the tests: its runs are the side
+// effects. It fails for orders starting with "fail" (and those in
+// failing), panics for orders starting with "panic", and returns a
+// permanent error for orders starting with "perm".
+type recorder struct {
+	mu      sync.Mutex
+	runs    []run
+	failing map[string]bool
+
+	// hook, when set, runs inside the function before it decides.
+	hook func(ctx context.Context, r run)
+}
+
+func (rc *recorder) process(ctx context.Context, r run) error {
+	if _, ok := idempotency.KeyFromContext(ctx); !ok && !idempotency.Disabled() {
+		return errors.New("the record function's context carries no idempotency key")
+	}
+	rc.mu.Lock()
+	rc.runs = append(rc.runs, r)
+	failing := rc.failing[r.order]
+	hook := rc.hook
+	rc.mu.Unlock()
+	if hook != nil {
+		hook(ctx, r)
+	}
+	switch {
+	case strings.HasPrefix(r.order, "fail"):
+		return errDeclined
+	case strings.HasPrefix(r.order, "panic"):
+		panic("processing " + r.order)
+	case strings.HasPrefix(r.order, "perm"):
+		return idempotency.Permanent(errDeclined)
+	case failing:
+		return errTransient
+	}
+	return nil
+}
+
+func (rc *recorder) setFailing(order string, on bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.failing == nil {
+		rc.failing = make(map[string]bool)
+	}
+	rc.failing[order] = on
+}
+
+// takeRuns returns the runs so far and forgets them.
+func (rc *recorder) takeRuns() []run {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	runs := rc.runs
+	rc.runs = nil
+	return runs
+}
+
+func orders(runs []run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.order
+	}
+	return out
+}
+
+// orderOf decodes the order ID of a payload, or "" when there is none.
+func orderOf(payload []byte) string {
+	var o struct {
+		OrderID string `json:"order_id"`
+	}
+	_ = json.Unmarshal(payload, &o)
+	return o.OrderID
+}
+
+// harness runs batches of one event type.
+type harness struct {
+	name string
+	// key selects the order ID from a record of this type.
+	key string
+	// id maps a record number to the item identifier of this type.
+	id func(n int) string
+	// ordered reports whether the type keeps records in order by group
+	// (for SQS: a FIFO queue).
+	ordered bool
+	// build returns a batch handler over store with the recorder as the
+	// record function.
+	build func(t testing.TB, rc *recorder, store persistence.Store, opts ...batch.Option) func(context.Context, []spec) ([]string, error)
+}
+
+func ids(h harness, ns ...int) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = h.id(n)
+	}
+	return out
+}
+
+func sqsID(n int) string { return fmt.Sprintf("059f36b4-87a3-44ab-83d2-%012d", n) }
+
+func kinesisSeq(n int) string {
+	return fmt.Sprintf("4956816737333333333333333333333333333333333333%010d", n)
+}
+
+func dynamoDBSeq(n int) string { return fmt.Sprintf("14054000000000020632%06d", n) }
+
+// loadEvent decodes a sample event of testdata/events at the module root.
+func loadEvent(t testing.TB, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "events", name))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, v))
+}
+
+// baseOpts puts the tests' key prefix and a silent logger before opts,
+// which may override them.
+func baseOpts(opts []batch.Option) []batch.Option {
+	return append([]batch.Option{
+		batch.WithIdempotencyOptions(idempotency.WithKeyPrefix(prefix)),
+		batch.WithLogger(slog.New(slog.DiscardHandler)),
+	}, opts...)
+}
+
+func sqsHarness(fifo bool) harness {
+	name, arn := "sqs", "arn:aws:sqs:us-west-2:123456789012:orders"
+	if fifo {
+		name, arn = "sqs-fifo", arn+".fifo"
+	}
+	return harness{
+		name: name, key: "powertools_json(body).order_id", id: sqsID, ordered: fifo,
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...batch.Option) func(context.Context, []spec) ([]string, error) {
+			var sample events.SQSEvent
+			loadEvent(t, "sqs-event.json", &sample)
+			handler, err := batch.SQS(func(ctx context.Context, m events.SQSMessage) error {
+				return rc.process(ctx, run{order: orderOf([]byte(m.Body)), id: m.MessageId, group: m.Attributes["MessageGroupId"]})
+			}, store, baseOpts(opts)...)
+			require.NoError(t, err)
+			return func(ctx context.Context, specs []spec) ([]string, error) {
+				var event events.SQSEvent
+				for _, s := range specs {
+					m := sample.Records[0]
+					m.MessageId = sqsID(s.n)
+					m.Body = s.payload()
+					m.EventSourceARN = arn
+					m.Attributes = map[string]string{"ApproximateReceiveCount": "1"}
+					if fifo {
+						m.Attributes["MessageGroupId"] = s.group
+						if s.group == "" {
+							m.Attributes["MessageGroupId"] = fmt.Sprintf("g-%d", s.n)
+						}
+					}
+					event.Records = append(event.Records, m)
+				}
+				resp, err := handler(ctx, event)
+				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
+				out := make([]string, len(resp.BatchItemFailures))
+				for i, f := range resp.BatchItemFailures {
+					out[i] = f.ItemIdentifier
+				}
+				return out, err
+			}
+		},
+	}
+}
+
+func kinesisHarness() harness {
+	return harness{
+		name: "kinesis", key: "powertools_json(powertools_base64(kinesis.data)).order_id", id: kinesisSeq, ordered: true,
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...batch.Option) func(context.Context, []spec) ([]string, error) {
+			var sample events.KinesisEvent
+			loadEvent(t, "kinesis-event.json", &sample)
+			handler, err := batch.Kinesis(func(ctx context.Context, r events.KinesisEventRecord) error {
+				return rc.process(ctx, run{order: orderOf(r.Kinesis.Data), id: r.Kinesis.SequenceNumber, group: r.Kinesis.PartitionKey})
+			}, store, baseOpts(opts)...)
+			require.NoError(t, err)
+			return func(ctx context.Context, specs []spec) ([]string, error) {
+				var event events.KinesisEvent
+				for _, s := range specs {
+					r := sample.Records[0]
+					r.Kinesis.SequenceNumber = kinesisSeq(s.n)
+					r.EventID = "shardId-000000000000:" + r.Kinesis.SequenceNumber
+					r.Kinesis.Data = []byte(s.payload())
+					r.Kinesis.PartitionKey = s.group
+					if s.group == "" {
+						r.Kinesis.PartitionKey = fmt.Sprintf("pk-%d", s.n)
+					}
+					event.Records = append(event.Records, r)
+				}
+				resp, err := handler(ctx, event)
+				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
+				out := make([]string, len(resp.BatchItemFailures))
+				for i, f := range resp.BatchItemFailures {
+					out[i] = f.ItemIdentifier
+				}
+				return out, err
+			}
+		},
+	}
+}
+
+func dynamoDBHarness() harness {
+	return harness{
+		name: "dynamodb", key: "powertools_json(dynamodb.NewImage.payload.S).order_id", id: dynamoDBSeq, ordered: true,
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...batch.Option) func(context.Context, []spec) ([]string, error) {
+			var sample events.DynamoDBEvent
+			loadEvent(t, "dynamodb-event.json", &sample)
+			handler, err := batch.DynamoDB(func(ctx context.Context, r events.DynamoDBEventRecord) error {
+				return rc.process(ctx, run{order: orderOf([]byte(r.Change.NewImage["payload"].String())), id: r.Change.SequenceNumber, group: r.Change.Keys["pk"].String()})
+			}, store, baseOpts(opts)...)
+			require.NoError(t, err)
+			return func(ctx context.Context, specs []spec) ([]string, error) {
+				var event events.DynamoDBEvent
+				for _, s := range specs {
+					r := sample.Records[0]
+					r.EventID = fmt.Sprintf("f07f8ca4b0b26cb9c4e5e77e%08d", s.n)
+					r.Change.SequenceNumber = dynamoDBSeq(s.n)
+					item := s.group
+					if item == "" {
+						item = fmt.Sprintf("item-%d", s.n)
+					}
+					r.Change.Keys = map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(item)}
+					r.Change.NewImage = map[string]events.DynamoDBAttributeValue{
+						"pk":      events.NewStringAttribute(item),
+						"payload": events.NewStringAttribute(s.payload()),
+					}
+					event.Records = append(event.Records, r)
+				}
+				resp, err := handler(ctx, event)
+				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
+				out := make([]string, len(resp.BatchItemFailures))
+				for i, f := range resp.BatchItemFailures {
+					out[i] = f.ItemIdentifier
+				}
+				return out, err
+			}
+		},
+	}
+}
+
+// harnesses are the event types, with SQS as a standard and a FIFO queue.
+func harnesses() []harness {
+	return []harness{sqsHarness(false), sqsHarness(true), kinesisHarness(), dynamoDBHarness()}
+}
+
+// recordKey returns the idempotency key of an order, as the batch derives
+// it: the prefix and the hash of the canonical JSON of the order ID.
+func recordKey(t testing.TB, store persistence.Store, order string) string {
+	t.Helper()
+	g, err := idempotency.NewGuard(store, idempotency.WithKeyPrefix(prefix))
+	require.NoError(t, err)
+	material, err := json.Marshal(order)
+	require.NoError(t, err)
+	return g.Key(material)
+}
+
+// hold reserves an order's key as another invocation that is still
+// running would.
+func hold(t testing.TB, store persistence.Store, order string) {
+	t.Helper()
+	now := time.Now()
+	require.NoError(t, store.Put(context.Background(), &persistence.Record{
+		Key:                 recordKey(t, store, order),
+		Status:              persistence.StatusInProgress,
+		ExpiresAt:           now.Add(time.Hour).Truncate(time.Second),
+		InProgressExpiresAt: now.Add(time.Hour),
+		Token:               "another-invocation",
+	}, now))
+}
+
+// logBuffer is a JSON slog handler's output, safe for concurrent writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// lines returns the decoded log lines whose message contains substr.
+func (l *logBuffer) lines(t testing.TB, substr string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range bytes.Lines(l.buf.Bytes()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(line, &m))
+		if msg, _ := m["msg"].(string); strings.Contains(msg, substr) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// byReason returns the item identifiers logged as failed for reason, in
+// log order.
+func (l *logBuffer) byReason(t testing.TB, reason string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range l.lines(t, "") {
+		if m["reason"] == reason {
+			out = append(out, m["item_identifier"].(string))
+		}
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}

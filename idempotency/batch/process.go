@@ -1,0 +1,352 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/jmespath"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Reasons a record is reported as failed, the "reason" attribute of its log
+// line.
+const (
+	// ReasonHandlerError: the record function returned an error. Its key
+	// was released (unless the error is permanent, see
+	// idempotency.Permanent), so the redelivered record runs again.
+	ReasonHandlerError = "handler_error"
+	// ReasonPanic: the record function panicked. Its key was released.
+	ReasonPanic = "panic"
+	// ReasonBadRecord: no idempotency key could be selected from the record
+	// (a body that is not JSON, a missing field). The function did not run.
+	ReasonBadRecord = "bad_record"
+	// ReasonInProgress: another invocation holds the record's key; the
+	// redelivered record will find it completed, or run if that invocation
+	// failed.
+	ReasonInProgress = "in_progress"
+	// ReasonStoreError: the idempotency store failed before the function
+	// ran.
+	ReasonStoreError = "store_error"
+	// ReasonPayloadMismatch: the key was used before with a different
+	// payload (idempotency.WithPayloadValidation).
+	ReasonPayloadMismatch = "payload_mismatch"
+	// ReasonRecordedError: the key completed earlier with a permanent error,
+	// which was replayed: the record keeps failing, without running, until
+	// it reaches the dead-letter queue or the stream's retry limit.
+	ReasonRecordedError = "recorded_error"
+	// ReasonGroupFailed: an earlier record of the same ordering group (FIFO
+	// message group, Kinesis partition key, DynamoDB item) failed in this
+	// batch, so this one did not run, to keep the group in order.
+	ReasonGroupFailed = "group_failed"
+	// ReasonNotStarted: the invocation's context was done (its deadline had
+	// passed) before the record's turn came.
+	ReasonNotStarted = "not_started"
+	// ReasonError: any other error, such as one that an
+	// idempotency.WithErrorDecoder returned for a replayed error.
+	ReasonError = "error"
+)
+
+// meta is what the batch needs to know about one record besides its key.
+type meta struct {
+	id      string // the item identifier Lambda expects in BatchItemFailures
+	group   string // the ordering group, when ordered
+	ordered bool   // whether later records of the group wait for this one
+}
+
+// source describes one kind of batch event.
+type source[R any] struct {
+	name       string // "sqs", "kinesis", "dynamodb", in log lines
+	idName     string // what the item identifier is, in messages
+	defaultKey string // the key expression without WithKey
+	describe   func(*R) meta
+}
+
+type status uint8
+
+const (
+	processed status = iota + 1 // ran and succeeded
+	skipped                     // completed earlier; counts as success
+	failed
+)
+
+// processor runs the records of batches of one source through the
+// idempotent record function.
+type processor[R any] struct {
+	src         *source[R]
+	call        func(context.Context, R) (struct{}, error)
+	keyText     string
+	laneKey     *jmespath.Expression // groups records by key; nil when sequential
+	parallelism int
+	logger      *slog.Logger
+}
+
+// ranKey marks the context of a call: the record function sets the flag it
+// carries, which tells a run from a replay and a handler error from one of
+// the library's.
+type ranKey struct{}
+
+func newProcessor[R any](src *source[R], fn func(context.Context, R) error, store persistence.Store, opts []Option) (*processor[R], error) {
+	if fn == nil {
+		return nil, errors.New("idempotency/batch: nil record function")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	key := src.defaultKey
+	if cfg.key != "" {
+		key = cfg.key
+	}
+	// The prefix is the user's function's, not the closure's below, so that
+	// it stays what idempotency.Wrap would give fn.
+	wrapOpts := []idempotency.Option{
+		idempotency.WithKeyPrefix(idempotency.DefaultKeyPrefix(fn)),
+		idempotency.WithKey(key),
+		idempotency.WithRequireKey(),
+	}
+	if cfg.logger != nil {
+		wrapOpts = append(wrapOpts, idempotency.WithLogger(cfg.logger))
+	}
+	wrapOpts = append(wrapOpts, cfg.idempotency...)
+	call, err := idempotency.Wrap(func(ctx context.Context, rec R) (struct{}, error) {
+		if ran, ok := ctx.Value(ranKey{}).(*bool); ok {
+			*ran = true
+		}
+		return struct{}{}, fn(ctx, rec)
+	}, store, wrapOpts...)
+	if err != nil {
+		return nil, err
+	}
+	p := &processor[R]{src: src, call: call, keyText: key, parallelism: cfg.parallelism, logger: cfg.logger}
+	if p.logger == nil {
+		p.logger = slog.Default()
+	}
+	if p.parallelism > 1 {
+		// Wrap has accepted the expression, so it compiles.
+		if p.laneKey, err = jmespath.Compile(key); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// process runs the records and returns the identifiers of the failed ones,
+// in batch order. It returns an error only when a failed record has no
+// identifier: Lambda cannot retry it alone, and would fail the whole batch
+// for an empty identifier anyway.
+func (p *processor[R]) process(ctx context.Context, records []R) ([]string, error) {
+	metas := make([]meta, len(records))
+	for i := range records {
+		metas[i] = p.src.describe(&records[i])
+	}
+	results := make([]status, len(records))
+	if p.parallelism == 1 || len(records) < 2 {
+		all := make([]int, len(records))
+		for i := range all {
+			all[i] = i
+		}
+		p.runLane(ctx, records, metas, results, all)
+	} else {
+		p.runParallel(ctx, records, metas, results)
+	}
+
+	failedIDs := make([]string, 0, len(records))
+	var counts [failed + 1]int
+	missing := 0
+	for i, st := range results {
+		if st != processed && st != skipped {
+			// Also a record whose run never finished (the function called
+			// runtime.Goexit): it must come again.
+			st = failed
+		}
+		counts[st]++
+		if st == failed {
+			failedIDs = append(failedIDs, metas[i].id)
+			if metas[i].id == "" {
+				missing++
+			}
+		}
+	}
+	level := slog.LevelDebug
+	if counts[failed] > 0 {
+		level = slog.LevelInfo
+	}
+	p.logger.LogAttrs(ctx, level, "idempotency/batch: batch done",
+		slog.String("source", p.src.name), slog.Int("records", len(records)),
+		slog.Int("processed", counts[processed]), slog.Int("skipped", counts[skipped]), slog.Int("failed", counts[failed]))
+	if missing > 0 {
+		return failedIDs, fmt.Errorf("idempotency/batch: %d failed %s records have no %s, so Lambda cannot retry them alone; failing the whole batch",
+			missing, p.src.name, p.src.idName)
+	}
+	return failedIDs, nil
+}
+
+// runParallel runs lanes of records on up to p.parallelism goroutines.
+// Each lane runs in batch order on one goroutine: an ordering group, the
+// records of a standard queue that share a key, or a single record.
+func (p *processor[R]) runParallel(ctx context.Context, records []R, metas []meta, results []status) {
+	lanes := p.lanes(records, metas)
+	work := make(chan []int)
+	var wg sync.WaitGroup
+	for range min(p.parallelism, len(lanes)) {
+		wg.Go(func() {
+			for lane := range work {
+				p.runLane(ctx, records, metas, results, lane)
+			}
+		})
+	}
+	for _, lane := range lanes {
+		work <- lane
+	}
+	close(work)
+	wg.Wait()
+}
+
+// lanes partitions the record indices into lanes, in order of first
+// appearance, each lane in batch order.
+func (p *processor[R]) lanes(records []R, metas []meta) [][]int {
+	var lanes [][]int
+	index := make(map[string]int)
+	for i := range records {
+		var name string
+		switch {
+		case metas[i].ordered:
+			name = "g" + metas[i].group
+		case p.laneKey != nil:
+			if k, ok := p.keyMaterial(&records[i]); ok {
+				name = "k" + k
+			}
+		}
+		if name == "" {
+			lanes = append(lanes, []int{i})
+			continue
+		}
+		if j, ok := index[name]; ok {
+			lanes[j] = append(lanes[j], i)
+			continue
+		}
+		index[name] = len(lanes)
+		lanes = append(lanes, []int{i})
+	}
+	return lanes
+}
+
+// keyMaterial returns the canonical form of the record's selected key, or
+// false when it has none (the record then fails on its own lane).
+func (p *processor[R]) keyMaterial(rec *R) (string, bool) {
+	v, err := p.laneKey.SearchValue(*rec)
+	if err != nil || v == nil {
+		return "", false
+	}
+	b, err := jsonvalue.AppendCanonical(nil, v)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// runLane runs the records at idxs in order. Once an ordered record fails,
+// the later records of its group fail without running.
+func (p *processor[R]) runLane(ctx context.Context, records []R, metas []meta, results []status, idxs []int) {
+	var failedGroups map[string]string // group -> identifier of its failed record
+	for _, i := range idxs {
+		m := metas[i]
+		if m.ordered {
+			if first, ok := failedGroups[m.group]; ok {
+				results[i] = failed
+				p.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency/batch: not running the record: an earlier record of its group failed in this batch; reporting it as failed to keep the group in order",
+					p.recordAttrs(m, ReasonGroupFailed, nil, slog.String("failed_item_identifier", first))...)
+				continue
+			}
+		}
+		results[i] = p.one(ctx, records[i], m)
+		if results[i] == failed && m.ordered {
+			if failedGroups == nil {
+				failedGroups = make(map[string]string)
+			}
+			failedGroups[m.group] = m.id
+		}
+	}
+}
+
+// one runs a single record through the idempotent record function.
+func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
+	if ctx.Err() != nil {
+		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the invocation's context is done; not running the record", m, ReasonNotStarted, context.Cause(ctx))
+	}
+	var ran bool
+	defer func() {
+		if v := recover(); v != nil {
+			// The core has already released the key on its way up.
+			res = p.fail(ctx, slog.LevelError, "idempotency/batch: the record function panicked; its key was released", m, ReasonPanic,
+				fmt.Errorf("panic: %v", v), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	_, err := p.call(context.WithValue(ctx, ranKey{}, &ran), rec)
+	switch {
+	case err == nil && ran:
+		return processed
+	case err == nil:
+		p.logger.LogAttrs(ctx, slog.LevelDebug, "idempotency/batch: record already processed; skipping it",
+			slog.String("source", p.src.name), slog.String("item_identifier", m.id))
+		return skipped
+	case ran:
+		// The function's own error: the core released the key, or recorded
+		// a permanent error.
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record function failed", m, ReasonHandlerError, err)
+	}
+
+	var (
+		keyErr      *idempotency.KeyError
+		inProgress  *idempotency.InProgressError
+		storeErr    *idempotency.StoreError
+		mismatch    *idempotency.PayloadMismatchError
+		stored      *idempotency.StoredError
+		replayErr   *idempotency.ReplayError
+		tooLargeErr *idempotency.ResponseTooLargeError
+	)
+	switch {
+	case errors.As(err, &replayErr), errors.As(err, &tooLargeErr):
+		// The key completed: the record was processed, whatever its stored
+		// response says.
+		p.logger.LogAttrs(ctx, slog.LevelDebug, "idempotency/batch: record already processed; skipping it",
+			slog.String("source", p.src.name), slog.String("item_identifier", m.id), slog.Any("error", err))
+		return skipped
+	case errors.As(err, &keyErr):
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: bad record: no idempotency key could be selected from it; the function did not run (the record will be redelivered, and reach the dead-letter queue or the retry limit if it keeps failing)",
+			m, ReasonBadRecord, err, slog.String("key_expression", p.keyText))
+	case errors.As(err, &inProgress):
+		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key is in progress in another invocation; it will be redelivered", m, ReasonInProgress, err)
+	case errors.As(err, &storeErr):
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the idempotency store failed; the function did not run", m, ReasonStoreError, err)
+	case errors.As(err, &mismatch):
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key was already used with a different payload; the function did not run", m, ReasonPayloadMismatch, err)
+	case errors.As(err, &stored):
+		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key completed with a permanent error, which is replayed; the function did not run", m, ReasonRecordedError, err)
+	}
+	return p.fail(ctx, slog.LevelError, "idempotency/batch: the record failed; the function did not run", m, ReasonError, err)
+}
+
+// fail logs why the record failed and returns failed.
+func (p *processor[R]) fail(ctx context.Context, level slog.Level, msg string, m meta, reason string, err error, extra ...slog.Attr) status {
+	p.logger.LogAttrs(ctx, level, msg, p.recordAttrs(m, reason, err, extra...)...)
+	return failed
+}
+
+func (p *processor[R]) recordAttrs(m meta, reason string, err error, extra ...slog.Attr) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 5+len(extra))
+	attrs = append(attrs, slog.String("source", p.src.name), slog.String("item_identifier", m.id), slog.String("reason", reason))
+	if m.ordered {
+		attrs = append(attrs, slog.String("group", m.group))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	return append(attrs, extra...)
+}

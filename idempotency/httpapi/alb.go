@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// ALBHandler is a handler of Application Load Balancer target group events.
+type ALBHandler = func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error)
+
+// WrapALB returns h with Idempotency-Key semantics, for Lambda targets of
+// an Application Load Balancer. The package documentation describes what
+// it answers.
+//
+// When the target group has multi-value headers on, the request carries
+// multiValueHeaders and the load balancer reads only the multiValueHeaders
+// of the response: the adapter then puts the headers it adds there, and in
+// headers otherwise. Its own responses carry a statusDescription such as
+// "409 Conflict"; replays keep the handler's.
+//
+// It fails if h or store is nil or an option is invalid. When
+// POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
+// checking the options).
+func WrapALB(h ALBHandler, store persistence.Store, opts ...Option) (ALBHandler, error) {
+	return wrap(albBinding, h, store, opts)
+}
+
+// MustWrapALB is like WrapALB but panics if it fails.
+func MustWrapALB(h ALBHandler, store persistence.Store, opts ...Option) ALBHandler {
+	return must(WrapALB(h, store, opts...))
+}
+
+var albBinding = &binding[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse]{
+	name: "WrapALB",
+	view: func(ev *events.ALBTargetGroupRequest) Request {
+		return Request{
+			Method:             strings.ToUpper(ev.HTTPMethod),
+			Path:               ev.Path,
+			Event:              ev,
+			headers:            ev.Headers,
+			multiHeaders:       ev.MultiValueHeaders,
+			body:               ev.Body,
+			base64:             ev.IsBase64Encoded,
+			multiValueResponse: ev.MultiValueHeaders != nil,
+		}
+	},
+	save: func(r *events.ALBTargetGroupResponse) response {
+		return response{
+			StatusCode:        r.StatusCode,
+			StatusDescription: r.StatusDescription,
+			Headers:           r.Headers,
+			MultiValueHeaders: r.MultiValueHeaders,
+			Body:              r.Body,
+			IsBase64Encoded:   r.IsBase64Encoded,
+		}
+	},
+	load: func(r *response) events.ALBTargetGroupResponse {
+		return events.ALBTargetGroupResponse{
+			StatusCode:        r.StatusCode,
+			StatusDescription: r.StatusDescription,
+			Headers:           r.Headers,
+			MultiValueHeaders: r.MultiValueHeaders,
+			Body:              r.Body,
+			IsBase64Encoded:   r.IsBase64Encoded,
+		}
+	},
+}

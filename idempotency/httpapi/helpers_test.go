@@ -1,0 +1,452 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// The tests describe requests and responses once, as an HTTP client and a
+// handler see them, and run them through every event type: each eventType
+// builds its events from a sample event of aws-lambda-go and reads its
+// responses the way the AWS service in front of the function does.
+
+// header is one header line.
+type header struct{ name, value string }
+
+// httpReq is a request as the client sends it.
+type httpReq struct {
+	method  string
+	path    string
+	headers []header
+	body    string
+	base64  bool // the event carries the body base64-encoded
+}
+
+// httpResp is a response as the client receives it, or as a handler
+// returns it.
+type httpResp struct {
+	status      int
+	description string // ALB's statusDescription
+	headers     http.Header
+	cookies     []string
+	body        string
+	base64      bool
+}
+
+// testHandler is a handler written once for every event type.
+type testHandler func(ctx context.Context, req httpReq) (httpResp, error)
+
+// eventType runs httpReqs through one adapter.
+type eventType struct {
+	name string
+	// multiValue is set when the event carries every header line
+	// separately; otherwise repeated lines are joined (HTTP APIs, Function
+	// URLs) or the last one wins (ALB without multi-value headers).
+	multiValue bool
+	// joined is set when repeated request header lines arrive joined with
+	// commas.
+	joined bool
+	wrap   func(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error)
+}
+
+var eventTypes = []eventType{
+	{name: "REST", multiValue: true, wrap: wrapREST},
+	{name: "HTTPv2", joined: true, wrap: wrapV2},
+	{name: "FunctionURL", joined: true, wrap: wrapFunctionURL},
+	{name: "ALB", wrap: wrapALB(false)},
+	{name: "ALBMultiValue", multiValue: true, wrap: wrapALB(true)},
+}
+
+// forEachEventType runs test once per event type.
+func forEachEventType(t *testing.T, test func(t *testing.T, et eventType)) {
+	for _, et := range eventTypes {
+		t.Run(et.name, func(t *testing.T) { test(t, et) })
+	}
+}
+
+// loadEvent decodes a sample event from testdata/events.
+func loadEvent[T any](t testing.TB, name string) T {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "events", name))
+	require.NoError(t, err)
+	var ev T
+	require.NoError(t, json.Unmarshal(data, &ev))
+	return ev
+}
+
+// roundTrip passes v through JSON as the Lambda runtime does, so that
+// nothing the adapter returns survives only as a Go value.
+func roundTrip[T any](t testing.TB, v T) T {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	var out T
+	require.NoError(t, json.Unmarshal(data, &out))
+	return out
+}
+
+func singleHeaders(hs []header) map[string]string {
+	m := map[string]string{}
+	for _, h := range hs {
+		m[h.name] = h.value // the last line wins
+	}
+	return m
+}
+
+func joinedHeaders(hs []header) map[string]string {
+	m := map[string]string{}
+	for _, h := range hs {
+		if v, ok := m[h.name]; ok {
+			m[h.name] = v + "," + h.value
+		} else {
+			m[h.name] = h.value
+		}
+	}
+	return m
+}
+
+func multiHeaders(hs []header) map[string][]string {
+	m := map[string][]string{}
+	for _, h := range hs {
+		m[h.name] = append(m[h.name], h.value)
+	}
+	return m
+}
+
+func headerList(single map[string]string, multi map[string][]string) []header {
+	var hs []header
+	for k, vs := range multi {
+		for _, v := range vs {
+			hs = append(hs, header{k, v})
+		}
+	}
+	for k, v := range single {
+		if _, ok := multi[k]; !ok {
+			hs = append(hs, header{k, v})
+		}
+	}
+	return hs
+}
+
+// mergeHeaders reads response headers as API Gateway does: a name in
+// multi takes its values from there, others from single.
+func mergeHeaders(single map[string]string, multi map[string][]string) http.Header {
+	h := http.Header{}
+	for k, vs := range multi {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	for k, v := range single {
+		if _, ok := multi[k]; !ok {
+			h.Add(k, v)
+		}
+	}
+	return h
+}
+
+// splitHeaders writes handler response headers: one value to single, more
+// to multi.
+func splitHeaders(h http.Header) (map[string]string, map[string][]string) {
+	single := map[string]string{}
+	var multi map[string][]string
+	for k, vs := range h {
+		if len(vs) == 1 {
+			single[k] = vs[0]
+			continue
+		}
+		if multi == nil {
+			multi = map[string][]string{}
+		}
+		multi[k] = vs
+	}
+	return single, multi
+}
+
+func flatHeaders(h http.Header) map[string]string {
+	m := map[string]string{}
+	for k, vs := range h {
+		m[k] = strings.Join(vs, ",")
+	}
+	return m
+}
+
+func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+	base := loadEvent[events.APIGatewayProxyRequest](t, "apigw-request.json")
+	wrapped, err := httpapi.WrapAPIGateway(func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		resp, err := h(ctx, httpReq{method: ev.HTTPMethod, path: ev.Path, headers: headerList(ev.Headers, ev.MultiValueHeaders), body: ev.Body, base64: ev.IsBase64Encoded})
+		single, multi := splitHeaders(resp.headers)
+		if len(resp.cookies) > 0 {
+			if multi == nil {
+				multi = map[string][]string{}
+			}
+			multi["Set-Cookie"] = resp.cookies
+		}
+		return events.APIGatewayProxyResponse{StatusCode: resp.status, Headers: single, MultiValueHeaders: multi, Body: resp.body, IsBase64Encoded: resp.base64}, err
+	}, store, opts...)
+	require.NoError(t, err)
+	return func(ctx context.Context, req httpReq) (httpResp, error) {
+		ev := base
+		ev.HTTPMethod, ev.Path, ev.Body, ev.IsBase64Encoded = req.method, req.path, req.body, req.base64
+		ev.Headers, ev.MultiValueHeaders = singleHeaders(req.headers), multiHeaders(req.headers)
+		out, err := wrapped(ctx, roundTrip(t, ev))
+		out = roundTrip(t, out)
+		h := mergeHeaders(out.Headers, out.MultiValueHeaders)
+		cookies := h.Values("Set-Cookie")
+		h.Del("Set-Cookie")
+		return httpResp{status: out.StatusCode, headers: h, cookies: cookies, body: out.Body, base64: out.IsBase64Encoded}, err
+	}
+}
+
+func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+	base := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-no-authorizer.json")
+	wrapped, err := httpapi.WrapAPIGatewayV2(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		resp, err := h(ctx, httpReq{method: ev.RequestContext.HTTP.Method, path: ev.RawPath, headers: headerList(ev.Headers, nil), body: ev.Body, base64: ev.IsBase64Encoded})
+		return events.APIGatewayV2HTTPResponse{StatusCode: resp.status, Headers: flatHeaders(resp.headers), Cookies: resp.cookies, Body: resp.body, IsBase64Encoded: resp.base64}, err
+	}, store, opts...)
+	require.NoError(t, err)
+	return func(ctx context.Context, req httpReq) (httpResp, error) {
+		ev := base
+		ev.RequestContext.HTTP.Method, ev.RawPath, ev.RequestContext.HTTP.Path = req.method, req.path, req.path
+		ev.Body, ev.IsBase64Encoded = req.body, req.base64
+		ev.Headers = joinedHeaders(req.headers)
+		out, err := wrapped(ctx, roundTrip(t, ev))
+		out = roundTrip(t, out)
+		return httpResp{status: out.StatusCode, headers: mergeHeaders(out.Headers, nil), cookies: out.Cookies, body: out.Body, base64: out.IsBase64Encoded}, err
+	}
+}
+
+func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+	base := loadEvent[events.LambdaFunctionURLRequest](t, "lambda-urls-request.json")
+	wrapped, err := httpapi.WrapFunctionURL(func(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+		resp, err := h(ctx, httpReq{method: ev.RequestContext.HTTP.Method, path: ev.RawPath, headers: headerList(ev.Headers, nil), body: ev.Body, base64: ev.IsBase64Encoded})
+		return events.LambdaFunctionURLResponse{StatusCode: resp.status, Headers: flatHeaders(resp.headers), Cookies: resp.cookies, Body: resp.body, IsBase64Encoded: resp.base64}, err
+	}, store, opts...)
+	require.NoError(t, err)
+	return func(ctx context.Context, req httpReq) (httpResp, error) {
+		ev := base
+		ev.RequestContext.HTTP.Method, ev.RawPath, ev.RequestContext.HTTP.Path = req.method, req.path, req.path
+		ev.Body, ev.IsBase64Encoded = req.body, req.base64
+		ev.Headers = joinedHeaders(req.headers)
+		out, err := wrapped(ctx, roundTrip(t, ev))
+		out = roundTrip(t, out)
+		return httpResp{status: out.StatusCode, headers: mergeHeaders(out.Headers, nil), cookies: out.Cookies, body: out.Body, base64: out.IsBase64Encoded}, err
+	}
+}
+
+// wrapALB reads responses as the load balancer does: with multi-value
+// headers on, only multiValueHeaders; otherwise only headers.
+func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+	return func(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+		sample := "alb-lambda-target-request-headers-only.json"
+		if multiValue {
+			sample = "alb-lambda-target-request-multivalue-headers.json"
+		}
+		base := loadEvent[events.ALBTargetGroupRequest](t, sample)
+		wrapped, err := httpapi.WrapALB(func(ctx context.Context, ev events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+			resp, err := h(ctx, httpReq{method: ev.HTTPMethod, path: ev.Path, headers: headerList(ev.Headers, ev.MultiValueHeaders), body: ev.Body, base64: ev.IsBase64Encoded})
+			out := events.ALBTargetGroupResponse{StatusCode: resp.status, StatusDescription: fmt.Sprintf("%d %s", resp.status, http.StatusText(resp.status)),
+				Body: resp.body, IsBase64Encoded: resp.base64}
+			if multiValue {
+				out.MultiValueHeaders = map[string][]string(resp.headers.Clone())
+				if len(resp.cookies) > 0 {
+					out.MultiValueHeaders["Set-Cookie"] = resp.cookies
+				}
+			} else {
+				out.Headers = flatHeaders(resp.headers)
+				if len(resp.cookies) > 0 {
+					out.Headers["Set-Cookie"] = resp.cookies[0]
+				}
+			}
+			return out, err
+		}, store, opts...)
+		require.NoError(t, err)
+		return func(ctx context.Context, req httpReq) (httpResp, error) {
+			ev := base
+			ev.HTTPMethod, ev.Path, ev.Body, ev.IsBase64Encoded = req.method, req.path, req.body, req.base64
+			if multiValue {
+				ev.Headers, ev.MultiValueHeaders = nil, multiHeaders(req.headers)
+			} else {
+				ev.Headers, ev.MultiValueHeaders = singleHeaders(req.headers), nil
+			}
+			out, err := wrapped(ctx, roundTrip(t, ev))
+			out = roundTrip(t, out)
+			var h http.Header
+			if multiValue {
+				h = mergeHeaders(nil, out.MultiValueHeaders)
+			} else {
+				h = mergeHeaders(out.Headers, nil)
+			}
+			cookies := h.Values("Set-Cookie")
+			h.Del("Set-Cookie")
+			return httpResp{status: out.StatusCode, description: out.StatusDescription, headers: h, cookies: cookies, body: out.Body, base64: out.IsBase64Encoded}, err
+		}
+	}
+}
+
+// app is a handler that counts its runs; respond, when set, chooses the
+// response of each run (from 1).
+type app struct {
+	mu      sync.Mutex
+	runs    int
+	keys    []string
+	respond func(run int, req httpReq) (httpResp, error)
+}
+
+func (a *app) handle(ctx context.Context, req httpReq) (httpResp, error) {
+	a.mu.Lock()
+	a.runs++
+	run := a.runs
+	key, _ := idempotency.KeyFromContext(ctx)
+	a.keys = append(a.keys, key)
+	respond := a.respond
+	a.mu.Unlock()
+	if respond != nil {
+		return respond(run, req)
+	}
+	return created(run), nil
+}
+
+func (a *app) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runs
+}
+
+// created is the default response of run.
+func created(run int) httpResp {
+	id := fmt.Sprintf("ord_%d", run)
+	return httpResp{
+		status: http.StatusCreated,
+		headers: http.Header{
+			"Content-Type": {"application/json"},
+			"Location":     {"/orders/" + id},
+		},
+		cookies: []string{"seen=" + id + "; Path=/; HttpOnly"},
+		body:    `{"id":"` + id + `","note":"<a & b>"}`,
+	}
+}
+
+func status(code int, body string) httpResp {
+	return httpResp{status: code, headers: http.Header{"Content-Type": {"text/plain"}}, body: body}
+}
+
+// post returns a POST request to /orders with key (none if empty).
+func post(key, body string, more ...header) httpReq {
+	req := httpReq{method: "POST", path: "/orders", body: body, headers: []header{{"Content-Type", "application/json"}}}
+	if key != "" {
+		req.headers = append(req.headers, header{"Idempotency-Key", key})
+	}
+	req.headers = append(req.headers, more...)
+	return req
+}
+
+// problemOf decodes the problem body of resp, checking its media type and
+// that its status matches the response's.
+func problemOf(t testing.TB, resp httpResp) httpapi.Problem {
+	t.Helper()
+	require.Equal(t, httpapi.ContentTypeProblem, resp.headers.Get("Content-Type"), "body: %s", resp.body)
+	var p httpapi.Problem
+	require.NoError(t, json.Unmarshal([]byte(resp.body), &p))
+	require.Equal(t, resp.status, p.Status)
+	require.NotEmpty(t, p.Title)
+	require.NotEmpty(t, p.Detail)
+	return p
+}
+
+// withoutReplayHeader returns resp without Idempotent-Replayed, to compare
+// a replay with the first response.
+func withoutReplayHeader(resp httpResp) httpResp {
+	resp.headers = resp.headers.Clone()
+	resp.headers.Del(httpapi.HeaderReplayed)
+	return resp
+}
+
+// recordingStore keeps the records its Update calls write.
+type recordingStore struct {
+	persistence.Store
+	mu      sync.Mutex
+	updates []persistence.Record
+}
+
+func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) error {
+	s.mu.Lock()
+	s.updates = append(s.updates, *rec)
+	s.mu.Unlock()
+	return s.Store.Update(ctx, rec)
+}
+
+func (s *recordingStore) written() []persistence.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]persistence.Record(nil), s.updates...)
+}
+
+// limitedStore completes records without their response, as a store
+// whose item size limit the response exceeds.
+type limitedStore struct{ persistence.Store }
+
+func (s limitedStore) Update(ctx context.Context, rec *persistence.Record) error {
+	cut := *rec
+	cut.Response, cut.ResponseOmitted = nil, true
+	if err := s.Store.Update(ctx, &cut); err != nil {
+		return err
+	}
+	return persistence.ErrResponseOmitted
+}
+
+// corruptingStore completes records with a response the adapter cannot
+// read, as one written by an incompatible version would be.
+type corruptingStore struct {
+	persistence.Store
+	response string
+}
+
+func (s corruptingStore) Update(ctx context.Context, rec *persistence.Record) error {
+	bad := *rec
+	bad.Response = []byte(s.response)
+	return s.Store.Update(ctx, &bad)
+}
+
+// bufferLogger returns a logger writing into a buffer the test can read.
+func bufferLogger() (*slog.Logger, *syncBuffer) {
+	var buf syncBuffer
+	return slog.New(slog.NewTextHandler(&buf, nil)), &buf
+}
+
+// discard returns a logger for tests that provoke errors on purpose.
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

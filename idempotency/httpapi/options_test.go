@@ -1,0 +1,153 @@
+package httpapi_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+func restHandler(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	return events.APIGatewayProxyResponse{StatusCode: 201}, nil
+}
+
+func v2Handler(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return events.APIGatewayV2HTTPResponse{StatusCode: 201}, nil
+}
+
+func functionURLHandler(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	return events.LambdaFunctionURLResponse{StatusCode: 201}, nil
+}
+
+func albHandler(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+	return events.ALBTargetGroupResponse{StatusCode: 201}, nil
+}
+
+// wrappers calls each Wrap function; nilHandler passes a nil handler.
+var wrappers = map[string]func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error){
+	"WrapAPIGateway": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+		h := restHandler
+		if nilHandler {
+			h = nil
+		}
+		return httpapi.WrapAPIGateway(h, store, opts...)
+	},
+	"WrapAPIGatewayV2": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+		h := v2Handler
+		if nilHandler {
+			h = nil
+		}
+		return httpapi.WrapAPIGatewayV2(h, store, opts...)
+	},
+	"WrapFunctionURL": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+		h := functionURLHandler
+		if nilHandler {
+			h = nil
+		}
+		return httpapi.WrapFunctionURL(h, store, opts...)
+	},
+	"WrapALB": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+		h := albHandler
+		if nilHandler {
+			h = nil
+		}
+		return httpapi.WrapALB(h, store, opts...)
+	},
+}
+
+func TestWrapRejectsBadOptions(t *testing.T) {
+	cases := map[string]struct {
+		opts []httpapi.Option
+		want string
+	}{
+		"nil option":                 {[]httpapi.Option{nil}, "httpapi: nil Option"},
+		"empty header":               {[]httpapi.Option{httpapi.WithHeader("")}, `httpapi: WithHeader(""): not a valid header name`},
+		"header with space":          {[]httpapi.Option{httpapi.WithHeader("Idempotency Key")}, "not a valid header name"},
+		"no methods":                 {[]httpapi.Option{httpapi.WithMethods()}, "httpapi: WithMethods: no methods"},
+		"invalid method":             {[]httpapi.Option{httpapi.WithMethods("POST", "PO ST")}, `httpapi: WithMethods: "PO ST" is not a valid method`},
+		"invalid fingerprint header": {[]httpapi.Option{httpapi.WithFingerprintHeaders("Content Type")}, "not a valid header name"},
+		"authorization":              {[]httpapi.Option{httpapi.WithFingerprintHeaders("Content-Type", "authorization")}, "carries credentials"},
+		"cookie":                     {[]httpapi.Option{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
+		"nil scope":                  {[]httpapi.Option{httpapi.WithScope(nil)}, "httpapi: WithScope: nil function"},
+		"nil logger":                 {[]httpapi.Option{httpapi.WithLogger(nil)}, "httpapi: WithLogger: nil logger"},
+		"core key option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithKey("body"))}, "WithKey"},
+		"core validation option":     {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithPayloadValidation("body"))}, "WithPayloadValidation"},
+		"core require option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithRequireKey())}, "WithRequireKey"},
+		"invalid core option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithExpiry(0))}, "WithExpiry"},
+		"nil core option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(nil)}, "nil Option"},
+		"several":                    {[]httpapi.Option{httpapi.WithHeader(""), httpapi.WithMethods()}, "no methods"},
+	}
+	for wrapName, wrap := range wrappers {
+		for name, tc := range cases {
+			t.Run(wrapName+"/"+name, func(t *testing.T) {
+				h, err := wrap(memory.New(), false, tc.opts...)
+				require.Error(t, err)
+				assert.Nil(t, h)
+				assert.True(t, strings.HasPrefix(err.Error(), "httpapi: "), err.Error())
+				assert.Contains(t, err.Error(), tc.want)
+			})
+		}
+		t.Run(wrapName+"/nil handler", func(t *testing.T) {
+			_, err := wrap(memory.New(), true)
+			assert.EqualError(t, err, "httpapi: "+wrapName+": nil handler")
+		})
+		t.Run(wrapName+"/nil store", func(t *testing.T) {
+			_, err := wrap(nil, false)
+			assert.EqualError(t, err, "httpapi: "+wrapName+": nil persistence.Store")
+		})
+	}
+}
+
+func TestMustWrapPanics(t *testing.T) {
+	bad := httpapi.WithHeader("")
+	assert.Panics(t, func() { httpapi.MustWrapAPIGateway(restHandler, memory.New(), bad) })
+	assert.Panics(t, func() { httpapi.MustWrapAPIGatewayV2(v2Handler, memory.New(), bad) })
+	assert.Panics(t, func() { httpapi.MustWrapFunctionURL(functionURLHandler, memory.New(), bad) })
+	assert.Panics(t, func() { httpapi.MustWrapALB(albHandler, memory.New(), bad) })
+	assert.NotNil(t, httpapi.MustWrapAPIGateway(restHandler, memory.New()))
+	assert.NotNil(t, httpapi.MustWrapAPIGatewayV2(v2Handler, memory.New()))
+	assert.NotNil(t, httpapi.MustWrapFunctionURL(functionURLHandler, memory.New()))
+	assert.NotNil(t, httpapi.MustWrapALB(albHandler, memory.New()))
+}
+
+func TestDisabledReturnsHandler(t *testing.T) {
+	t.Setenv(idempotency.EnvDisabled, "true")
+	for name, wrap := range wrappers {
+		t.Run(name, func(t *testing.T) {
+			h, err := wrap(memory.New(), false)
+			require.NoError(t, err)
+			want := map[string]any{"WrapAPIGateway": restHandler, "WrapAPIGatewayV2": v2Handler,
+				"WrapFunctionURL": functionURLHandler, "WrapALB": albHandler}[name]
+			assert.Equal(t, reflect.ValueOf(want).Pointer(), reflect.ValueOf(h).Pointer())
+
+			_, err = wrap(memory.New(), false, httpapi.WithHeader(""))
+			assert.Error(t, err, "options are checked even so")
+		})
+	}
+}
+
+func TestDefaultKeyPrefixIsTheHandlers(t *testing.T) {
+	store := &recordingStore{Store: memory.New()}
+	h := httpapi.MustWrapAPIGatewayV2(v2Handler, store)
+	ev := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "k"}}
+	ev.RequestContext.HTTP.Method = "POST"
+	_, err := h(t.Context(), ev)
+	require.NoError(t, err)
+	require.Len(t, store.written(), 1)
+	assert.True(t, strings.HasPrefix(store.written()[0].Key, idempotency.DefaultKeyPrefix(v2Handler)+"#"), store.written()[0].Key)
+
+	store = &recordingStore{Store: memory.New()}
+	h = httpapi.MustWrapAPIGatewayV2(v2Handler, store, httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+	_, err = h(t.Context(), ev)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(store.written()[0].Key, "orders#"))
+}

@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// ContentTypeProblem is the media type of the responses the adapter makes
+// itself: RFC 9457 problem details.
+const ContentTypeProblem = "application/problem+json"
+
+// The problem types of the responses the adapter makes itself, the "type"
+// member of their Problem bodies. They are stable: clients may match on
+// them. docs/problems.md in the repository, where the URIs lead, says when
+// each happens and what a client should do.
+const (
+	// ProblemMissingKey (400): the method needs an idempotency key and the
+	// request has none.
+	ProblemMissingKey = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#missing-key"
+	// ProblemInvalidKey (400): the key is empty, longer than MaxKeyLength,
+	// contains control characters, is malformed, or the request carries
+	// several different keys.
+	ProblemInvalidKey = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-key"
+	// ProblemMissingScope (400): the scope function found nothing
+	// identifying the caller (ErrNoScope).
+	ProblemMissingScope = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#missing-scope"
+	// ProblemKeyInUse (409, with Retry-After): a request with the same key
+	// is still being processed.
+	ProblemKeyInUse = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-in-use"
+	// ProblemKeyReused (422): the key was used before for a different
+	// request (method, path, body or fingerprinted headers differ).
+	ProblemKeyReused = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-reused"
+	// ProblemStoreUnavailable (503, with Retry-After): the idempotency store
+	// failed before the handler ran; nothing happened.
+	ProblemStoreUnavailable = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#store-unavailable"
+	// ProblemHandlerFailed (500): the handler returned a Go error or
+	// panicked; the key was released.
+	ProblemHandlerFailed = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#handler-failed"
+	// ProblemRecordedError (500): an earlier request with the key failed
+	// with an error recorded as permanent, which every retry receives.
+	ProblemRecordedError = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#recorded-error"
+	// ProblemResponseNotStored (500): an earlier request with the key
+	// completed, but its response was too large for the store.
+	ProblemResponseNotStored = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#response-not-stored"
+	// ProblemReplayFailed (500): an earlier request with the key completed,
+	// but its stored response cannot be decoded.
+	ProblemReplayFailed = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#replay-failed"
+)
+
+// Problem is the body of the responses the adapter makes itself, an RFC
+// 9457 problem details object. Decode it from responses whose Content-Type
+// is ContentTypeProblem.
+type Problem struct {
+	// Type is one of the Problem... constants.
+	Type string `json:"type"`
+	// Title is a short summary of the problem type; it does not change from
+	// one occurrence to the next.
+	Title string `json:"title"`
+	// Status is the HTTP status code of the response.
+	Status int `json:"status"`
+	// Detail explains this occurrence and what the client can do.
+	Detail string `json:"detail,omitempty"`
+}
+
+// problemKind is a problem type with its fixed title and status.
+type problemKind struct {
+	typ    string
+	title  string
+	status int
+}
+
+var (
+	missingKey        = problemKind{ProblemMissingKey, "Idempotency key required", http.StatusBadRequest}
+	invalidKey        = problemKind{ProblemInvalidKey, "Invalid idempotency key", http.StatusBadRequest}
+	missingScope      = problemKind{ProblemMissingScope, "Caller not identified", http.StatusBadRequest}
+	keyInUse          = problemKind{ProblemKeyInUse, "Request with this idempotency key in progress", http.StatusConflict}
+	keyReused         = problemKind{ProblemKeyReused, "Idempotency key reused for a different request", http.StatusUnprocessableEntity}
+	storeUnavailable  = problemKind{ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable}
+	handlerFailed     = problemKind{ProblemHandlerFailed, "Request failed", http.StatusInternalServerError}
+	recordedError     = problemKind{ProblemRecordedError, "Request failed permanently", http.StatusInternalServerError}
+	responseNotStored = problemKind{ProblemResponseNotStored, "Response not available", http.StatusInternalServerError}
+	replayFailed      = problemKind{ProblemReplayFailed, "Stored response unreadable", http.StatusInternalServerError}
+)
+
+// storeRetryAfter is the Retry-After of ProblemStoreUnavailable, in
+// seconds: store failures are mostly throttling and brief outages, and the
+// retry costs one conditional write.
+const storeRetryAfter = 1
+
+// problem returns the response for a problem of kind k. retryAfter, in
+// seconds, adds a Retry-After header when positive. Headers go where the
+// event type wants them (see Request.multiValueResponse).
+func problem(r *Request, k problemKind, detail string, retryAfter int) response {
+	body, _ := json.Marshal(Problem{Type: k.typ, Title: k.title, Status: k.status, Detail: detail}) // strings and an int: cannot fail
+	resp := response{
+		StatusCode:        k.status,
+		StatusDescription: strconv.Itoa(k.status) + " " + http.StatusText(k.status),
+		Body:              string(body),
+	}
+	resp.setHeader(r, "Content-Type", ContentTypeProblem)
+	if retryAfter > 0 {
+		resp.setHeader(r, "Retry-After", strconv.Itoa(retryAfter))
+	}
+	return resp
+}

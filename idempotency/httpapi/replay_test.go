@@ -1,0 +1,174 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+const richBody = `{"name":"Zoë","html":"<b>&amp;</b>","emoji":"🧾","escaped":"\u2028"}`
+
+// The replay, as the Lambda runtime encodes it, is the first response's
+// encoding plus Idempotent-Replayed, and the first response is exactly what
+// the handler returned.
+func TestReplayIsByteIdentical(t *testing.T) {
+	t.Run("REST", func(t *testing.T) {
+		want := events.APIGatewayProxyResponse{
+			StatusCode:        201,
+			Headers:           map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Request-Cost": "3"},
+			MultiValueHeaders: map[string][]string{"Set-Cookie": {"a=1; Path=/", "b=2; Path=/; Secure"}, "Vary": {"Accept", "Origin"}},
+			Body:              richBody,
+		}
+		h := httpapi.MustWrapAPIGateway(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+			return want, nil
+		}, memory.New())
+		req := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"Idempotency-Key": "k"}}
+		first, err := h(t.Context(), req)
+		require.NoError(t, err)
+		replay, err := h(t.Context(), req)
+		require.NoError(t, err)
+		assert.Equal(t, want, first)
+		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
+		delete(replay.Headers, httpapi.HeaderReplayed)
+		assertSameJSON(t, first, replay)
+	})
+	t.Run("HTTPv2", func(t *testing.T) {
+		want := events.APIGatewayV2HTTPResponse{
+			StatusCode: 200,
+			Headers:    map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"},
+			Cookies:    []string{"a=1; Path=/", "b=2"},
+			Body:       richBody,
+		}
+		h := httpapi.MustWrapAPIGatewayV2(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return want, nil
+		}, memory.New())
+		req := events.APIGatewayV2HTTPRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
+		req.RequestContext.HTTP.Method = "POST"
+		first, err := h(t.Context(), req)
+		require.NoError(t, err)
+		replay, err := h(t.Context(), req)
+		require.NoError(t, err)
+		assert.Equal(t, want, first)
+		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
+		delete(replay.Headers, httpapi.HeaderReplayed)
+		assertSameJSON(t, first, replay)
+	})
+	t.Run("FunctionURL", func(t *testing.T) {
+		want := events.LambdaFunctionURLResponse{
+			StatusCode:      200,
+			Headers:         map[string]string{"Content-Type": "application/pdf"},
+			Cookies:         []string{"download=1"},
+			Body:            "JVBERi0xLjcKJcfsj6IK",
+			IsBase64Encoded: true,
+		}
+		h := httpapi.MustWrapFunctionURL(func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+			return want, nil
+		}, memory.New())
+		req := events.LambdaFunctionURLRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
+		req.RequestContext.HTTP.Method = "PATCH"
+		first, err := h(t.Context(), req)
+		require.NoError(t, err)
+		replay, err := h(t.Context(), req)
+		require.NoError(t, err)
+		assert.Equal(t, want, first)
+		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
+		delete(replay.Headers, httpapi.HeaderReplayed)
+		assertSameJSON(t, first, replay)
+	})
+	t.Run("ALB", func(t *testing.T) {
+		want := events.ALBTargetGroupResponse{
+			StatusCode:        201,
+			StatusDescription: "201 Created",
+			Headers:           map[string]string{"Content-Type": "text/html"},
+			Body:              "<p>created</p>",
+		}
+		h := httpapi.MustWrapALB(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+			return want, nil
+		}, memory.New())
+		req := events.ALBTargetGroupRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"idempotency-key": "k"}}
+		first, err := h(t.Context(), req)
+		require.NoError(t, err)
+		replay, err := h(t.Context(), req)
+		require.NoError(t, err)
+		assert.Equal(t, want, first)
+		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
+		delete(replay.Headers, httpapi.HeaderReplayed)
+		assertSameJSON(t, first, replay)
+	})
+}
+
+func assertSameJSON(t *testing.T, want, got any) {
+	t.Helper()
+	w, err := json.Marshal(want)
+	require.NoError(t, err)
+	g, err := json.Marshal(got)
+	require.NoError(t, err)
+	assert.Equal(t, string(w), string(g))
+}
+
+// Retry-After is measured on the Guard's clock, the one that decides when
+// the reservation lapses.
+func TestRetryAfterUsesGuardClock(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	entered, release := make(chan struct{}), make(chan struct{})
+	a := app{respond: func(run int, _ httpReq) (httpResp, error) {
+		if run == 1 {
+			close(entered)
+			<-release
+		}
+		return created(run), nil
+	}}
+	send := wrapV2(t, a.handle, memory.New(),
+		httpapi.WithIdempotencyOptions(idempotency.WithClock(clock), idempotency.WithInProgressTimeout(90*time.Second)))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := send(context.Background(), post("k1", orderA)) // no deadline: the in-progress timeout applies
+		assert.NoError(t, err)
+	})
+	<-entered
+	resp, err := send(t.Context(), post("k1", orderA))
+	require.NoError(t, err)
+	assert.Equal(t, "90", resp.headers.Get("Retry-After"))
+
+	mu.Lock()
+	now = now.Add(89*time.Second + 500*time.Millisecond)
+	mu.Unlock()
+	resp, err = send(t.Context(), post("k1", orderA))
+	require.NoError(t, err)
+	assert.Equal(t, "1", resp.headers.Get("Retry-After"), "half a second left: at least 1")
+	close(release)
+	wg.Wait()
+}
+
+// A completed key is replayed until the expiry set through
+// WithIdempotencyOptions, and runs again after it.
+func TestExpiryFromIdempotencyOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var a app
+		send := wrapFunctionURL(t, a.handle, memory.New(), httpapi.WithIdempotencyOptions(idempotency.WithExpiry(24*time.Hour)))
+		_, err := send(t.Context(), post("k1", orderA))
+		require.NoError(t, err)
+		time.Sleep(24*time.Hour - time.Second)
+		resp, err := send(t.Context(), post("k1", orderA))
+		require.NoError(t, err)
+		assert.Equal(t, "true", resp.headers.Get(httpapi.HeaderReplayed))
+		time.Sleep(2 * time.Second)
+		resp, err = send(t.Context(), post("k1", orderA))
+		require.NoError(t, err)
+		assert.Empty(t, resp.headers.Get(httpapi.HeaderReplayed))
+		assert.Equal(t, 2, a.count())
+	})
+}

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"slices"
+	"strings"
+)
+
+// Request is the adapter's view of an HTTP request event, the same for every
+// event type. Scope functions (see WithScope) read it.
+type Request struct {
+	// Method is the request's HTTP method in upper case.
+	Method string
+
+	// Path is the request path as the event carries it: path for API
+	// Gateway REST APIs and ALB, rawPath for HTTP APIs and Function URLs.
+	Path string
+
+	// Event points to the event the adapter received: an
+	// *events.APIGatewayProxyRequest, *events.APIGatewayV2HTTPRequest,
+	// *events.LambdaFunctionURLRequest or *events.ALBTargetGroupRequest.
+	// Scope functions read authorizer data from it. Treat it as read-only.
+	Event any
+
+	headers      map[string]string
+	multiHeaders map[string][]string
+	body         string
+	base64       bool
+	// multiValueResponse is set when the response must carry its headers in
+	// MultiValueHeaders: an ALB target group with multi-value headers on
+	// ignores the single-value map.
+	multiValueResponse bool
+}
+
+// Values returns the values of the request header name, matched without
+// regard to case. Where the event has multi-value headers (REST APIs, ALB
+// with multi-value headers on) each header line is one value; HTTP APIs and
+// Function URLs join repeated lines with commas into one value. The result
+// may share memory with the event: do not modify it.
+func (r *Request) Values(name string) []string {
+	if vs := lookup(r.multiHeaders, name); len(vs) > 0 {
+		return vs
+	}
+	return lookup(r.headers, name)
+}
+
+// Header returns the first value of the request header name, matched
+// without regard to case, or "" if the request has no such header.
+func (r *Request) Header(name string) string {
+	if vs := r.Values(name); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// lookup returns the values of the keys of m equal to name without regard
+// to case. Events keep header names as the client spelled them, so one
+// header can appear under several spellings; they are merged in sorted key
+// order, so that the result does not depend on map iteration order.
+func lookup[V string | []string](m map[string]V, name string) []string {
+	var first string
+	var more []string
+	found := false
+	for k := range m {
+		if !strings.EqualFold(k, name) {
+			continue
+		}
+		if !found {
+			first, found = k, true
+			continue
+		}
+		more = append(more, k)
+	}
+	if !found {
+		return nil
+	}
+	if len(more) == 0 {
+		return asValues(m[first])
+	}
+	keys := append(more, first)
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, asValues(m[k])...)
+	}
+	return out
+}
+
+func asValues[V string | []string](v V) []string {
+	switch v := any(v).(type) {
+	case string:
+		return []string{v}
+	case []string:
+		return v
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+)
+
+// HeaderReplayed is the response header that marks a replayed response,
+// with the value "true", as Stripe does.
+const HeaderReplayed = "Idempotent-Replayed"
+
+// response is what a replay needs of a response event, whatever its type,
+// and the form in which it is stored: the members of the Lambda proxy
+// response formats, under their own names so that a stored record reads as
+// what the function returned. Nothing of the request is kept.
+type response struct {
+	StatusCode int `json:"statusCode"`
+	// StatusDescription is ALB's ("200 OK").
+	StatusDescription string              `json:"statusDescription,omitempty"`
+	Headers           map[string]string   `json:"headers,omitempty"`
+	MultiValueHeaders map[string][]string `json:"multiValueHeaders,omitempty"`
+	// Cookies are the Set-Cookie values of HTTP APIs and Function URLs.
+	Cookies         []string `json:"cookies,omitempty"`
+	Body            string   `json:"body,omitempty"`
+	IsBase64Encoded bool     `json:"isBase64Encoded,omitempty"`
+}
+
+// encode returns the stored form of resp: compact JSON without HTML
+// escaping, which would only make bodies longer.
+func (resp *response) encode() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(resp); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// decodeResponse reads a stored response.
+func decodeResponse(data []byte) (response, error) {
+	var resp response
+	if err := jsonvalue.Unmarshal(data, &resp); err != nil {
+		return response{}, err
+	}
+	if resp.StatusCode < 100 || resp.StatusCode > 599 {
+		return response{}, fmt.Errorf("stored status code %d is not an HTTP status", resp.StatusCode)
+	}
+	return resp, nil
+}
+
+// setHeader sets header name to value in the header map that r's event type
+// reads, replacing any spelling of name the response already has. It must
+// only be called on responses the adapter owns: it modifies their maps.
+func (resp *response) setHeader(r *Request, name, value string) {
+	for k := range resp.Headers {
+		if strings.EqualFold(k, name) {
+			delete(resp.Headers, k)
+		}
+	}
+	for k := range resp.MultiValueHeaders {
+		if strings.EqualFold(k, name) {
+			delete(resp.MultiValueHeaders, k)
+		}
+	}
+	if r.multiValueResponse {
+		if resp.MultiValueHeaders == nil {
+			resp.MultiValueHeaders = make(map[string][]string, 1)
+		}
+		resp.MultiValueHeaders[name] = []string{value}
+		return
+	}
+	if resp.Headers == nil {
+		resp.Headers = make(map[string]string, 1)
+	}
+	resp.Headers[name] = value
+}
+
+// stores reports whether a response with status code is stored and
+// replayed, rather than released so that a retry runs the handler again.
+// 408 and 429 invite the client to retry; 5xx are released unless
+// storeServerErrors. Codes that are not final HTTP statuses (0, 1xx, 600
+// and above) are never stored.
+func stores(status int, storeServerErrors bool) bool {
+	switch {
+	case status == 408 || status == 429:
+		return false
+	case 200 <= status && status < 500:
+		return true
+	case 500 <= status && status < 600:
+		return storeServerErrors
+	}
+	return false
+}

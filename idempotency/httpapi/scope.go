@@ -1,0 +1,185 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+)
+
+// ErrNoScope is matched (with errors.Is) by the errors of scope functions
+// that find nothing identifying the caller in the request. The adapter
+// answers such requests with ProblemMissingScope (400) and does not run the
+// handler. Custom scope functions should wrap it for the same answer; any
+// other error counts as a failure of the server (500, see WithReturnErrors).
+var ErrNoScope = errors.New("httpapi: the request does not identify its caller")
+
+// A ScopeFunc returns the scope of a request: who is asking, for example a
+// principal established by the API's authorizer or a tenant. Requests in
+// different scopes never share an idempotency record, so two callers who pick
+// the same key never see each other's responses, nor block each other.
+//
+// The scope must come from something the caller cannot forge. An empty scope
+// is treated as ErrNoScope.
+type ScopeFunc func(ctx context.Context, r *Request) (string, error)
+
+// ScopeHeader returns a ScopeFunc that scopes requests by the value of the
+// request header name (matched without regard to case). A request without
+// the header, or with several different values, fails with ErrNoScope.
+//
+// Use it only for headers that a trusted component sets, such as
+// X-Amzn-Oidc-Identity behind an ALB that authenticates users (ALB replaces
+// it on authenticated routes), or a tenant header that the caller is
+// authorized for.
+func ScopeHeader(name string) ScopeFunc {
+	valid := validHeaderName(name)
+	return func(_ context.Context, r *Request) (string, error) {
+		if !valid {
+			return "", fmt.Errorf("httpapi: ScopeHeader(%q): not a valid header name", name)
+		}
+		values := r.Values(name)
+		if len(values) == 0 || values[0] == "" {
+			return "", fmt.Errorf("%w: no %s header", ErrNoScope, name)
+		}
+		for _, v := range values[1:] {
+			if v != values[0] {
+				return "", fmt.Errorf("%w: several different %s headers", ErrNoScope, name)
+			}
+		}
+		return values[0], nil
+	}
+}
+
+// ScopeClaim returns a ScopeFunc that scopes requests by a value the API's
+// authorizer attached to the request:
+//
+//   - HTTP APIs (events.APIGatewayV2HTTPRequest): the JWT authorizer's claim
+//     name, else the Lambda authorizer's context value name.
+//   - REST APIs and HTTP APIs with payload format 1.0
+//     (events.APIGatewayProxyRequest): the claim name of a Cognito user pool
+//     or JWT authorizer (requestContext.authorizer.claims), else the Lambda
+//     authorizer's context value name (requestContext.authorizer).
+//
+// String values are used as they are; numbers and booleans as JSON text.
+// Function URLs and ALB carry no authorizer values: there, and when the
+// value is absent, it fails with ErrNoScope.
+func ScopeClaim(name string) ScopeFunc {
+	return func(_ context.Context, r *Request) (string, error) {
+		var v any
+		switch ev := r.Event.(type) {
+		case *events.APIGatewayProxyRequest:
+			v = restAuthorizerValue(ev.RequestContext.Authorizer, name)
+		case *events.APIGatewayV2HTTPRequest:
+			if a := ev.RequestContext.Authorizer; a != nil {
+				if a.JWT != nil {
+					if c, ok := a.JWT.Claims[name]; ok {
+						v = c
+					}
+				}
+				if v == nil {
+					v = a.Lambda[name]
+				}
+			}
+		}
+		s, err := scopeText(v)
+		if err != nil {
+			return "", err
+		}
+		if s == "" {
+			return "", fmt.Errorf("%w: the authorizer attached no %q value", ErrNoScope, name)
+		}
+		return s, nil
+	}
+}
+
+func restAuthorizerValue(auth map[string]any, name string) any {
+	if claims, ok := auth["claims"].(map[string]any); ok {
+		if v, ok := claims[name]; ok && v != nil {
+			return v
+		}
+	}
+	return auth[name]
+}
+
+// scopeText turns an authorizer value into a scope: strings as they are,
+// anything else as canonical JSON, so that equal values give equal scopes.
+func scopeText(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	}
+	b, err := jsonvalue.AppendCanonical(nil, v)
+	if err != nil {
+		return "", fmt.Errorf("httpapi: authorizer value: %w", err)
+	}
+	return string(b), nil
+}
+
+// ScopePrincipal returns a ScopeFunc that scopes requests by the principal
+// that the API authenticated:
+//
+//   - REST APIs (events.APIGatewayProxyRequest): the Lambda authorizer's
+//     principalId; else the sub claim of a Cognito user pool or JWT
+//     authorizer; else, with IAM authorization, the Cognito identity ID or
+//     else the caller's ARN.
+//   - HTTP APIs (events.APIGatewayV2HTTPRequest): the JWT authorizer's sub
+//     claim; else, with IAM authorization, the Cognito identity ID or else
+//     the caller's ARN. Lambda authorizers of HTTP APIs name no principal:
+//     use ScopeClaim with a context value.
+//   - Function URLs with IAM auth: the caller's ARN.
+//
+// The Cognito identity ID comes first because every user of an identity
+// pool assumes the same role, so the ARN does not tell them apart. A request
+// without a principal (a route without an authorizer, an ALB target) fails
+// with ErrNoScope; behind an ALB that authenticates users, use
+// ScopeHeader("X-Amzn-Oidc-Identity").
+func ScopePrincipal() ScopeFunc {
+	return func(_ context.Context, r *Request) (string, error) {
+		var p string
+		switch ev := r.Event.(type) {
+		case *events.APIGatewayProxyRequest:
+			p = restPrincipal(ev)
+		case *events.APIGatewayV2HTTPRequest:
+			if a := ev.RequestContext.Authorizer; a != nil {
+				switch {
+				case a.JWT != nil && a.JWT.Claims["sub"] != "":
+					p = a.JWT.Claims["sub"]
+				case a.IAM != nil && a.IAM.CognitoIdentity.IdentityID != "":
+					p = a.IAM.CognitoIdentity.IdentityID
+				case a.IAM != nil:
+					p = a.IAM.UserARN
+				}
+			}
+		case *events.LambdaFunctionURLRequest:
+			if a := ev.RequestContext.Authorizer; a != nil && a.IAM != nil {
+				p = a.IAM.UserARN
+			}
+		}
+		if p == "" {
+			return "", fmt.Errorf("%w: no authenticated principal in the request", ErrNoScope)
+		}
+		return p, nil
+	}
+}
+
+func restPrincipal(ev *events.APIGatewayProxyRequest) string {
+	auth := ev.RequestContext.Authorizer
+	if p, ok := auth["principalId"].(string); ok && p != "" {
+		return p
+	}
+	if claims, ok := auth["claims"].(map[string]any); ok {
+		if sub, ok := claims["sub"].(string); ok && sub != "" {
+			return sub
+		}
+	}
+	id := ev.RequestContext.Identity
+	if id.CognitoIdentityID != "" {
+		return id.CognitoIdentityID
+	}
+	return id.UserArn
+}

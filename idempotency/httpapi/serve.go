@@ -1,0 +1,316 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// binding connects the shared engine to one pair of event types.
+type binding[Req, Resp any] struct {
+	// name is the adapter's name, for errors.
+	name string
+	// view returns the normalised request of an event.
+	view func(*Req) Request
+	// save returns what a replay needs of a response.
+	save func(*Resp) response
+	// load returns the response event for a stored or problem response.
+	load func(*response) Resp
+}
+
+// engine holds what the adapters share: the options and the Guard.
+type engine struct {
+	cfg   *config
+	guard *idempotency.Guard
+}
+
+// wrap checks the options, builds the Guard and returns the adapter for h.
+func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), store persistence.Store, opts []Option) (func(context.Context, Req) (Resp, error), error) {
+	if h == nil {
+		return nil, fmt.Errorf("httpapi: %s: nil handler", b.name)
+	}
+	if store == nil {
+		return nil, fmt.Errorf("httpapi: %s: nil persistence.Store", b.name)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	guardOpts := []idempotency.Option{idempotency.WithKeyPrefix(idempotency.DefaultKeyPrefix(h))}
+	if cfg.loggerSet {
+		guardOpts = append(guardOpts, idempotency.WithLogger(cfg.logger))
+	}
+	// The caller's options come last, so that theirs win.
+	guard, err := idempotency.NewGuard(store, append(guardOpts, cfg.guardOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: WithIdempotencyOptions: %w", err)
+	}
+	if idempotency.Disabled() {
+		return h, nil
+	}
+	e := &engine{cfg: cfg, guard: guard}
+	return func(ctx context.Context, event Req) (Resp, error) {
+		return serve(ctx, e, b, h, event)
+	}, nil
+}
+
+// released is the error that fn passes to Guard.Do for a response whose
+// status code releases the key (see stores): Do deletes the reservation
+// and returns it, and serve answers with the response it carries.
+type released struct{ status int }
+
+func (e *released) Error() string {
+	return "httpapi: response status " + strconv.Itoa(e.status) + " releases the idempotency key"
+}
+
+// serve answers one request.
+func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), event Req) (Resp, error) {
+	r := b.view(&event)
+	if !e.cfg.keyed(r.Method) {
+		return h(ctx, event)
+	}
+	idemKey, present, reason := parseKey(r.Values(e.cfg.header))
+	switch {
+	case !present && e.cfg.optionalKey:
+		return h(ctx, event)
+	case !present:
+		return b.answer(&r, missingKey, "A "+r.Method+" request to this API needs the "+e.cfg.header+
+			" header. Generate a unique key (a UUID) for each operation and send it with every retry of that operation.", 0), nil
+	case reason != "":
+		return b.answer(&r, invalidKey, "The "+e.cfg.header+" header "+reason+".", 0), nil
+	}
+
+	var scope any // null without a scope function, so no scope equals none
+	if e.cfg.scope != nil {
+		s, err := e.cfg.scope(ctx, &r)
+		if err == nil && s == "" {
+			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
+		}
+		switch {
+		case errors.Is(err, ErrNoScope):
+			e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: request without a scope; answering 400", slog.Any("error", err))
+			return b.answer(&r, missingScope, e.detail(missingScope), 0), nil
+		case err != nil:
+			var zero Resp
+			if e.cfg.returnErrors {
+				return zero, err
+			}
+			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: scope function failed; answering 500", slog.Any("error", err))
+			return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+		}
+		scope = s
+	}
+	key, err := e.key(scope, idemKey)
+	if err != nil {
+		return b.internalError(ctx, e, &r, err)
+	}
+	fingerprint, err := e.fingerprint(&r)
+	if err != nil {
+		return b.internalError(ctx, e, &r, err)
+	}
+
+	var (
+		out    Resp  // what h returned, when it ran
+		failed error // h's own error, when it returned one
+	)
+	res, panicked, err := e.do(ctx, key, fingerprint, func(ctx context.Context) ([]byte, error) {
+		var err error
+		out, err = h(ctx, event)
+		if err != nil {
+			failed = err
+			return nil, err
+		}
+		resp := b.save(&out)
+		if !stores(resp.StatusCode, e.cfg.storeServerErrors) {
+			return nil, &released{resp.StatusCode}
+		}
+		return resp.encode()
+	})
+	if panicked != nil {
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler panicked; the idempotency key was released; answering 500",
+			slog.Any("panic", panicked.value), slog.String("stack", string(panicked.stack)))
+		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+	}
+
+	var (
+		rel        *released
+		inProgress *idempotency.InProgressError
+		mismatch   *idempotency.PayloadMismatchError
+		storeErr   *idempotency.StoreError
+		tooLarge   *idempotency.ResponseTooLargeError
+	)
+	switch {
+	case err == nil && res.Replayed:
+		resp, err := decodeResponse(res.Response)
+		if err != nil {
+			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: stored response cannot be decoded; answering 500",
+				slog.String("key", key), slog.Any("error", err))
+			return b.answer(&r, replayFailed, e.detail(replayFailed), 0), nil
+		}
+		resp.setHeader(&r, HeaderReplayed, "true")
+		return b.load(&resp), nil
+	case err == nil, errors.As(err, &rel):
+		return out, nil
+	case failed != nil:
+		// Do returns h's errors unchanged, and nothing else once h has run.
+		if e.cfg.returnErrors {
+			return out, err
+		}
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", key), slog.Any("error", err))
+		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+	case errors.As(err, &inProgress):
+		return b.answer(&r, keyInUse, e.detail(keyInUse), e.retryAfter(inProgress.Until)), nil
+	case errors.As(err, &mismatch):
+		return b.answer(&r, keyReused, e.detail(keyReused), 0), nil
+	case errors.As(err, &storeErr):
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", key), slog.Any("error", err))
+		return b.answer(&r, storeUnavailable, e.detail(storeUnavailable), storeRetryAfter), nil
+	case errors.As(err, &tooLarge):
+		return b.answer(&r, responseNotStored, e.detail(responseNotStored), 0), nil
+	default:
+		// A recorded error, replayed as an *idempotency.StoredError or as
+		// whatever the Guard's error decoder (idempotency.WithErrorDecoder)
+		// made of it: a Go error of the handler's, as far as the client is
+		// concerned.
+		if e.cfg.returnErrors {
+			var zero Resp
+			return zero, err
+		}
+		return b.answer(&r, recordedError, e.detail(recordedError), 0), nil
+	}
+}
+
+// detail returns the detail of the problems whose detail does not depend
+// on the request.
+func (e *engine) detail(k problemKind) string {
+	h := e.cfg.header
+	switch k {
+	case missingScope:
+		return "The request does not identify its caller, which this API requires for requests with the " + h + " header."
+	case keyInUse:
+		return "A request with the same " + h + " is still being processed. Retry after the delay in Retry-After to get its response."
+	case keyReused:
+		parts := "method, path or body"
+		if len(e.cfg.fingerprintHeaders) > 0 {
+			parts = "method, path, body or headers " + strings.Join(e.cfg.fingerprintHeaders, ", ")
+		}
+		return "The " + h + " was already used for a request that differs from this one (" + parts + "). Use a new key for a new request."
+	case storeUnavailable:
+		return "The request was not processed: its " + h + " could not be checked. Retry it with the same key."
+	case handlerFailed:
+		return "The request failed. Retry it with the same " + h +
+			": it runs again, unless the API recorded the failure as final, in which case the retry reports it."
+	case recordedError:
+		return "A request with the same " + h + " failed in a way that must not be retried, and the failure was recorded. " +
+			"Check the state of the resource, and use a new key for a new request."
+	case responseNotStored:
+		return "A request with the same " + h + " was processed, but its response was too large to keep and cannot be sent again. " +
+			"Check the state of the resource instead of retrying, and use a new key for a new request."
+	case replayFailed:
+		return "A request with the same " + h + " was processed, but its stored response cannot be read. " +
+			"Check the state of the resource instead of retrying, and use a new key for a new request."
+	}
+	return ""
+}
+
+// answer returns the problem response of kind k as a response event.
+func (b *binding[Req, Resp]) answer(r *Request, k problemKind, detail string, retryAfter int) Resp {
+	resp := problem(r, k, detail, retryAfter)
+	return b.load(&resp)
+}
+
+// internalError answers a failure of the adapter's own, which cannot
+// happen with the values it encodes, as it answers a failed handler.
+func (b *binding[Req, Resp]) internalError(ctx context.Context, e *engine, r *Request, err error) (Resp, error) {
+	if e.cfg.returnErrors {
+		var zero Resp
+		return zero, err
+	}
+	e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: deriving the idempotency key failed; answering 500", slog.Any("error", err))
+	return b.answer(r, handlerFailed, e.detail(handlerFailed), 0), nil
+}
+
+// recovered is a panic of the handler, recovered after Guard.Do released
+// the key.
+type recovered struct {
+	value any
+	stack []byte
+}
+
+// do calls Guard.Do and, unless WithReturnErrors is set, recovers a panic
+// that Do lets go on after releasing the key.
+func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error)) (res idempotency.Result, p *recovered, err error) {
+	if !e.cfg.returnErrors {
+		defer func() {
+			if v := recover(); v != nil {
+				p = &recovered{value: v, stack: debug.Stack()}
+			}
+		}()
+	}
+	res, err = e.guard.Do(ctx, key, fingerprint, fn)
+	return res, nil, err
+}
+
+// key returns the record key of an idempotency key in a scope: the hash of
+// the canonical JSON of [scope, key], so that scopes never share a record.
+func (e *engine) key(scope any, idemKey string) (string, error) {
+	material, err := jsonvalue.AppendCanonical(nil, []any{scope, idemKey})
+	return e.guard.Key(material), err
+}
+
+// fingerprint returns the payload hash of r: the canonical JSON of
+// [method, path, hex SHA-256 of the body, {header: [values]}] hashed. The
+// body is hashed as the client sent it, after base64 decoding when the
+// event says it is encoded (a body that does not decode is hashed as it
+// is), so that a retry's body compares equal whether or not API Gateway
+// chose to encode it. The scope is in the key, not here.
+func (e *engine) fingerprint(r *Request) (string, error) {
+	body := []byte(r.body)
+	if r.base64 {
+		if decoded, err := base64.StdEncoding.DecodeString(r.body); err == nil {
+			body = decoded
+		}
+	}
+	sum := sha256.Sum256(body)
+	headers := make(map[string]any, len(e.cfg.fingerprintHeaders))
+	for _, name := range e.cfg.fingerprintHeaders {
+		if values := r.Values(name); len(values) > 0 {
+			list := make([]any, len(values))
+			for i, v := range values {
+				list[i] = v
+			}
+			headers[name] = list
+		}
+	}
+	material, err := jsonvalue.AppendCanonical(nil, []any{r.Method, r.Path, hex.EncodeToString(sum[:]), headers})
+	return idempotency.Fingerprint(material), err
+}
+
+// retryAfter returns the Retry-After of ProblemKeyInUse: the seconds until
+// the reservation lapses at until, on the Guard's clock, rounded up, at
+// least 1. By then the other request has completed (a retry gets its
+// response) or its invocation has ended without completing (a retry runs).
+func (e *engine) retryAfter(until time.Time) int {
+	if until.IsZero() {
+		return 1
+	}
+	d := until.Sub(e.guard.Now())
+	if d <= time.Second {
+		return 1
+	}
+	secs := (d + time.Second - 1) / time.Second
+	return int(min(secs, math.MaxInt32))
+}
