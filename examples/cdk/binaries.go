@@ -14,18 +14,23 @@ import (
 )
 
 // contextBinaries is the context value (cdk deploy -c binaries=DIR) naming
-// a directory of pre-built binaries, DIR/<example>/bootstrap, for example
-// from an earlier CI step. Without it, the app builds them.
+// a directory of pre-built binaries, DIR/<example>/arm64/bootstrap, the
+// layout of `make build` (dist/) at the repository root. Without it, the
+// app builds them.
 const contextBinaries = "binaries"
+
+// arch is the functions' architecture, as GOARCH and as the directory
+// between the example and its bootstrap.
+const arch = "arm64"
 
 // rootModule is the module the examples belong to.
 const rootModule = "github.com/retrysafe/retrysafe"
 
 // binaries returns, for each example, the directory that holds its
-// bootstrap executable: the one the context value "binaries" names, or
-// otherwise dist/<example> at the repository root (two levels up from this
-// app's directory, where the CDK CLI and `go run .` run it), after building
-// it there.
+// bootstrap executable: under the one the context value "binaries" names,
+// or otherwise dist/<example>/arm64 at the repository root (two levels up
+// from this app's directory, where the CDK CLI and `go run .` run it), after
+// building it there.
 func binaries(app awscdk.App) (map[string]string, error) {
 	if v := app.Node().TryGetContext(jsii.String(contextBinaries)); v != nil {
 		dir, ok := v.(string)
@@ -44,12 +49,12 @@ func binaries(app awscdk.App) (map[string]string, error) {
 	return build(root, filepath.Join(root, "dist"), examples)
 }
 
-// prebuilt checks that dir/<name>/bootstrap is an executable file for each
-// name, and returns those directories.
+// prebuilt checks that dir/<name>/arm64/bootstrap is an executable file for
+// each name, and returns those directories.
 func prebuilt(dir string, names []string) (map[string]string, error) {
 	dirs := make(map[string]string, len(names))
 	for _, name := range names {
-		d, err := filepath.Abs(filepath.Join(dir, name))
+		d, err := filepath.Abs(filepath.Join(dir, name, arch))
 		if err != nil {
 			return nil, err
 		}
@@ -77,9 +82,9 @@ func checkRoot(root string) error {
 	return nil
 }
 
-// build compiles root/examples/<name> into out/<name>/bootstrap for each
-// name, for the functions' runtime (provided.al2023 on arm64), and returns
-// the directories out/<name>.
+// build compiles root/examples/<name> into out/<name>/arm64/bootstrap for
+// each name, for the functions' runtime (provided.al2023 on arm64), as
+// `make build` does, and returns the directories out/<name>/arm64.
 //
 // The build is reproducible (-trimpath, no VCS stamp), so an unchanged
 // program gives the same asset hash and is not uploaded or redeployed
@@ -91,7 +96,7 @@ func build(root, out string, names []string) (map[string]string, error) {
 		if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("example %q not found at %s: give pre-built binaries with -c %s=DIR", name, src, contextBinaries)
 		}
-		dir := filepath.Join(out, name)
+		dir := filepath.Join(out, name, arch)
 		// The asset is the whole directory: nothing but bootstrap goes in.
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
@@ -99,7 +104,7 @@ func build(root, out string, names []string) (map[string]string, error) {
 		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-tags", "lambda.norpc", "-ldflags=-s -w",
 			"-o", filepath.Join(dir, "bootstrap"), "./"+filepath.ToSlash(filepath.Join("examples", name)))
 		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build example %q: %w\n%s", name, err, msg)
 		}

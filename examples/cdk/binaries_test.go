@@ -20,13 +20,15 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 
 func TestPrebuilt(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "payments", "bootstrap"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(dir, "orders", "bootstrap"), "#!/bin/sh\n", 0o644)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "function", "bootstrap"), 0o755))
+	writeFile(t, filepath.Join(dir, "payments", "arm64", "bootstrap"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(dir, "orders", "arm64", "bootstrap"), "#!/bin/sh\n", 0o644)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "function", "arm64", "bootstrap"), 0o755))
+	// The other architecture of `make build` is not the functions'.
+	writeFile(t, filepath.Join(dir, "amd64only", "amd64", "bootstrap"), "#!/bin/sh\n", 0o755)
 
 	dirs, err := prebuilt(dir, []string{"payments"})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"payments": filepath.Join(dir, "payments")}, dirs)
+	assert.Equal(t, map[string]string{"payments": filepath.Join(dir, "payments", "arm64")}, dirs)
 
 	_, err = prebuilt(dir, []string{"payments", "missing"})
 	assert.ErrorContains(t, err, `example "missing"`)
@@ -34,6 +36,8 @@ func TestPrebuilt(t *testing.T) {
 	assert.ErrorContains(t, err, "not an executable file")
 	_, err = prebuilt(dir, []string{"function"})
 	assert.ErrorContains(t, err, "not an executable file")
+	_, err = prebuilt(dir, []string{"amd64only"})
+	assert.ErrorContains(t, err, `example "amd64only"`)
 }
 
 // TestBinariesFromContext checks that the context value "binaries" takes
@@ -41,7 +45,7 @@ func TestPrebuilt(t *testing.T) {
 func TestBinariesFromContext(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range examples {
-		writeFile(t, filepath.Join(dir, name, "bootstrap"), "#!/bin/sh\n", 0o755)
+		writeFile(t, filepath.Join(dir, name, "arm64", "bootstrap"), "#!/bin/sh\n", 0o755)
 	}
 	app := awscdk.NewApp(&awscdk.AppProps{
 		Outdir:  jsii.String(t.TempDir()),
@@ -51,7 +55,7 @@ func TestBinariesFromContext(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, dirs, len(examples))
 	for _, name := range examples {
-		assert.Equal(t, filepath.Join(dir, name), dirs[name])
+		assert.Equal(t, filepath.Join(dir, name, "arm64"), dirs[name])
 	}
 
 	app = awscdk.NewApp(&awscdk.AppProps{
@@ -76,11 +80,11 @@ func TestBuild(t *testing.T) {
 	writeFile(t, filepath.Join(root, "examples", "hello", "main.go"), "package main\n\nfunc main() {}\n", 0o644)
 	out := filepath.Join(root, "dist")
 	// A stale file from an earlier build must not be packaged.
-	writeFile(t, filepath.Join(out, "hello", "stale"), "", 0o644)
+	writeFile(t, filepath.Join(out, "hello", "arm64", "stale"), "", 0o644)
 
 	dirs, err := build(root, out, []string{"hello"})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"hello": filepath.Join(out, "hello")}, dirs)
+	assert.Equal(t, map[string]string{"hello": filepath.Join(out, "hello", "arm64")}, dirs)
 
 	entries, err := os.ReadDir(dirs["hello"])
 	require.NoError(t, err)

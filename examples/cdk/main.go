@@ -5,9 +5,10 @@
 //
 // Synthesis builds the example programs (examples/payments,
 // examples/function, examples/orders) for linux/arm64 with the local Go
-// toolchain, into dist/<example>/bootstrap at the repository root, unless
-// the context value "binaries" names a directory that holds them already
-// (<binaries>/<example>/bootstrap). See README.md.
+// toolchain, into dist/<example>/arm64/bootstrap at the repository root (the
+// layout of `make build`), unless the context value "binaries" names a
+// directory that holds them already (<binaries>/<example>/arm64/bootstrap).
+// See README.md.
 package main
 
 import (
