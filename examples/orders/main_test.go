@@ -49,17 +49,7 @@ func setup(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, dynamodb.CreateTable(ctx, admin, e.idempotencyTable))
-	// The orders table of template.yaml: key processing_id.
-	_, err := admin.CreateTable(ctx, &awsdynamodb.CreateTableInput{
-		TableName:            aws.String(e.ordersTable),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("processing_id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("processing_id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	})
-	require.NoError(t, err)
-	require.NoError(t, awsdynamodb.NewTableExistsWaiter(admin, func(o *awsdynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 50*time.Millisecond, 500*time.Millisecond
-	}).Wait(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(e.ordersTable)}, 5*time.Minute))
+	require.NoError(t, CreateOrdersTable(ctx, admin, e.ordersTable))
 	if srv.External {
 		t.Cleanup(func() {
 			for _, name := range []string{e.ordersTable, e.idempotencyTable} {
@@ -98,22 +88,49 @@ func (e *env) handlerWith(t *testing.T, orders PutItemAPI) func(context.Context,
 func (e *env) processed(t *testing.T) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
+	for _, item := range e.items(t) {
+		counts[item.OrderID]++
+	}
+	return counts
+}
+
+// item is an item of the orders table: one processing of an order.
+type item struct {
+	OrderID, MessageID, Body string
+	ProcessedAt              time.Time
+}
+
+// items returns the items of the orders table, and checks the attributes
+// that every processing writes.
+func (e *env) items(t *testing.T) []item {
+	t.Helper()
+	var items []item
 	p := awsdynamodb.NewScanPaginator(e.srv.NewClient(), &awsdynamodb.ScanInput{
 		TableName:      aws.String(e.ordersTable),
 		ConsistentRead: aws.Bool(true),
 	})
+	str := func(av map[string]types.AttributeValue, name string) string {
+		t.Helper()
+		s, ok := av[name].(*types.AttributeValueMemberS)
+		require.True(t, ok, "an item without %s: %v", name, av)
+		return s.Value
+	}
 	for p.HasMorePages() {
 		page, err := p.NextPage(t.Context())
 		require.NoError(t, err)
-		for _, item := range page.Items {
-			id, ok := item["order_id"].(*types.AttributeValueMemberS)
-			require.True(t, ok, "an item without order_id: %v", item)
-			counts[id.Value]++
-			require.IsType(t, &types.AttributeValueMemberS{}, item["idempotency_key"])
-			assert.Regexp(t, `^orders#[0-9a-f]{64}$`, item["idempotency_key"].(*types.AttributeValueMemberS).Value)
+		for _, av := range page.Items {
+			at, err := time.Parse(time.RFC3339Nano, str(av, "processed_at"))
+			require.NoError(t, err)
+			items = append(items, item{
+				OrderID:     str(av, "order_id"),
+				MessageID:   str(av, "message_id"),
+				Body:        str(av, "body"),
+				ProcessedAt: at,
+			})
+			assert.Regexp(t, `^orders#[0-9a-f]{64}$`, str(av, "idempotency_key"))
 		}
 	}
-	return counts
+	return items
 }
 
 // message returns an SQS message of the queue, shaped as the sample event

@@ -99,7 +99,7 @@ func (p *processor) process(ctx context.Context, msg events.SQSMessage) error {
 	_, err := p.deps.Orders.PutItem(ctx, &awsdynamodb.PutItemInput{
 		TableName: aws.String(p.deps.OrdersTable),
 		Item: map[string]types.AttributeValue{
-			"processing_id":   &types.AttributeValueMemberS{Value: rand.Text()},
+			OrdersKeyAttr:     &types.AttributeValueMemberS{Value: rand.Text()},
 			"order_id":        &types.AttributeValueMemberS{Value: order.OrderID},
 			"message_id":      &types.AttributeValueMemberS{Value: msg.MessageId},
 			"idempotency_key": &types.AttributeValueMemberS{Value: key},
