@@ -5,7 +5,9 @@
 //     Idempotency-Key (package payment);
 //   - examples/function: an idempotent function inside a handler, keyed
 //     by a JMESPath expression, with payload validation (package
-//     confirmation).
+//     confirmation);
+//   - examples/orders: an SQS consumer that processes each order once and
+//     reports only the failed messages of a batch (package order).
 //
 // template.yaml at the repository root deploys them with AWS SAM; the test
 // of this package checks that the template agrees with the code: table

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/retrysafe/retrysafe/examples/function/confirmation"
+	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -60,6 +61,12 @@ var functions = map[string]function{
 		codeURI: "examples/function/",
 		env:     envOf(confirmation.EnvVars, map[string]string{confirmation.EnvIdempotencyTable: "IdempotencyTable"}),
 	},
+	"OrdersFunction": {
+		codeURI:       "examples/orders/",
+		env:           envOf(order.EnvVars, map[string]string{order.EnvIdempotencyTable: "IdempotencyTable", order.EnvOrdersTable: "OrdersTable"}),
+		ledger:        "OrdersTable",
+		ledgerActions: actionsOf[order.OrdersClient](),
+	},
 }
 
 // envOf returns the expected variables: exactly names, each referencing
@@ -93,6 +100,7 @@ func TestIdempotencyActions(t *testing.T) {
 	// the template's policies.
 	assert.Equal(t, []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, idempotencyActions)
 	assert.Equal(t, []string{"dynamodb:PutItem"}, actionsOf[payment.LedgerClient]())
+	assert.Equal(t, []string{"dynamodb:PutItem"}, actionsOf[order.OrdersClient]())
 }
 
 // tableRecorder is a DynamoDB table client that records what CreateTable
@@ -139,6 +147,15 @@ func TestPaymentsTable(t *testing.T) {
 	var want tableRecorder
 	require.NoError(t, payment.CreateLedgerTable(t.Context(), &want, "PaymentsTable"))
 	checkTable(t, tmpl.resource(t, "PaymentsTable", "AWS::DynamoDB::Table"), want.create)
+}
+
+// The orders table is the table CreateOrdersTable makes, which the
+// example's tests use.
+func TestOrdersTable(t *testing.T) {
+	tmpl := loadTemplate(t)
+	var want tableRecorder
+	require.NoError(t, order.CreateOrdersTable(t.Context(), &want, "OrdersTable"))
+	checkTable(t, tmpl.resource(t, "OrdersTable", "AWS::DynamoDB::Table"), want.create)
 }
 
 // checkTable compares a table resource with a CreateTable request.

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/internal/dynalite"
 	"github.com/retrysafe/retrysafe/internal/rie"
 )
@@ -245,7 +246,7 @@ func testFIFOQueue(t *testing.T, bootstrap string) {
 	// In each group, an order is processed only after the one before it
 	// completed, so their processed_at follow the group's order (the
 	// environments share the host's clock).
-	slices.SortFunc(items, func(a, b item) int { return a.ProcessedAt.Compare(b.ProcessedAt) })
+	slices.SortFunc(items, func(a, b order.Processing) int { return a.ProcessedAt.Compare(b.ProcessedAt) })
 	got := map[string][]string{}
 	for _, it := range items {
 		if m := q.messages[it.MessageID]; m != nil {
@@ -271,8 +272,8 @@ func startStack(t *testing.T, bootstrap string, n int) *stack {
 		Bootstrap:    bootstrap,
 		FunctionName: "orders",
 		Env: append(s.srv.Env(),
-			"ORDERS_TABLE="+s.ordersTable,
-			"IDEMPOTENCY_TABLE="+s.idempotencyTable),
+			order.EnvOrdersTable+"="+s.ordersTable,
+			order.EnvIdempotencyTable+"="+s.idempotencyTable),
 	}
 	for range n {
 		s.environments = append(s.environments, rie.Start(t, cfg))
@@ -318,7 +319,7 @@ func (s *stack) deliver(t *testing.T, q *queue, i int, ids []string) map[string]
 // checkOnce checks that the orders table holds one item per order, each
 // written by one of the order's messages in q, for the given number of
 // distinct orders, and returns the items.
-func (s *stack) checkOnce(t *testing.T, q *queue, orders int) []item {
+func (s *stack) checkOnce(t *testing.T, q *queue, orders int) []order.Processing {
 	t.Helper()
 	items := s.items(t)
 	perOrder := map[string]int{}
