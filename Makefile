@@ -89,13 +89,16 @@ bench/compare/node/node_modules/.package-lock.json: bench/compare/node/package-l
 ## build: every example as a Lambda bootstrap for provided.al2023, for
 ## linux/arm64 and linux/amd64, in dist/<example>/<arch>/bootstrap.
 ## Examples with a go.mod of their own (CDK apps) are not functions.
+## Reproducible (-trimpath, no VCS stamp), with the flags of the CDK app's
+## build (examples/cdk/binaries.go): an unchanged program gives the same
+## binary at every commit, so deployments see nothing new to upload.
 EXAMPLES := $(filter-out $(patsubst examples/%/go.mod,%,$(wildcard examples/*/go.mod)),$(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go)))
 ARCHS    := arm64 amd64
 
 build:
 	@for ex in $(EXAMPLES); do for arch in $(ARCHS); do \
 		echo "dist/$$ex/$$arch/bootstrap"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags lambda.norpc -trimpath -ldflags="-s -w" \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -tags lambda.norpc -ldflags="-s -w" \
 			-o dist/$$ex/$$arch/bootstrap ./examples/$$ex || exit 1; \
 	done; done
 
