@@ -243,7 +243,18 @@ func StartContext(ctx context.Context) (*Server, error) {
 // and exits when its standard input closes, that is, when the Go process
 // that started it ends, however it ends. Tables take 50 ms to become ACTIVE:
 // short, but asynchronous as in DynamoDB.
+//
+// dynalite 4.0.0 rethrows the error of a request whose client closed the
+// connection before sending the whole body (ECONNRESET, "aborted"), which
+// would end the process: a test whose context expires in the middle of a
+// request would take the server down for every test that shares it. Such a
+// request was never handled, so the launcher ignores that error.
 const launcher = `
+process.on('uncaughtException', (err) => {
+  if (err && err.code === 'ECONNRESET') return;
+  console.error(err);
+  process.exit(1);
+});
 const dynalite = require(process.argv[1]);
 const server = dynalite({ createTableMs: 50, deleteTableMs: 50, updateTableMs: 50 });
 server.on('error', (err) => { console.error(err); process.exit(1); });

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -39,6 +40,34 @@ func TestStartAndStop(t *testing.T) {
 	require.NoError(t, err)
 	_, err = net.Dial("tcp", u.Host)
 	require.Error(t, err, "the server is gone")
+}
+
+// A client that gives up in the middle of sending a request (its context
+// expired) must not take the server down: dynalite rethrows the error of an
+// aborted request, which would end the process.
+func TestSurvivesAbortedRequests(t *testing.T) {
+	srv := dynalite.Start(t)
+	if srv.External {
+		t.Skip("an external endpoint is configured")
+	}
+	u, err := url.Parse(srv.Endpoint)
+	require.NoError(t, err)
+	client := srv.NewClient()
+	for range 3 {
+		conn, err := net.Dial("tcp", u.Host)
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n"+
+			"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 100\r\n\r\n{\"Lim", u.Host)
+		require.NoError(t, err)
+		require.NoError(t, conn.Close())
+		// The server handles the aborted request as soon as it sees the
+		// connection close; give it the chance to fail before asking again.
+		for range 20 {
+			time.Sleep(5 * time.Millisecond)
+			_, err = client.ListTables(t.Context(), &dynamodb.ListTablesInput{})
+			require.NoError(t, err, "the server died after an aborted request")
+		}
+	}
 }
 
 // Two servers in one process (as in two test binaries) get ports of their
