@@ -538,7 +538,15 @@ func (in *Instance) Invoke(ctx context.Context, payload []byte) (*Response, erro
 	}
 }
 
+// invokeGrace is how long past the function's timeout an invocation may
+// take before post gives up on the emulator: it answers a timed-out
+// invocation at the timeout, so a longer wait means it is stuck, and a test
+// should fail rather than hang.
+const invokeGrace = 15 * time.Second
+
 func (in *Instance) post(ctx context.Context, payload []byte) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, in.cfg.Timeout+invokeGrace)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.URL, bytes.NewReader(payload))
 	if err != nil {
 		return nil, err
