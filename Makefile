@@ -3,19 +3,28 @@
 
 GO      ?= go
 GOFLAGS ?=
-BENCH_OUT ?= .bench/bench.txt
 
-.PHONY: all test vet fmt-check deps-check bench fuzz node-deps chaos
+.PHONY: all test test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos
 
 all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order.
-test: node-deps deps-check
+test: node-deps compare-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
+	@$(MAKE) --no-print-directory test-cdk
 
-## vet: go vet over the module.
+## test-cdk: the tests of the CDK app in examples/cdk, a module of its own
+## (the CDK for Go is too large for go.mod). They synthesize the stack through
+## the jsii runtime, on Node.js; the first build takes minutes and about 1 GB.
+## Without -race: the app has no concurrency of its own, and instrumenting
+## the CDK's generated bindings doubles a build that is already the longest.
+test-cdk:
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) -C examples/cdk test -shuffle=on -timeout 20m ./...
+
+## vet: go vet over the module, and over the CDK app's module.
 vet:
 	$(GO) vet ./...
+	$(GO) -C examples/cdk vet ./...
 
 ## fmt-check: fail if gofmt would change a file.
 fmt-check:
@@ -25,10 +34,34 @@ fmt-check:
 deps-check:
 	./scripts/deps-check.sh
 
-## bench: the benchmarks of every package, written for benchstat.
-bench:
+## bench: the benchmarks of every package (the latency ones against dynalite
+## and redis-server included), six runs each, in .bench/<commit>.txt, the
+## format benchstat reads. Compare two commits with `make benchstat`.
+BENCH_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+BENCH_OUT   ?= .bench/$(BENCH_REV).txt
+BENCH_COUNT ?= 6
+BENCH       ?= .
+bench: node-deps
 	@mkdir -p $(dir $(BENCH_OUT))
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee $(BENCH_OUT)
+	@rc=$$(mktemp); \
+	{ $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) -timeout 60m ./...; echo $$? >$$rc; } | tee $(BENCH_OUT); \
+	status=$$(cat $$rc); rm -f $$rc; echo "written to $(BENCH_OUT)"; exit $$status
+
+## benchstat: compare the benchmarks of two commits, as written by `make bench`
+## on each: make benchstat OLD=.bench/abc1234.txt NEW=.bench/def5678.txt
+## (NEW defaults to this commit's, OLD to main's).
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+OLD ?= .bench/$(shell git rev-parse --short main 2>/dev/null).txt
+NEW ?= $(BENCH_OUT)
+benchstat:
+	$(BENCHSTAT) $(OLD) $(NEW)
+
+## compare: this library against Powertools for AWS Lambda (TypeScript), side
+## by side on one dynalite; writes bench/compare/results/ (see
+## bench/compare/README.md). COMPARE_FLAGS passes options, such as -rounds 3.
+COMPARE_FLAGS ?=
+compare: node-deps compare-deps
+	$(GO) run ./bench/compare $(COMPARE_FLAGS)
 
 ## fuzz: each fuzz target for a short while.
 fuzz:
@@ -56,3 +89,31 @@ node-deps: node_modules/.package-lock.json
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
+
+## compare-deps: the pinned Powertools packages that bench/compare runs.
+compare-deps: bench/compare/node/node_modules/.package-lock.json
+
+bench/compare/node/node_modules/.package-lock.json: bench/compare/node/package-lock.json
+	cd bench/compare/node && npm ci --no-audit --no-fund
+	@touch $@
+
+## build: every example as a Lambda bootstrap for provided.al2023, for
+## linux/arm64 and linux/amd64, in dist/<example>/<arch>/bootstrap.
+## Examples with a go.mod of their own (CDK apps) are not functions.
+## Reproducible (-trimpath, no VCS stamp), with the flags of the CDK app's
+## build (examples/cdk/binaries.go): an unchanged program gives the same
+## binary at every commit, so deployments see nothing new to upload.
+EXAMPLES := $(filter-out $(patsubst examples/%/go.mod,%,$(wildcard examples/*/go.mod)),$(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go)))
+ARCHS    := arm64 amd64
+
+build:
+	@for ex in $(EXAMPLES); do for arch in $(ARCHS); do \
+		echo "dist/$$ex/$$arch/bootstrap"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -tags lambda.norpc -ldflags="-s -w" \
+			-o dist/$$ex/$$arch/bootstrap ./examples/$$ex || exit 1; \
+	done; done
+
+## demo: the payments example under the Lambda Runtime Interface Emulator,
+## against dynalite, through a scripted scenario (needs only Go and Node).
+demo: node-deps
+	$(GO) run ./internal/cmd/demo

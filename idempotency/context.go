@@ -1,11 +1,18 @@
 package idempotency
 
-import "context"
+import (
+	"context"
 
-type keyContextKey struct{}
+	"github.com/retrysafe/retrysafe/persistence"
+)
 
-func withKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, keyContextKey{}, key)
+type recordContextKey struct{}
+
+// withRecord makes the invocation's record, and so its key, available to
+// the function it runs. (A pointer, unlike a string, is stored in the
+// context without an allocation of its own.)
+func withRecord(ctx context.Context, rec *persistence.Record) context.Context {
+	return context.WithValue(ctx, recordContextKey{}, rec)
 }
 
 // KeyFromContext returns the idempotency key of the call that ctx belongs
@@ -13,6 +20,9 @@ func withKey(ctx context.Context, key string) context.Context {
 // own idempotency key (a payment provider's, say), so that the whole chain
 // is idempotent.
 func KeyFromContext(ctx context.Context) (string, bool) {
-	key, ok := ctx.Value(keyContextKey{}).(string)
-	return key, ok
+	rec, ok := ctx.Value(recordContextKey{}).(*persistence.Record)
+	if !ok {
+		return "", false
+	}
+	return rec.Key, true
 }

@@ -167,8 +167,8 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 			g.observe(ctx, EventReserved, key, nil)
 			return rec, Result{}, nil
 		}
-		conflict, ok := err.(*persistence.ConflictError)
-		if !ok && !errors.As(err, &conflict) {
+		conflict := asConflict(err)
+		if conflict == nil {
 			// The write may have landed with its reply lost: release it
 			// (fenced by our token, so it cannot touch anyone else's record)
 			// rather than leave the key blocked until the deadline.
@@ -200,6 +200,18 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 		}
 		now = g.cfg.now()
 	}
+}
+
+// asConflict returns the *persistence.ConflictError in err's chain, or
+// nil. (errors.As would make its target escape on every call.)
+func asConflict(err error) *persistence.ConflictError {
+	for err != nil {
+		if c, ok := err.(*persistence.ConflictError); ok {
+			return c
+		}
+		err = errors.Unwrap(err)
+	}
+	return nil
 }
 
 // setExpiries sets the expiry times of an in-progress record written at
@@ -265,12 +277,11 @@ func (g *Guard) run(ctx context.Context, rec *persistence.Record, fn func(contex
 			g.release(ctx, rec)
 		}
 	}()
-	resp, err := fn(withKey(ctx, rec.Key))
+	resp, err := fn(withRecord(ctx, rec))
 	returned = true
 
 	if err != nil {
-		var permanent *permanentError
-		if errors.As(err, &permanent) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
+		if isPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
 			err = unwrapPermanent(err)
 			g.complete(ctx, rec, nil, err)
 		} else {
@@ -280,6 +291,26 @@ func (g *Guard) run(ctx context.Context, rec *persistence.Record, fn func(contex
 	}
 	g.complete(ctx, rec, resp, nil)
 	return Result{Response: resp}, nil
+}
+
+// isPermanent reports whether err's chain holds an error marked with
+// Permanent.
+func isPermanent(err error) bool {
+	for err != nil {
+		if _, ok := err.(*permanentError); ok {
+			return true
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				if isPermanent(e) {
+					return true
+				}
+			}
+			return false
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 // unwrapPermanent removes the marker that Permanent adds, so that callers
@@ -299,20 +330,22 @@ func (g *Guard) finalContext(ctx context.Context) (context.Context, context.Canc
 
 // complete stores the result (or recorded error) of the invocation that
 // owns rec.
+//
+// rec becomes the completed record: the invocation has no further use for
+// the in-progress one.
 func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []byte, handlerErr error) {
-	done := *rec
-	done.Status = persistence.StatusCompleted
-	done.ExpiresAt = ceilSecond(g.cfg.now().Add(g.cfg.expiry))
-	done.Response = resp
+	rec.Status = persistence.StatusCompleted
+	rec.ExpiresAt = ceilSecond(g.cfg.now().Add(g.cfg.expiry))
+	rec.Response = resp
 	kind := EventCompleted
 	if handlerErr != nil {
-		done.ErrorType = errorTypeName(handlerErr)
-		done.ErrorMessage = handlerErr.Error()
+		rec.ErrorType = errorTypeName(handlerErr)
+		rec.ErrorMessage = handlerErr.Error()
 		kind = EventErrorRecorded
 	}
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
-	err := g.store.Update(wctx, &done)
+	err := g.store.Update(wctx, rec)
 	switch {
 	case err == nil:
 		g.observe(ctx, kind, rec.Key, nil)

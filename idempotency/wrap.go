@@ -97,7 +97,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		return w.run(ctx, rec, in)
 	}
 	var replay Out
-	if err := jsonvalue.Unmarshal(res.Response, &replay); err != nil {
+	if err := jsonvalue.UnmarshalTo(res.Response, &replay); err != nil {
 		return zero, &ReplayError{Key: key, Err: err}
 	}
 	if w.hook != nil {
@@ -149,14 +149,14 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 
 	if w.keyExpr == nil {
 		// The whole input: encode it straight from the Go value.
-		if *buf, err = jsonvalue.AppendCanonicalGo((*buf)[:0], in); err != nil {
+		if *buf, err = jsonvalue.AppendCanonicalGo((*buf)[:0], &in); err != nil {
 			return "", "", &KeyError{Err: err}
 		}
 		if jsonvalue.NullOrEmpty(*buf) {
 			return "", "", &KeyError{}
 		}
 	} else {
-		selected, err := w.keyExpr.SearchValue(in)
+		selected, err := w.keyExpr.SearchValue(&in)
 		if err != nil {
 			return "", "", &KeyError{Expression: w.keyExpr.String(), Err: err}
 		}

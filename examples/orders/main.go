@@ -1,6 +1,7 @@
 // Command orders is an SQS consumer on AWS Lambda that processes each order
 // once, however often SQS delivers it, and reports only the failed messages
-// of a batch so that only they are retried (ReportBatchItemFailures).
+// of a batch so that only they are retried (ReportBatchItemFailures). See
+// README.md, and package order for the handler.
 //
 // Messages carry a JSON body {"order_id": "...", ...}. Processing an order
 // writes one item, with a fresh processing_id, to the table named by
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -38,9 +40,9 @@ func main() {
 
 // handlerFromEnv builds the handler from the environment, at cold start.
 func handlerFromEnv(ctx context.Context) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
-	ordersTable, idempotencyTable := os.Getenv("ORDERS_TABLE"), os.Getenv("IDEMPOTENCY_TABLE")
+	ordersTable, idempotencyTable := os.Getenv(order.EnvOrdersTable), os.Getenv(order.EnvIdempotencyTable)
 	if ordersTable == "" || idempotencyTable == "" {
-		return nil, fmt.Errorf("orders: ORDERS_TABLE and IDEMPOTENCY_TABLE must be set")
+		return nil, fmt.Errorf("orders: %s and %s must be set", order.EnvOrdersTable, order.EnvIdempotencyTable)
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -51,5 +53,5 @@ func handlerFromEnv(ctx context.Context) (func(context.Context, events.SQSEvent)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(Deps{Orders: client, OrdersTable: ordersTable, Store: store})
+	return order.NewHandler(order.Deps{Orders: client, OrdersTable: ordersTable, Store: store})
 }

@@ -1,31 +1,22 @@
 package main
 
-// The handler against dynalite, a DynamoDB-compatible server: SQS batches
-// delivered twice, overlapping batches delivered at once to two execution
-// environments, a failing downstream, and the configuration from the
-// environment. The orders table shows every real processing as one item.
-
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/internal/dynalite"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -49,17 +40,7 @@ func setup(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, dynamodb.CreateTable(ctx, admin, e.idempotencyTable))
-	// The orders table of template.yaml: key processing_id.
-	_, err := admin.CreateTable(ctx, &awsdynamodb.CreateTableInput{
-		TableName:            aws.String(e.ordersTable),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("processing_id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("processing_id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	})
-	require.NoError(t, err)
-	require.NoError(t, awsdynamodb.NewTableExistsWaiter(admin, func(o *awsdynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 50*time.Millisecond, 500*time.Millisecond
-	}).Wait(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(e.ordersTable)}, 5*time.Minute))
+	require.NoError(t, order.CreateOrdersTable(ctx, admin, e.ordersTable))
 	if srv.External {
 		t.Cleanup(func() {
 			for _, name := range []string{e.ordersTable, e.idempotencyTable} {
@@ -72,222 +53,51 @@ func setup(t *testing.T) *env {
 	return e
 }
 
-// handler returns the handler of one execution environment: clients of its
-// own, as a separate Lambda instance has.
-func (e *env) handler(t *testing.T) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+// items returns the items of the orders table, and checks the key that
+// every processing writes.
+func (e *env) items(t *testing.T) []order.Processing {
 	t.Helper()
-	return e.handlerWith(t, e.srv.NewClient())
-}
-
-// handlerWith returns a handler that writes orders through orders.
-func (e *env) handlerWith(t *testing.T, orders PutItemAPI) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
-	t.Helper()
-	store, err := dynamodb.New(e.srv.NewClient(), e.idempotencyTable)
+	items, err := order.ScanOrders(t.Context(), e.srv.NewClient(), e.ordersTable)
 	require.NoError(t, err)
-	h, err := NewHandler(Deps{
-		Orders:      orders,
-		OrdersTable: e.ordersTable,
-		Store:       store,
-		Logger:      slog.New(slog.DiscardHandler),
-	})
-	require.NoError(t, err)
-	return h
-}
-
-// processed returns how many items the orders table holds per order ID.
-func (e *env) processed(t *testing.T) map[string]int {
-	t.Helper()
-	counts := map[string]int{}
-	p := awsdynamodb.NewScanPaginator(e.srv.NewClient(), &awsdynamodb.ScanInput{
-		TableName:      aws.String(e.ordersTable),
-		ConsistentRead: aws.Bool(true),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(t.Context())
-		require.NoError(t, err)
-		for _, item := range page.Items {
-			id, ok := item["order_id"].(*types.AttributeValueMemberS)
-			require.True(t, ok, "an item without order_id: %v", item)
-			counts[id.Value]++
-			require.IsType(t, &types.AttributeValueMemberS{}, item["idempotency_key"])
-			assert.Regexp(t, `^orders#[0-9a-f]{64}$`, item["idempotency_key"].(*types.AttributeValueMemberS).Value)
-		}
+	for _, p := range items {
+		assert.Regexp(t, `^orders#[0-9a-f]{64}$`, p.IdempotencyKey)
 	}
-	return counts
-}
-
-// message returns an SQS message of the queue, shaped as the sample event
-// of aws-lambda-go, with a JSON order body (or body itself when it is not
-// an order ID).
-func message(t *testing.T, id, order string) events.SQSMessage {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "events", "sqs-event.json"))
-	require.NoError(t, err)
-	var sample events.SQSEvent
-	require.NoError(t, json.Unmarshal(b, &sample))
-	m := sample.Records[0]
-	m.MessageId, m.EventSourceARN = id, queueARN
-	m.Body = fmt.Sprintf(`{"order_id": %q, "customer": "c-1", "amount": 4200}`, order)
-	return m
-}
-
-func failedIDs(resp events.SQSEventResponse) []string {
-	ids := []string{}
-	for _, f := range resp.BatchItemFailures {
-		ids = append(ids, f.ItemIdentifier)
-	}
-	return ids
-}
-
-// TestRedelivery: the same batch delivered twice writes each order once;
-// the bad message fails both times and writes nothing.
-func TestRedelivery(t *testing.T) {
-	e := setup(t)
-	handler := e.handler(t)
-	var event events.SQSEvent
-	for i := range 6 {
-		event.Records = append(event.Records, message(t, fmt.Sprintf("m-%d", i), fmt.Sprintf("ord-%d", i)))
-	}
-	bad := message(t, "m-bad", "")
-	bad.Body = `{"customer": "c-1"}`
-	event.Records = append(event.Records, bad)
-
-	for range 2 {
-		resp, err := handler(t.Context(), event)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"m-bad"}, failedIDs(resp))
-	}
-	counts := e.processed(t)
-	assert.Len(t, counts, 6)
-	for order, n := range counts {
-		assert.Equal(t, 1, n, "order %s processed %d times", order, n)
-	}
-}
-
-// TestOverlappingBatches: two execution environments receive overlapping
-// batches at once (orders 0-5 and 3-9, the overlap re-sent by the
-// producer as new messages), and both batches are delivered again; then
-// failed messages (in progress in the other environment) come back until
-// none fail. Each order is written once.
-func TestOverlappingBatches(t *testing.T) {
-	e := setup(t)
-	var a, b events.SQSEvent
-	for i := 0; i <= 5; i++ {
-		a.Records = append(a.Records, message(t, fmt.Sprintf("a-%d", i), fmt.Sprintf("ord-%d", i)))
-	}
-	for i := 3; i <= 9; i++ {
-		b.Records = append(b.Records, message(t, fmt.Sprintf("b-%d", i), fmt.Sprintf("ord-%d", i)))
-	}
-	envs := []func(context.Context, events.SQSEvent) (events.SQSEventResponse, error){e.handler(t), e.handler(t)}
-
-	// Each environment gets both batches, in opposite orders, at once.
-	pending := make([][]events.SQSMessage, 2)
-	var wg sync.WaitGroup
-	for i, batches := range [][]events.SQSEvent{{a, b}, {b, a}} {
-		wg.Go(func() {
-			for _, event := range batches {
-				resp, err := envs[i](t.Context(), event)
-				assert.NoError(t, err)
-				pending[i] = append(pending[i], failedOf(event, resp)...)
-			}
-		})
-	}
-	wg.Wait()
-	for round := 0; len(pending[0])+len(pending[1]) > 0; round++ {
-		require.Less(t, round, 5, "messages keep failing: %v", pending)
-		for i := range envs {
-			if len(pending[i]) == 0 {
-				continue
-			}
-			event := events.SQSEvent{Records: pending[i]}
-			resp, err := envs[i](t.Context(), event)
-			require.NoError(t, err)
-			pending[i] = failedOf(event, resp)
-		}
-	}
-
-	counts := e.processed(t)
-	assert.Len(t, counts, 10)
-	for order, n := range counts {
-		assert.Equal(t, 1, n, "order %s processed %d times", order, n)
-	}
-}
-
-// failedOf returns the messages of event that resp reports as failed.
-func failedOf(event events.SQSEvent, resp events.SQSEventResponse) []events.SQSMessage {
-	ids := failedIDs(resp)
-	var out []events.SQSMessage
-	for _, m := range event.Records {
-		if slices.Contains(ids, m.MessageId) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// TestDownstreamFailure: when writing an order fails, only its message is
-// reported, its key is released, and the redelivered message writes it. A
-// write whose reply was lost and that the SDK sent again writes one item.
-func TestDownstreamFailure(t *testing.T) {
-	e := setup(t)
-	event := events.SQSEvent{Records: []events.SQSMessage{message(t, "m-1", "ord-1"), message(t, "m-2", "ord-2")}}
-
-	down := &failingOrders{PutItemAPI: e.srv.NewClient(), order: "ord-1"}
-	resp, err := e.handlerWith(t, down)(t.Context(), event)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"m-1"}, failedIDs(resp))
-	assert.Equal(t, map[string]int{"ord-2": 1}, e.processed(t))
-
-	// Delivered again, only ord-1 is written; its first reply is lost and
-	// the SDK sends the same item again.
-	faults := &dynalite.Faults{}
-	faults.LoseReply("PutItem", 1)
-	resp, err = e.handlerWith(t, e.srv.NewClient(faults.Register))(t.Context(), event)
-	require.NoError(t, err)
-	assert.Empty(t, failedIDs(resp))
-	assert.Equal(t, 1, faults.Fired(dynalite.LostReply))
-	assert.Equal(t, map[string]int{"ord-1": 1, "ord-2": 1}, e.processed(t))
-}
-
-// failingOrders fails the writes of one order, as an unavailable
-// downstream would.
-type failingOrders struct {
-	PutItemAPI
-	order string
-}
-
-func (f *failingOrders) PutItem(ctx context.Context, in *awsdynamodb.PutItemInput, optFns ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error) {
-	if id, _ := in.Item["order_id"].(*types.AttributeValueMemberS); id != nil && id.Value == f.order {
-		return nil, errors.New("orders table unavailable")
-	}
-	return f.PutItemAPI.PutItem(ctx, in, optFns...)
+	return items
 }
 
 // TestHandlerFromEnv: main's configuration, from the environment variables
 // of template.yaml and the SDK's own (AWS_ENDPOINT_URL_DYNAMODB).
 func TestHandlerFromEnv(t *testing.T) {
 	e := setup(t)
-	t.Setenv("ORDERS_TABLE", "")
-	t.Setenv("IDEMPOTENCY_TABLE", "")
+	t.Setenv(order.EnvOrdersTable, "")
+	t.Setenv(order.EnvIdempotencyTable, "")
 	_, err := handlerFromEnv(t.Context())
 	require.ErrorContains(t, err, "ORDERS_TABLE and IDEMPOTENCY_TABLE must be set")
 
-	t.Setenv("ORDERS_TABLE", e.ordersTable)
-	t.Setenv("IDEMPOTENCY_TABLE", e.idempotencyTable)
+	t.Setenv(order.EnvOrdersTable, e.ordersTable)
+	t.Setenv(order.EnvIdempotencyTable, e.idempotencyTable)
 	for _, kv := range e.srv.Env() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
 	handler, err := handlerFromEnv(t.Context())
 	require.NoError(t, err)
-	resp, err := handler(t.Context(), events.SQSEvent{Records: []events.SQSMessage{message(t, "m-1", "ord-1")}})
+
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "events", "sqs-event.json"))
+	require.NoError(t, err)
+	var event events.SQSEvent
+	require.NoError(t, json.Unmarshal(b, &event))
+	event.Records = event.Records[:1]
+	m := &event.Records[0]
+	m.MessageId, m.EventSourceARN = "m-1", queueARN
+	m.Body = fmt.Sprintf(`{"order_id": %q, "customer": "c-1", "amount": 4200}`, "ord-1")
+
+	resp, err := handler(t.Context(), event)
 	require.NoError(t, err)
 	assert.Empty(t, resp.BatchItemFailures)
-	assert.Equal(t, map[string]int{"ord-1": 1}, e.processed(t))
-}
-
-// TestNewHandlerChecksDeps: missing dependencies fail at cold start.
-func TestNewHandlerChecksDeps(t *testing.T) {
-	_, err := NewHandler(Deps{})
-	require.Error(t, err)
+	items := e.items(t)
+	if assert.Len(t, items, 1) {
+		assert.Equal(t, "ord-1", items[0].OrderID)
+		assert.Equal(t, "m-1", items[0].MessageID)
+	}
 }

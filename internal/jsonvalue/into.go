@@ -41,6 +41,28 @@ func Unmarshal(data []byte, v any) error {
 	return nil
 }
 
+// UnmarshalTo is Unmarshal for a typed pointer. Unlike Unmarshal, it does
+// not make *v escape to the heap: the direct decode writes through reflect,
+// and the fallback decodes into a fresh value that it then copies.
+func UnmarshalTo[T any](data []byte, v *T) error {
+	d := decoder{data: data}
+	d.skipSpace()
+	err := d.into(reflect.ValueOf(v).Elem())
+	if err == nil {
+		d.skipSpace()
+		if d.pos < len(d.data) {
+			err = errFallback
+		}
+	}
+	if err != nil {
+		var fresh T
+		err = json.Unmarshal(data, &fresh)
+		*v = fresh
+		return err
+	}
+	return nil
+}
+
 // errFallback stops a direct decode and hands the data to encoding/json.
 var errFallback = errors.New("jsonvalue: decode with encoding/json")
 
@@ -222,7 +244,9 @@ var stringMapType = reflect.TypeFor[map[string]string]()
 // intoStringMap decodes into a map[string]string, the type of HTTP headers,
 // without going through reflect for each member.
 func (d *decoder) intoStringMap(v reflect.Value) error {
-	m := v.Interface().(map[string]string)
+	// Through the address rather than v.Interface(), which would make the
+	// value being decoded escape.
+	m := *(*map[string]string)(v.Addr().UnsafePointer())
 	if m == nil {
 		m = make(map[string]string)
 		v.Set(reflect.ValueOf(m))

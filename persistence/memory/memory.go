@@ -20,7 +20,6 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	records map[string]*persistence.Record
-	puts    int // writes since the last sweep of expired records
 
 	// MaxResponseSize, when positive, is the largest response the store keeps:
 	// larger ones are completed without their response, as a store with an
@@ -33,9 +32,11 @@ func New() *Store { return &Store{} }
 
 var _ persistence.Store = (*Store)(nil)
 
-// sweepEvery is how many reservations pass between sweeps of expired
-// records, so that a long-running process does not keep every key forever.
-const sweepEvery = 1024
+// sweepSample is how many records each reservation inspects, at random,
+// to drop those that are no longer live, so that a long-running process
+// does not keep every key forever. Sampling keeps the cost of a Put
+// constant whatever the size of the store, as Redis does with its keys.
+const sweepSample = 4
 
 // Put implements persistence.Store.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
@@ -53,9 +54,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	if s.records == nil {
 		s.records = make(map[string]*persistence.Record)
 	}
-	if s.puts++; s.puts >= sweepEvery {
-		s.sweep(now)
-	}
+	s.sweep(now)
 	s.records[rec.Key] = clone(rec)
 	return nil
 }
@@ -122,12 +121,16 @@ func (s *Store) Len() int {
 	return len(s.records)
 }
 
-// sweep drops records that are no longer live. s.mu must be held.
+// sweep inspects a few records, from a random place in the map, and drops
+// those that are no longer live. s.mu must be held.
 func (s *Store) sweep(now time.Time) {
-	s.puts = 0
+	n := 0
 	for key, rec := range s.records {
 		if !rec.Live(now) {
 			delete(s.records, key)
+		}
+		if n++; n == sweepSample {
+			return
 		}
 	}
 }

@@ -1,4 +1,15 @@
-package main
+// Package order is the core of the orders example: an SQS consumer on AWS
+// Lambda that processes each order once, however often SQS delivers it,
+// and reports only the failed messages of a batch so that only they are
+// retried (ReportBatchItemFailures).
+//
+// Processing an order writes one item, with a fresh processing ID, to the
+// orders table (see CreateOrdersTable), so a second processing would show
+// as a second item. The handler is built by NewHandler from its
+// dependencies (the orders table's client and the idempotency store); the
+// example's main package builds them from the environment
+// (EnvOrdersTable, EnvIdempotencyTable) for Lambda.
+package order
 
 import (
 	"context"
@@ -18,6 +29,18 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
+
+// Environment variables that the example's main package reads. The AWS SDK
+// reads its own (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, credentials).
+const (
+	// EnvOrdersTable names the DynamoDB table of processed orders.
+	EnvOrdersTable = "ORDERS_TABLE"
+	// EnvIdempotencyTable names the DynamoDB table of idempotency records.
+	EnvIdempotencyTable = "IDEMPOTENCY_TABLE"
+)
+
+// EnvVars lists the variables the example's main package reads.
+var EnvVars = []string{EnvOrdersTable, EnvIdempotencyTable}
 
 // KeyExpression selects an order's idempotency key from an SQS message: the
 // order ID in its JSON body. Unlike the message ID, it also recognises an
@@ -40,16 +63,19 @@ type Order struct {
 	OrderID string `json:"order_id"`
 }
 
-// PutItemAPI is the part of the DynamoDB API that processing uses;
-// *dynamodb.Client satisfies it.
-type PutItemAPI interface {
+// OrdersClient is the part of the DynamoDB API that processing uses;
+// *dynamodb.Client satisfies it. Its methods are the IAM actions the
+// function needs on the orders table.
+type OrdersClient interface {
 	PutItem(ctx context.Context, params *awsdynamodb.PutItemInput, optFns ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error)
 }
+
+var _ OrdersClient = (*awsdynamodb.Client)(nil)
 
 // Deps are what the handler needs.
 type Deps struct {
 	// Orders receives the processed orders, in OrdersTable.
-	Orders      PutItemAPI
+	Orders      OrdersClient
 	OrdersTable string
 	// Store keeps the idempotency records.
 	Store persistence.Store
@@ -99,12 +125,12 @@ func (p *processor) process(ctx context.Context, msg events.SQSMessage) error {
 	_, err := p.deps.Orders.PutItem(ctx, &awsdynamodb.PutItemInput{
 		TableName: aws.String(p.deps.OrdersTable),
 		Item: map[string]types.AttributeValue{
-			"processing_id":   &types.AttributeValueMemberS{Value: rand.Text()},
-			"order_id":        &types.AttributeValueMemberS{Value: order.OrderID},
-			"message_id":      &types.AttributeValueMemberS{Value: msg.MessageId},
-			"idempotency_key": &types.AttributeValueMemberS{Value: key},
-			"processed_at":    &types.AttributeValueMemberS{Value: p.deps.Now().UTC().Format(time.RFC3339Nano)},
-			"body":            &types.AttributeValueMemberS{Value: msg.Body},
+			OrdersKeyAttr:      &types.AttributeValueMemberS{Value: rand.Text()},
+			attrOrderID:        &types.AttributeValueMemberS{Value: order.OrderID},
+			attrMessageID:      &types.AttributeValueMemberS{Value: msg.MessageId},
+			attrIdempotencyKey: &types.AttributeValueMemberS{Value: key},
+			attrProcessedAt:    &types.AttributeValueMemberS{Value: p.deps.Now().UTC().Format(time.RFC3339Nano)},
+			attrBody:           &types.AttributeValueMemberS{Value: msg.Body},
 		},
 	})
 	if err != nil {

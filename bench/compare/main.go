@@ -1,0 +1,420 @@
+// Command compare runs the same idempotent workload through this library and
+// through Powertools for AWS Lambda (TypeScript), side by side, and writes a
+// markdown table and an SVG chart of the results.
+//
+// Both sides wrap the same bare API Gateway handler, select the key with
+// powertools_json(body).order_id, and run the same events (a 1 KB API
+// Gateway REST event, testdata/event.json), the same number of times, in
+// rounds that alternate between them, against one dynalite that this
+// command starts, through one counting proxy that it starts in front of it.
+// Each side runs in a process of its own (this binary again for Go, with
+// RETRYSAFE_COMPARE_DRIVER=1 in its environment;
+// node/driver.mjs for Node), so that its CPU time is its own.
+//
+// Per invocation it measures the latency added over the bare handler (a
+// first call with a new key, and a replay of a completed key: median and
+// 99th percentile), the DynamoDB requests, and the CPU time of the client
+// process, with an in-memory store on both sides and with DynamoDB.
+//
+// Usage, from the repository (make compare installs the Node packages and
+// runs it):
+//
+//	npm ci && (cd bench/compare/node && npm ci)
+//	go run ./bench/compare [-rounds 7] [-out bench/compare/results]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/persistence/dynamodb"
+)
+
+// phases are the measured workloads, in the order each round runs them.
+var phases = []phase{
+	{"memory", "first"},
+	{"memory", "replay"},
+	{"dynamodb", "first"},
+	{"dynamodb", "replay"},
+	{"cached", "replay"},
+}
+
+type options struct {
+	rounds    int
+	warmup    int
+	nMemory   int
+	nDynamoDB int
+	out       string
+	allOld    bool
+	node      string
+	// cpuProfile, when set, is passed on to the Go driver, as an absolute
+	// path.
+	cpuProfile string
+}
+
+// driverEnv, set to 1 in the environment, makes this binary (or a test
+// binary of this package) the Go driver instead of the harness; driverProfileEnv
+// names a file for the driver's CPU profile.
+const (
+	driverEnv        = "RETRYSAFE_COMPARE_DRIVER"
+	driverProfileEnv = "RETRYSAFE_COMPARE_CPUPROFILE"
+)
+
+func main() {
+	if os.Getenv(driverEnv) == "1" {
+		driverMain()
+		return
+	}
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 7, "measured rounds")
+	flag.IntVar(&o.warmup, "warmup", 1, "rounds run first and not counted (JIT warm-up, connections)")
+	flag.IntVar(&o.nMemory, "n-memory", 10000, "invocations per loop with the in-memory store")
+	flag.IntVar(&o.nDynamoDB, "n-dynamodb", 300, "invocations per loop with DynamoDB")
+	flag.StringVar(&o.out, "out", "bench/compare/results", "directory for compare.md, compare.svg and compare.json")
+	flag.BoolVar(&o.allOld, "all-old", true, "make the proxy return the existing item on a failed conditional PutItem, as DynamoDB does and dynalite does not")
+	flag.StringVar(&o.node, "node", "node", "the Node.js executable")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the Go driver to this file (go tool pprof reads it)")
+	renderFrom := flag.String("render", "", "run nothing: write compare.md and compare.svg to -out again from this compare.json")
+	flag.Parse()
+
+	log.SetFlags(0)
+	log.SetPrefix("compare: ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var rep *report
+	var err error
+	if *renderFrom != "" {
+		rep, err = render(*renderFrom, o.out)
+	} else {
+		rep, err = run(ctx, o, os.Stderr)
+	}
+	if err != nil {
+		stop()
+		log.Fatal(err)
+	}
+	fmt.Print(rep.markdown())
+}
+
+// driverMain serves the driver protocol on stdin and stdout.
+func driverMain() {
+	if path := os.Getenv(driverProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
+	}
+	if err := runDriver(os.Stdin, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the comparison, logs its progress to logw, writes the results to
+// o.out and returns them.
+func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
+	logger := log.New(logw, "compare: ", 0)
+	if o.rounds < 1 || o.nMemory < 1 || o.nDynamoDB < 1 {
+		return nil, errors.New("-rounds, -n-memory and -n-dynamodb must be positive")
+	}
+	root, err := dynalite.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	nodeDir := filepath.Join(root, "bench", "compare", "node")
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "@aws-lambda-powertools", "idempotency")); err != nil {
+		return nil, fmt.Errorf("Powertools is not installed: run `npm ci` in %s (make compare does)", nodeDir)
+	}
+	event, err := os.ReadFile(filepath.Join(root, "bench", "compare", "testdata", "event.json"))
+	if err != nil {
+		return nil, err
+	}
+
+	srv, err := dynalite.StartContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	table := "idempotency"
+	if err := createTable(ctx, srv, table); err != nil {
+		return nil, err
+	}
+	px, err := newProxy(srv.Endpoint, []string{"id"}, o.allOld)
+	if err != nil {
+		return nil, err
+	}
+	defer px.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	init := command{Op: "init", initCmd: initCmd{Endpoint: px.URL(), Region: dynalite.Region, Table: table, Event: string(event)}}
+	goCmd := exec.CommandContext(ctx, self)
+	goCmd.Env = append(os.Environ(), driverEnv+"=1")
+	if o.cpuProfile != "" {
+		abs, err := filepath.Abs(o.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		goCmd.Env = append(goCmd.Env, driverProfileEnv+"="+abs)
+	}
+	ours, err := startDriver(ctx, "retrysafe", goCmd, init)
+	if err != nil {
+		return nil, err
+	}
+	defer ours.close()
+	if rev := gitRevision(ctx, root); rev != "" {
+		// go run does not stamp the build with its revision.
+		ours.info = strings.Replace(ours.info, "(devel)", rev, 1)
+	}
+	node := exec.CommandContext(ctx, o.node, "--expose-gc", "--no-warnings", filepath.Join(nodeDir, "driver.mjs"))
+	node.Dir = nodeDir
+	theirs, err := startDriver(ctx, "Powertools", node, init)
+	if err != nil {
+		return nil, err
+	}
+	defer theirs.close()
+	sides := []*driverProc{ours, theirs}
+
+	results := map[phase][2][]round{}
+	total := o.warmup + o.rounds
+	for r := range total {
+		for _, ph := range phases {
+			n := o.nDynamoDB
+			if ph.Store == "memory" {
+				n = o.nMemory
+			}
+			// Alternate which side goes first, so that neither always runs
+			// on the heels of the other.
+			order := []int{0, 1}
+			if r%2 == 1 {
+				order = []int{1, 0}
+			}
+			var got [2]round
+			for _, i := range order {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node"}[i], r, ph.Store, ph.Path)
+				rd, err := sides[i].phase(px, phaseCmd{Store: ph.Store, Path: ph.Path, N: n, Tag: tag})
+				if err != nil {
+					return nil, fmt.Errorf("%s, round %d, %s: %w", sides[i].name, r, ph.Name(), err)
+				}
+				got[i] = rd
+			}
+			warm := r < o.warmup
+			logger.Printf("round %d/%d%s %-36s retrysafe %9s (%.2f req)  Powertools %9s (%.2f req)",
+				r+1, total, map[bool]string{true: " (warm-up)"}[warm], ph.Name(),
+				fmtNs(percentile(got[0].AddedNs, 0.5)), got[0].Requests, fmtNs(percentile(got[1].AddedNs, 0.5)), got[1].Requests)
+			if !warm {
+				rs := results[ph]
+				rs[0], rs[1] = append(rs[0], got[0]), append(rs[1], got[1])
+				results[ph] = rs
+			}
+		}
+	}
+
+	rep := report{
+		Date:       time.Now().UTC().Format(time.RFC3339),
+		Machine:    machine(),
+		Ours:       ours.info,
+		Theirs:     theirs.info,
+		Dynalite:   "dynalite " + srv.Version,
+		AllOld:     o.allOld,
+		Rounds:     o.rounds,
+		Warmup:     o.warmup,
+		NMemory:    o.nMemory,
+		NDynamoDB:  o.nDynamoDB,
+		EventBytes: compactSize(event),
+	}
+	for _, ph := range phases {
+		rs := results[ph]
+		n := o.nDynamoDB
+		if ph.Store == "memory" {
+			n = o.nMemory
+		}
+		o, t := summarize(rs[0], 2*n), summarize(rs[1], 2*n)
+		rep.Rows = append(rep.Rows, row{Phase: ph, Name: ph.Name(), Ours: o, Theirs: t, Ratios: compare(o, t)})
+	}
+	rep.check()
+	if err := rep.write(o.out); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// startCPUProfile profiles the process until the returned function is
+// called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+func createTable(ctx context.Context, srv *dynalite.Server, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return dynamodb.CreateTable(ctx, srv.NewClient(), name)
+}
+
+// driverProc is a running driver.
+type driverProc struct {
+	name string
+	info string // runtime and library versions
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	enc  *json.Encoder
+}
+
+func startDriver(ctx context.Context, name string, cmd *exec.Cmd, init command) (*driverProc, error) {
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 10 * time.Second
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the %s driver: %w", name, err)
+	}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<20), 64<<20)
+	d := &driverProc{name: name, cmd: cmd, in: in, out: sc, enc: json.NewEncoder(in)}
+	rep, err := d.call(init)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	d.info = rep.Library + ", " + rep.Runtime
+	return d, nil
+}
+
+func (d *driverProc) call(cmd command) (reply, error) {
+	if err := d.enc.Encode(cmd); err != nil {
+		return reply{}, fmt.Errorf("%s driver: %w", d.name, err)
+	}
+	if !d.out.Scan() {
+		err := d.out.Err()
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return reply{}, fmt.Errorf("%s driver: %w", d.name, err)
+	}
+	var rep reply
+	if err := json.Unmarshal(d.out.Bytes(), &rep); err != nil {
+		return reply{}, fmt.Errorf("%s driver: %w", d.name, err)
+	}
+	if rep.Error != "" {
+		return reply{}, fmt.Errorf("%s driver: %s", d.name, rep.Error)
+	}
+	return rep, nil
+}
+
+// phase prepares and runs one phase, counting the DynamoDB requests of the
+// run alone.
+func (d *driverProc) phase(px *proxy, ph phaseCmd) (round, error) {
+	if _, err := d.call(command{Op: "prepare", phaseCmd: ph}); err != nil {
+		return round{}, err
+	}
+	before := px.Snapshot()
+	rep, err := d.call(command{Op: "run"})
+	if err != nil {
+		return round{}, err
+	}
+	after := px.Snapshot()
+	if rep.N != ph.N || len(rep.BareNs) != ph.N || len(rep.WrappedNs) != ph.N {
+		return round{}, fmt.Errorf("%s driver ran %d invocations, want %d", d.name, rep.N, ph.N)
+	}
+	r := round{BareNs: rep.BareNs, AddedNs: make([]int64, ph.N)}
+	for i := range rep.WrappedNs {
+		r.AddedNs[i] = rep.WrappedNs[i] - rep.BareNs[i]
+	}
+	r.CPUAddedNs = float64(rep.CPUWrappedNs-rep.CPUBareNs) / float64(ph.N)
+	r.WallAddedNs = float64(rep.WallWrappedNs-rep.WallBareNs) / float64(ph.N)
+	// The latency loop and the CPU loop each call the wrapped handler N times.
+	r.Requests, r.RequestsOps = perOp(before, after, 2*ph.N)
+	return r, nil
+}
+
+// close asks the driver to exit and waits for it; the context of its
+// command kills it if the harness is interrupted.
+func (d *driverProc) close() {
+	_ = d.enc.Encode(command{Op: "exit"})
+	_ = d.in.Close()
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// gitRevision returns the checkout's short commit, with "+dirty" when it
+// has changes, or "" when git cannot tell.
+func gitRevision(ctx context.Context, dir string) string {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	rev := strings.TrimSpace(string(out))
+	if exec.CommandContext(ctx, "git", "-C", dir, "diff", "--quiet", "HEAD").Run() != nil {
+		rev += "+dirty"
+	}
+	return rev
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return cpu + ", " + strconv.Itoa(runtime.NumCPU()) + " cores, " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
+func compactSize(b []byte) int {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return len(b)
+	}
+	c, _ := json.Marshal(v)
+	return len(c)
+}

@@ -1,0 +1,443 @@
+package main_test
+
+// End-to-end tests of the payments example: its bootstrap binary runs
+// under the Lambda Runtime Interface Emulator, as several execution
+// environments, against dynalite. They skip without Node.js, dynalite or
+// the emulator, unless IDEMPOTENCY_REQUIRE_INTEGRATION=1.
+//
+// E2E_SEED replays the random interleavings of a run: each test logs the
+// seed it used.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/examples/payments/payment"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/localpayments"
+	"github.com/retrysafe/retrysafe/internal/rie"
+)
+
+var (
+	buildDir string
+	server   = sync.OnceValues(func() (*dynalite.Server, error) { return dynalite.StartContext(context.Background()) })
+	builds   sync.Map // package -> func() (string, error)
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if buildDir, err = os.MkdirTemp("", "payments-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if srv, err := server(); err == nil {
+		srv.Stop()
+	}
+	os.RemoveAll(buildDir)
+	os.Exit(code)
+}
+
+// bootstrap returns the binary of a function, built once for the host.
+func bootstrap(t testing.TB, pkg string) string {
+	t.Helper()
+	build, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
+		dir := filepath.Join(buildDir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		return rie.BuildFunction(context.Background(), pkg, dir)
+	}))
+	path, err := build.(func() (string, error))()
+	require.NoError(t, err)
+	return path
+}
+
+// start starts the example with opts and stops it when t ends.
+func start(t testing.TB, opts localpayments.Options) *localpayments.Stack {
+	t.Helper()
+	srv, err := server()
+	if err != nil {
+		localpayments.SkipOrFail(t, err)
+	}
+	opts.Bootstrap = bootstrap(t, localpayments.Package)
+	s, err := localpayments.Start(t.Context(), srv, opts)
+	if err != nil {
+		localpayments.SkipOrFail(t, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, in := range s.Instances {
+				t.Logf("last lines of instance %d:\n%s", i, strings.Join(in.Tail(40), "\n"))
+			}
+		}
+		assert.NoError(t, s.Stop())
+	})
+	return s
+}
+
+// seed returns the seed of a test's random choices, from E2E_SEED or new,
+// and logs it.
+func seed(t *testing.T) uint64 {
+	s := rand.Uint64()
+	if v := os.Getenv("E2E_SEED"); v != "" {
+		var err error
+		s, err = strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "E2E_SEED")
+	}
+	t.Logf("seed %d (E2E_SEED=%d go test -run '^%s$' replays the choices)", s, s, t.Name())
+	return s
+}
+
+func body(amount int, customer string) string {
+	return fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q}`, amount, customer)
+}
+
+// The protocol, request by request, through one environment.
+func TestProtocol(t *testing.T) {
+	s := start(t, localpayments.Options{})
+	ctx := t.Context()
+	post := func(req localpayments.Request) localpayments.Response {
+		t.Helper()
+		resp, err := s.Post(ctx, 0, req)
+		require.NoError(t, err)
+		return resp
+	}
+
+	first := post(localpayments.Request{Key: "order-1", Body: body(1999, "cus_1")})
+	require.Equal(t, http.StatusCreated, first.Status, first.Body)
+	p, ok := first.Payment()
+	require.True(t, ok)
+	assert.Equal(t, payment.Payment{PaymentID: p.PaymentID, Amount: 1999, Currency: "EUR", Customer: "cus_1"}, p)
+	assert.False(t, first.Replayed())
+
+	again := post(localpayments.Request{Key: "order-1", Body: body(1999, "cus_1")})
+	assert.Equal(t, http.StatusCreated, again.Status)
+	assert.True(t, again.Replayed())
+	assert.Equal(t, first.Body, again.Body)
+
+	reused := post(localpayments.Request{Key: "order-1", Body: body(2999, "cus_1")})
+	assert.Equal(t, http.StatusUnprocessableEntity, reused.Status)
+	pr, _ := reused.Problem()
+	assert.Equal(t, httpapi.ProblemKeyReused, pr.Type)
+
+	missing := post(localpayments.Request{Body: body(1999, "cus_1")})
+	assert.Equal(t, http.StatusBadRequest, missing.Status)
+	pr, _ = missing.Problem()
+	assert.Equal(t, httpapi.ProblemMissingKey, pr.Type)
+
+	invalid := post(localpayments.Request{Key: "order-2", Body: `{"amount":"ten","currency":"EUR","customer":"cus_2"}`})
+	assert.Equal(t, http.StatusBadRequest, invalid.Status)
+	pr, _ = invalid.Problem()
+	assert.Equal(t, payment.ProblemInvalidPayment, pr.Type)
+	fixed := post(localpayments.Request{Key: "order-2", Body: body(10, "cus_2")})
+	assert.Equal(t, http.StatusCreated, fixed.Status, "the invalid body did not consume the key")
+
+	charges, err := s.Ledger(ctx)
+	require.NoError(t, err)
+	assert.Len(t, charges, 2)
+}
+
+// A few hundred requests over a few dozen keys, from concurrent clients,
+// to four execution environments, with duplicates that arrive together.
+func TestEndToEnd(t *testing.T) {
+	s := start(t, localpayments.Options{Instances: 4})
+	runWorkload(t, s, workload{keys: 30, requests: 300, clients: 16, seed: seed(t)})
+}
+
+// The same, with each environment running four invocations at once in one
+// process, as Lambda Managed Instances do.
+func TestEndToEndMultiConcurrency(t *testing.T) {
+	s := start(t, localpayments.Options{Instances: 4, MaxConcurrency: 4})
+	runWorkload(t, s, workload{keys: 30, requests: 300, clients: 32, seed: seed(t)})
+
+	// The environments did run invocations side by side.
+	require.NoError(t, s.Stop()) // then every line is read
+	most := 0
+	for _, in := range s.Instances {
+		most = max(most, maxInFlight(in.Logs()))
+	}
+	t.Logf("at most %d invocations at once in one environment", most)
+	assert.Greater(t, most, 1, "no environment ran two invocations at once")
+}
+
+// maxInFlight returns the most invocations that were running at once,
+// from the emulator's START and END lines.
+func maxInFlight(lines []string) int {
+	n, most := 0, 0
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "START RequestId: "):
+			n++
+			most = max(most, n)
+		case strings.HasPrefix(l, "END RequestId: "):
+			n--
+		}
+	}
+	return most
+}
+
+type workload struct {
+	keys, requests, clients int
+	seed                    uint64
+}
+
+type call struct {
+	key      int
+	instance int
+}
+
+// runWorkload sends w.requests requests, spread over w.keys keys with one
+// body each, in a random order, from w.clients concurrent clients, each
+// request to a random environment. About half of the keys have their
+// requests sent back to back, so that duplicates arrive together. A client
+// that gets 409 (in progress) retries soon, as Retry-After allows. Then it
+// checks what a client and the ledger see:
+//
+//   - every response is 201 or 409, never a 5xx;
+//   - every 201 for a key carries the same payment;
+//   - the ledger has one item per key, the payments the clients saw.
+func runWorkload(t *testing.T, s *localpayments.Stack, w workload) {
+	rng := rand.New(rand.NewPCG(w.seed, w.seed^0x9e3779b97f4a7c15))
+	bodies := make([]string, w.keys)
+	perKey := make([][]call, w.keys)
+	for k := range w.keys {
+		bodies[k] = body(100+rng.IntN(100_000), fmt.Sprintf("cus_%d", k))
+	}
+	for i := range w.requests {
+		k := i % w.keys // every key at least once
+		if i >= w.keys {
+			k = rng.IntN(w.keys)
+		}
+		perKey[k] = append(perKey[k], call{key: k, instance: rng.IntN(len(s.Instances))})
+	}
+	// Interleave: bursts stay together, the rest is shuffled in between.
+	var bursts [][]call
+	var singles []call
+	for k := range w.keys {
+		if rng.IntN(2) == 0 {
+			bursts = append(bursts, perKey[k])
+		} else {
+			singles = append(singles, perKey[k]...)
+		}
+	}
+	rng.Shuffle(len(singles), func(i, j int) { singles[i], singles[j] = singles[j], singles[i] })
+	var order []call
+	for _, c := range singles {
+		if len(bursts) > 0 && rng.IntN(4) == 0 {
+			order = append(order, bursts[0]...)
+			bursts = bursts[1:]
+		}
+		order = append(order, c)
+	}
+	for _, b := range bursts {
+		order = append(order, b...)
+	}
+
+	keys := make([]string, w.keys)
+	prefix := fmt.Sprintf("e2e-%d-", w.seed)
+	for k := range keys {
+		keys[k] = prefix + strconv.Itoa(k)
+	}
+	type result struct {
+		key       int
+		status    int
+		paymentID string
+		replayed  bool
+		conflicts int
+		err       error
+	}
+	results := make(chan result, len(order))
+	calls := make(chan call)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	for c := range w.clients {
+		jitter := rand.New(rand.NewPCG(w.seed, uint64(c)))
+		wg.Go(func() {
+			for c := range calls {
+				r := result{key: c.key}
+				for {
+					resp, err := s.Post(ctx, c.instance, localpayments.Request{Key: keys[c.key], Body: bodies[c.key]})
+					if err != nil {
+						r.err = err
+						break
+					}
+					r.status = resp.Status
+					if resp.Status == http.StatusConflict && r.conflicts < 200 {
+						// Retry-After is the first request's deadline;
+						// retrying sooner is harmless.
+						r.conflicts++
+						time.Sleep(time.Duration(5+jitter.IntN(20)) * time.Millisecond)
+						continue
+					}
+					if p, ok := resp.Payment(); ok {
+						r.paymentID, r.replayed = p.PaymentID, resp.Replayed()
+					} else {
+						r.err = fmt.Errorf("status %d: %s %v", resp.Status, resp.Body, resp.Err)
+					}
+					break
+				}
+				results <- r
+			}
+		})
+	}
+	started := time.Now()
+	for _, c := range order {
+		calls <- c
+	}
+	close(calls)
+	wg.Wait()
+	close(results)
+	elapsed := time.Since(started)
+
+	paymentOf := map[int]string{}
+	replays, conflicts, fresh := 0, 0, 0
+	for r := range results {
+		conflicts += r.conflicts
+		if !assert.NoError(t, r.err, "key %s", keys[r.key]) {
+			continue
+		}
+		assert.Equal(t, http.StatusCreated, r.status)
+		if prev, ok := paymentOf[r.key]; ok {
+			assert.Equal(t, prev, r.paymentID, "key %s got two payments", keys[r.key])
+		} else {
+			paymentOf[r.key] = r.paymentID
+		}
+		if r.replayed {
+			replays++
+		} else {
+			fresh++
+		}
+	}
+	t.Logf("%d requests over %d keys to %d environments in %v: %d charged, %d replayed, %d answers 409 (retried)",
+		len(order), w.keys, len(s.Instances), elapsed.Round(time.Millisecond), fresh, replays, conflicts)
+	assert.Equal(t, w.keys, fresh, "one response per key ran the charge")
+
+	charges, err := s.Ledger(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, charges, w.keys, "ledger items = distinct keys")
+	var ledgerIDs, seenIDs, idemKeys []string
+	for _, c := range charges {
+		ledgerIDs = append(ledgerIDs, c.PaymentID)
+		idemKeys = append(idemKeys, c.IdempotencyKey)
+	}
+	for _, id := range paymentOf {
+		seenIDs = append(seenIDs, id)
+	}
+	slices.Sort(ledgerIDs)
+	slices.Sort(seenIDs)
+	assert.Equal(t, seenIDs, ledgerIDs, "the ledger holds exactly the payments the clients got")
+	slices.Sort(idemKeys)
+	assert.Len(t, slices.Compact(idemKeys), w.keys, "one charge per idempotency key")
+}
+
+// An invocation killed at its deadline (the emulator's timeout) before it
+// charged holds its key only until that deadline: a retry right after it
+// charges, once, without waiting for the record's 24-hour expiry.
+func TestKilledMidRequest(t *testing.T) {
+	const timeout = 2 * time.Second
+	s := start(t, localpayments.Options{Instances: 2, Timeout: timeout, DemoDelay: true})
+	ctx := t.Context()
+	req := localpayments.Request{Key: "killed-1", Body: body(4200, "cus_k")}
+	slow := req
+	slow.Headers = map[string]string{payment.HeaderDemoDelay: "30s"}
+
+	killed := make(chan localpayments.Response, 1)
+	go func() {
+		resp, err := s.Post(ctx, 0, slow)
+		assert.NoError(t, err)
+		killed <- resp
+	}()
+
+	// While the slow invocation holds the key, a retry elsewhere is told
+	// to come back.
+	require.NoError(t, s.WaitInProgress(ctx))
+	busy, err := s.Post(ctx, 1, req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusConflict, busy.Status, busy.Body)
+	retryAfter, err := strconv.Atoi(busy.Headers["Retry-After"])
+	require.NoError(t, err)
+	assert.LessOrEqual(t, retryAfter, int(timeout/time.Second), "the reservation lasts until the deadline, not the expiry")
+
+	resp := <-killed
+	assert.Equal(t, http.StatusGatewayTimeout, resp.Status, "timed out: %v", resp.Err)
+	charges, err := s.Ledger(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, charges, "the killed invocation charged nothing")
+	reports, err := s.Instances[0].WaitInitReports(ctx, 1)
+	require.NoError(t, err)
+
+	// Right after the deadline: the same environment, which starts a new
+	// runtime process (the old one was killed).
+	retry, err := s.Post(ctx, 0, req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, retry.Status, retry.Body)
+	assert.False(t, retry.Replayed())
+	_, err = s.Instances[0].WaitInitReports(ctx, len(reports)+1)
+	assert.NoError(t, err, "the killed runtime was replaced")
+
+	replay, err := s.Post(ctx, 1, req)
+	require.NoError(t, err)
+	assert.True(t, replay.Replayed())
+	assert.Equal(t, retry.Body, replay.Body)
+
+	charges, err = s.Ledger(ctx)
+	require.NoError(t, err)
+	assert.Len(t, charges, 1, "charged once in total")
+}
+
+// BenchmarkColdStart measures the init phase of the payments function
+// under the emulator (its INIT REPORT), next to a bare lambda.Start
+// hello-world built the same way, alternating between them in one run.
+// Each iteration starts a new execution environment of each and invokes
+// it once. Nothing is sent to DynamoDB during init, so no server is
+// needed.
+//
+//	go test -run '^$' -bench ColdStart -benchtime 20x ./examples/payments
+func BenchmarkColdStart(b *testing.B) {
+	functions := []struct {
+		name, pkg string
+		env       []string
+	}{
+		{"payments", localpayments.Package, []string{
+			payment.EnvIdempotencyTable + "=idempotency", payment.EnvPaymentsTable + "=payments",
+			"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x",
+			dynalite.EndpointEnv + "=http://127.0.0.1:1",
+		}},
+		{"hello", "./internal/rie/testdata/hello", nil},
+	}
+	total := make([]time.Duration, len(functions))
+	for b.Loop() {
+		for i, fn := range functions {
+			in, err := rie.StartContext(b.Context(), rie.Config{Bootstrap: bootstrap(b, fn.pkg), Env: fn.env})
+			if err != nil {
+				localpayments.SkipOrFail(b, err)
+			}
+			_, err = in.Invoke(b.Context(), []byte(`{}`))
+			require.NoError(b, err)
+			reports, err := in.WaitInitReports(b.Context(), 1)
+			require.NoError(b, err)
+			total[i] += reports[0].Duration
+			require.NoError(b, in.Stop())
+		}
+	}
+	for i, fn := range functions {
+		b.ReportMetric(float64(total[i].Microseconds())/1000/float64(b.N), fn.name+"-init-ms")
+	}
+	b.ReportMetric(0, "ns/op")
+}

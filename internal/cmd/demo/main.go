@@ -1,0 +1,397 @@
+// Command demo shows the payments example's exactly-once behaviour on real
+// parts: the example's bootstrap binary runs under the AWS Lambda Runtime
+// Interface Emulator, as four execution environments, against dynalite.
+// It plays a scripted scenario, prints what happened as a table, and exits
+// with status 1 if anything was not as expected.
+//
+// Run it with `make demo`, which installs dynalite first, or, with
+// dynalite installed (npm ci),
+//
+//	go run ./internal/cmd/demo [-v]
+//
+// -v prints the emulators' and the function's output. Everything the
+// demo starts is stopped when it ends, also on Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrysafe/retrysafe/examples/payments/payment"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/localpayments"
+	"github.com/retrysafe/retrysafe/internal/rie"
+)
+
+const (
+	instances = 4
+	timeout   = 2 * time.Second
+)
+
+func main() {
+	verbose := flag.Bool("v", false, "print the output of the emulators and the function")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ok, err := run(ctx, os.Stdout, *verbose)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "demo: interrupted")
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	case !ok:
+		os.Exit(1)
+	}
+}
+
+// run sets everything up, plays the scenario and tears everything down.
+// It reports whether every expectation held.
+func run(ctx context.Context, out io.Writer, verbose bool) (bool, error) {
+	fmt.Fprintln(out, "Building the payments example and the Lambda Runtime Interface Emulator...")
+	dir, err := os.MkdirTemp("", "retrysafe-demo-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	bootstrap, err := localpayments.Build(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+	if _, err := rie.Binary(ctx); err != nil {
+		return false, err
+	}
+
+	srv, err := dynalite.StartContext(ctx)
+	if errors.Is(err, dynalite.ErrUnavailable) {
+		return false, fmt.Errorf("%w (make demo installs it)", err)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer srv.Stop()
+
+	var logs io.Writer
+	if verbose {
+		logs = &prefixWriter{w: os.Stderr, prefix: "    | "}
+	}
+	stack, err := localpayments.Start(ctx, srv, localpayments.Options{
+		Bootstrap: bootstrap,
+		Instances: instances,
+		Timeout:   timeout,
+		DemoDelay: true,
+		Output:    logs,
+	})
+	if err != nil {
+		return false, err
+	}
+	defer stack.Stop()
+
+	where := "dynalite " + srv.Version
+	if srv.External {
+		where = "the DynamoDB endpoint"
+	}
+	fmt.Fprintf(out, "\n%s at %s, tables %s and %s\n", where, srv.Endpoint, stack.IdempotencyTable, stack.PaymentsTable)
+	fmt.Fprintf(out, "%d execution environments (aws-lambda-rie %s), function timeout %v\n\n", instances, rie.Version[len(rie.Version)-12:], timeout)
+
+	d := &demo{ctx: ctx, stack: stack, run: time.Now().Format("150405"), ok: true}
+	d.scenario()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tREQUEST\tEXPECTED\tGOT\tRESULT")
+	for i, r := range d.rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, r.request, r.expected, r.got, verdict(r.ok))
+	}
+	if err := tw.Flush(); err != nil {
+		return false, err
+	}
+
+	charges, err := stack.Ledger(ctx)
+	if err != nil {
+		return false, err
+	}
+	ledgerOK := len(charges) == len(d.keys)
+	d.ok = d.ok && ledgerOK
+	fmt.Fprintf(out, "\nLedger: %d items for %d distinct keys (%s)  %s\n",
+		len(charges), len(d.keys), strings.Join(d.keys, ", "), verdict(ledgerOK))
+
+	var inits []string
+	for _, in := range stack.Instances {
+		for _, r := range in.InitReports() {
+			inits = append(inits, fmt.Sprintf("%.1f ms", float64(r.Duration.Microseconds())/1000))
+		}
+	}
+	fmt.Fprintf(out, "Init durations, one per runtime process started (INIT REPORT): %s\n", strings.Join(inits, ", "))
+	if d.ok {
+		fmt.Fprintln(out, "\nEvery expectation held.")
+	} else {
+		fmt.Fprintln(out, "\nSome expectations failed.")
+	}
+	return d.ok, nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "OK"
+	}
+	return "FAIL"
+}
+
+type row struct {
+	request, expected, got string
+	ok                     bool
+}
+
+type demo struct {
+	ctx   context.Context
+	stack *localpayments.Stack
+	run   string   // makes the keys of this run unique
+	keys  []string // the keys that must have been charged once each
+	rows  []row
+	ok    bool
+	n     int // round-robin over the environments
+}
+
+func (d *demo) add(r row) {
+	d.rows = append(d.rows, r)
+	d.ok = d.ok && r.ok
+}
+
+func (d *demo) key(name string) string { return "demo-" + d.run + "-" + name }
+
+// post sends req to the next environment.
+func (d *demo) post(req localpayments.Request) localpayments.Response {
+	i := d.n % len(d.stack.Instances)
+	d.n++
+	return d.postTo(i, req)
+}
+
+func (d *demo) postTo(i int, req localpayments.Request) localpayments.Response {
+	resp, err := d.stack.Post(d.ctx, i, req)
+	if err != nil {
+		return localpayments.Response{Err: err}
+	}
+	return resp
+}
+
+func body(amount int, customer string) string {
+	return fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q}`, amount, customer)
+}
+
+// describe summarises a response for the GOT column.
+func describe(r localpayments.Response) string {
+	if r.Status == 0 {
+		return "error: " + r.Err.Error()
+	}
+	s := strconv.Itoa(r.Status)
+	if p, ok := r.Payment(); ok {
+		s += " " + abbrev(p.PaymentID)
+	}
+	if r.Replayed() {
+		s += ", Idempotent-Replayed: true"
+	}
+	if p, ok := r.Problem(); ok {
+		s += " " + p.Type[strings.LastIndexByte(p.Type, '#')+1:]
+	}
+	if ra := r.Headers["Retry-After"]; ra != "" {
+		s += ", Retry-After: " + ra
+	}
+	var fe *rie.FunctionError
+	switch {
+	case errors.As(r.Err, &fe) && fe.Type == rie.TimeoutType:
+		s += " (" + fe.Message + ")"
+	case r.Err != nil:
+		s += " (" + r.Err.Error() + ")"
+	}
+	return s
+}
+
+// abbrev shortens a payment ID for the table: the first characters tell
+// payments apart.
+func abbrev(id string) string {
+	if len(id) > 12 {
+		return id[:12] + "…"
+	}
+	return id
+}
+
+func problemType(r localpayments.Response) string {
+	p, _ := r.Problem()
+	return p.Type
+}
+
+func (d *demo) ledgerSize() int {
+	charges, err := d.stack.Ledger(d.ctx)
+	if err != nil {
+		return -1
+	}
+	return len(charges)
+}
+
+func (d *demo) scenario() {
+	k1 := d.key("k1")
+	req := localpayments.Request{Key: k1, Body: body(1999, "cus_ada")}
+	first := d.post(req)
+	p1, ok := first.Payment()
+	d.add(row{"POST " + short(k1) + " " + req.Body, "201 new payment", describe(first),
+		ok && first.Status == http.StatusCreated && !first.Replayed()})
+	d.keys = append(d.keys, short(k1))
+
+	again := d.post(req)
+	p2, _ := again.Payment()
+	d.add(row{"the same request again", "201, Idempotent-Replayed: true, same payment_id", describe(again),
+		again.Status == http.StatusCreated && again.Replayed() && p2.PaymentID == p1.PaymentID && p1.PaymentID != ""})
+
+	reused := d.post(localpayments.Request{Key: k1, Body: body(2999, "cus_ada")})
+	d.add(row{"same key, amount 2999", "422 key-reused", describe(reused),
+		reused.Status == http.StatusUnprocessableEntity && problemType(reused) == httpapi.ProblemKeyReused})
+
+	missing := d.post(localpayments.Request{Body: body(1999, "cus_ada")})
+	d.add(row{"no Idempotency-Key header", "400 missing-key", describe(missing),
+		missing.Status == http.StatusBadRequest && problemType(missing) == httpapi.ProblemMissingKey})
+
+	k2 := d.key("k2")
+	invalid := d.post(localpayments.Request{Key: k2, Body: `{"amount":"ten","currency":"EUR","customer":"cus_bob"}`})
+	d.add(row{"POST " + short(k2) + ` with "amount":"ten"`, "400 invalid-payment", describe(invalid),
+		invalid.Status == http.StatusBadRequest && problemType(invalid) == payment.ProblemInvalidPayment})
+	fixed := d.post(localpayments.Request{Key: k2, Body: body(1000, "cus_bob")})
+	_, ok = fixed.Payment()
+	d.add(row{"corrected body, same key", "201 new payment", describe(fixed),
+		ok && !fixed.Replayed()})
+	d.keys = append(d.keys, short(k2))
+
+	d.concurrent()
+	d.killed()
+}
+
+// concurrent sends ten requests with one new key at once, to all the
+// environments. The charge takes half a second (the demo delay), so some
+// duplicates find it in progress (409) and retry shortly after, as
+// Retry-After allows.
+func (d *demo) concurrent() {
+	k3 := d.key("k3")
+	req := localpayments.Request{Key: k3, Body: body(500, "cus_cy"), Headers: map[string]string{payment.HeaderDemoDelay: "500ms"}}
+	before := d.ledgerSize()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	ids := map[string]bool{}
+	charged, replayed, conflicts, failed := 0, 0, 0, 0
+	for i := range 10 {
+		wg.Go(func() {
+			for {
+				r := d.postTo(i%len(d.stack.Instances), req)
+				mu.Lock()
+				if r.Status == http.StatusConflict && conflicts < 100 {
+					conflicts++
+					mu.Unlock()
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				if p, ok := r.Payment(); ok {
+					ids[p.PaymentID] = true
+					if r.Replayed() {
+						replayed++
+					} else {
+						charged++
+					}
+				} else {
+					failed++
+				}
+				mu.Unlock()
+				return
+			}
+		})
+	}
+	wg.Wait()
+	charges := d.ledgerSize() - before
+	var list []string
+	for id := range ids {
+		list = append(list, abbrev(id))
+	}
+	got := fmt.Sprintf("%d charged, %d replayed (%d× 409, retried), %s; ledger +%d", charged, replayed, conflicts, strings.Join(list, " "), charges)
+	if failed > 0 {
+		got += fmt.Sprintf("; %d failed", failed)
+	}
+	ok := charged == 1 && replayed == 9 && len(ids) == 1 && charges == 1
+	d.add(row{"10 concurrent requests, one new key " + short(k3), "one charge, one payment_id", got, ok})
+	d.keys = append(d.keys, short(k3))
+}
+
+// killed sends a request that sleeps 30 s before it charges: the emulator
+// kills the function at its 2 s deadline. A duplicate meanwhile gets 409;
+// a retry right after the deadline charges, without waiting for the
+// record's 24-hour expiry.
+func (d *demo) killed() {
+	k4 := d.key("k4")
+	req := localpayments.Request{Key: k4, Body: body(4200, "cus_dee")}
+	slow := req
+	slow.Headers = map[string]string{payment.HeaderDemoDelay: "30s"}
+	before := d.ledgerSize()
+
+	started := time.Now()
+	done := make(chan localpayments.Response, 1)
+	go func() { done <- d.postTo(0, slow) }()
+	var busy localpayments.Response
+	if err := d.stack.WaitInProgress(d.ctx); err == nil {
+		busy = d.postTo(1, req)
+	} else {
+		busy.Err = err
+	}
+	killed := <-done
+	took := time.Since(started)
+	after := d.ledgerSize()
+
+	d.add(row{"POST " + short(k4) + " that waits 30s before charging", fmt.Sprintf("killed at %v: 504, no charge", timeout),
+		fmt.Sprintf("%s after %.1fs; ledger +%d", describe(killed), took.Seconds(), after-before),
+		killed.Status == http.StatusGatewayTimeout && after == before})
+	ra, _ := strconv.Atoi(busy.Headers["Retry-After"])
+	d.add(row{"same request meanwhile, elsewhere", fmt.Sprintf("409 key-in-use, Retry-After ≤ %d", int(timeout/time.Second)), describe(busy),
+		busy.Status == http.StatusConflict && problemType(busy) == httpapi.ProblemKeyInUse && ra >= 1 && ra <= int(timeout/time.Second)})
+
+	retry := d.postTo(0, req)
+	_, ok := retry.Payment()
+	d.add(row{"retry right after the deadline", "201 new payment, no 24h wait",
+		fmt.Sprintf("%s; ledger +%d", describe(retry), d.ledgerSize()-before), ok && !retry.Replayed() && d.ledgerSize() == before+1})
+	d.keys = append(d.keys, short(k4))
+}
+
+// short drops the run's prefix from a key, for the table.
+func short(key string) string { return key[strings.LastIndexByte(key, '-')+1:] }
+
+// prefixWriter indents each line written to it.
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+}
+
+// Write writes b with each of its lines indented.
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line != "" {
+			if _, err := io.WriteString(p.w, p.prefix+line); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(b), nil
+}

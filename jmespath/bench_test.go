@@ -1,0 +1,111 @@
+package jmespath_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/retrysafe/retrysafe/jmespath"
+)
+
+// benchEvent is an API Gateway REST request of about 1 KB whose JSON body
+// carries an order_id, the input of the idempotency benchmarks.
+func benchEvent() events.APIGatewayProxyRequest {
+	return events.APIGatewayProxyRequest{
+		Resource:   "/orders",
+		Path:       "/orders",
+		HTTPMethod: "POST",
+		Headers: map[string]string{
+			"Accept":            "application/json",
+			"Content-Type":      "application/json",
+			"Host":              "abc123.execute-api.eu-west-1.amazonaws.com",
+			"User-Agent":        "curl/8.5.0",
+			"X-Amzn-Trace-Id":   "Root=1-67891233-abcdef012345678912345678",
+			"X-Forwarded-For":   "203.0.113.7",
+			"X-Forwarded-Port":  "443",
+			"X-Forwarded-Proto": "https",
+		},
+		RequestContext: events.APIGatewayProxyRequestContext{
+			AccountID:  "123456789012",
+			ResourceID: "abc123",
+			Stage:      "prod",
+			RequestID:  "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
+			Identity:   events.APIGatewayRequestIdentity{SourceIP: "203.0.113.7", UserAgent: "curl/8.5.0"},
+			APIID:      "abc123",
+			HTTPMethod: "POST",
+			Path:       "/prod/orders",
+		},
+		Body: `{"order_id":"ord_1","customer":"cus_4QFOF3xSVW","amount":4200,"currency":"EUR","lines":[{"sku":"sku_1","qty":2},{"sku":"sku_2","qty":1}]}`,
+	}
+}
+
+// benchExpressions are key expressions of increasing cost: a plain member,
+// a nested member, and a member of a JSON string (Powertools' envelope).
+var benchExpressions = []struct{ name, expr, want string }{
+	{"member", "httpMethod", "POST"},
+	{"nested", "requestContext.requestId", "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"},
+	{"powertools_json", "powertools_json(body).order_id", "ord_1"},
+}
+
+func BenchmarkCompile(b *testing.B) {
+	for _, e := range benchExpressions {
+		b.Run(e.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := jmespath.Compile(e.expr); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkExtract measures a key extraction from the 1 KB event: from the
+// Go value a handler receives (SearchValue, what Wrap does), from its raw
+// JSON (SearchJSON), and from an already decoded generic value (Search, the
+// evaluation alone).
+func BenchmarkExtract(b *testing.B) {
+	ev := benchEvent()
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range benchExpressions {
+		expr := jmespath.MustCompile(e.expr)
+		check := func(b *testing.B, got any, err error) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got != e.want {
+				b.Fatalf("%s = %v, want %s", e.expr, got, e.want)
+			}
+		}
+		b.Run("SearchValue/"+e.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := expr.SearchValue(ev)
+				check(b, got, err)
+			}
+		})
+		b.Run("SearchJSON/"+e.name, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := expr.SearchJSON(raw)
+				check(b, got, err)
+			}
+		})
+		b.Run("Search/"+e.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := expr.Search(generic)
+				check(b, got, err)
+			}
+		})
+	}
+}
