@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // TestMain lets the harness start this test binary as its Go driver, as it
@@ -274,8 +275,8 @@ func TestCompare(t *testing.T) {
 	}
 	nodeModules := filepath.Join("node", "node_modules", "@aws-lambda-powertools", "idempotency")
 	if _, err := os.Stat(nodeModules); err != nil {
-		if os.Getenv(dynalite.RequireEnv) != "1" {
-			t.Skipf("Powertools is not installed (run `npm ci` in bench/compare/node; set %s=1 to make this a failure)", dynalite.RequireEnv)
+		if !testenv.Required() {
+			t.Skipf("Powertools is not installed (run `npm ci` in bench/compare/node; set %s=1 to make this a failure)", testenv.RequireEnv)
 		}
 		t.Fatalf("Powertools is not installed: run `npm ci` in bench/compare/node")
 	}

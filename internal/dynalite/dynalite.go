@@ -49,11 +49,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
-
-// RequireEnv is the environment variable that turns a missing Node.js or
-// dynalite into a test failure instead of a skip. CI sets it to 1.
-const RequireEnv = "IDEMPOTENCY_REQUIRE_INTEGRATION"
 
 // EndpointEnv is the environment variable, honoured by the AWS SDK's own
 // configuration loading, that points DynamoDB clients at another endpoint.
@@ -146,8 +143,8 @@ func Main(m *testing.M) {
 
 func skipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrUnavailable) && os.Getenv(RequireEnv) != "1" {
-		tb.Skipf("%v (set %s=1 to make this a failure)", err, RequireEnv)
+	if errors.Is(err, ErrUnavailable) {
+		testenv.SkipUnlessRequired(tb, err)
 	}
 	tb.Fatal(err)
 }
@@ -164,7 +161,7 @@ func StartContext(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Node.js (20 or later) is not on PATH: %v", ErrUnavailable, err)
 	}
-	root, err := ModuleRoot()
+	root, err := testenv.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -345,25 +342,6 @@ func (s *Server) Stop() error {
 		}
 	})
 	return s.stopErr
-}
-
-// ModuleRoot returns the directory of the go.mod that encloses the working
-// directory, where package.json and node_modules live.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("dynalite: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 var versionRE = regexp.MustCompile(`"version"\s*:\s*"([^"]+)"`)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 func TestMain(m *testing.M) { dynalite.Main(m) }
@@ -220,11 +221,11 @@ func TestUnavailable(t *testing.T) {
 
 	// Start skips, or fails when integration tests are required.
 	for _, require_ := range []string{"", "1"} {
-		t.Setenv(dynalite.RequireEnv, require_)
+		t.Setenv(testenv.RequireEnv, require_)
 		tb := &recordingTB{TB: t}
 		tb.run(func() { dynalite.Start(tb) })
 		if require_ == "1" {
-			require.True(t, tb.failed, "%s=1: a missing server fails the test", dynalite.RequireEnv)
+			require.True(t, tb.failed, "%s=1: a missing server fails the test", testenv.RequireEnv)
 		} else {
 			require.True(t, tb.skipped, "a missing server skips the test")
 			require.Regexp(t, regexp.MustCompile(`Node\.js.*IDEMPOTENCY_REQUIRE_INTEGRATION=1`), tb.msg)
@@ -233,7 +234,7 @@ func TestUnavailable(t *testing.T) {
 }
 
 func TestModuleRootHasPackageLock(t *testing.T) {
-	root, err := dynalite.ModuleRoot()
+	root, err := testenv.ModuleRoot()
 	require.NoError(t, err)
 	for _, f := range []string{"go.mod", "package.json", "package-lock.json"} {
 		_, err := os.Stat(root + "/" + f)
@@ -256,6 +257,11 @@ func (r *recordingTB) Skipf(format string, a ...any) {
 	runtime.Goexit()
 }
 func (r *recordingTB) Fatal(a ...any) { r.failed = true; r.msg = fmt.Sprint(a...); runtime.Goexit() }
+func (r *recordingTB) Fatalf(format string, a ...any) {
+	r.failed = true
+	r.msg = fmt.Sprintf(format, a...)
+	runtime.Goexit()
+}
 
 func (r *recordingTB) run(f func()) {
 	done := make(chan struct{})

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/dynalite"
 	"github.com/retrysafe/retrysafe/internal/rie"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/persistence"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -275,8 +275,8 @@ func (s *Stack) WaitInProgress(ctx context.Context) error {
 // otherwise.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if (errors.Is(err, dynalite.ErrUnavailable) || errors.Is(err, rie.ErrUnavailable)) && os.Getenv(rie.RequireEnv) != "1" {
-		tb.Skipf("%v (set %s=1 to make this a failure)", err, rie.RequireEnv)
+	if errors.Is(err, dynalite.ErrUnavailable) || errors.Is(err, rie.ErrUnavailable) {
+		testenv.SkipUnlessRequired(tb, err)
 	}
 	tb.Fatal(err)
 }

@@ -29,11 +29,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
-
-// RequireEnv is the environment variable that turns a missing server binary
-// into a test failure instead of a skip.
-const RequireEnv = "IDEMPOTENCY_REQUIRE_INTEGRATION"
 
 // BinaryEnv is the environment variable that names the server binary to use.
 const BinaryEnv = "IDEMPOTENCY_REDIS_SERVER"
@@ -130,10 +127,7 @@ func start(tb testing.TB, args func(s *Server) []string) *Server {
 	tb.Helper()
 	bin, err := Binary()
 	if err != nil {
-		if os.Getenv(RequireEnv) == "1" {
-			tb.Fatalf("%v (%s=1 makes this a failure)", err, RequireEnv)
-		}
-		tb.Skipf("skipping: %v", err)
+		testenv.SkipUnlessRequired(tb, err)
 	}
 	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
 	tb.Cleanup(s.cleanup)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 func TestStartRestartStop(t *testing.T) {
@@ -142,17 +143,17 @@ func TestMissingBinary(t *testing.T) {
 	require.ErrorContains(t, err, missing)
 	require.ErrorContains(t, err, installHint)
 
-	t.Setenv(redisserver.RequireEnv, "")
+	t.Setenv(testenv.RequireEnv, "")
 	f := startWithFake(t)
 	require.Contains(t, f.skipped, missing)
 	require.Contains(t, f.skipped, installHint)
 	require.Empty(t, f.failed)
 
-	t.Setenv(redisserver.RequireEnv, "1")
+	t.Setenv(testenv.RequireEnv, "1")
 	f = startWithFake(t)
 	require.Empty(t, f.skipped)
 	require.Contains(t, f.failed, missing)
-	require.Contains(t, f.failed, redisserver.RequireEnv+"=1")
+	require.Contains(t, f.failed, testenv.RequireEnv+"=1")
 }
 
 func TestStartCluster(t *testing.T) {

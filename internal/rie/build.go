@@ -3,8 +3,8 @@ package rie
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,31 +112,11 @@ func BuildFunction(ctx context.Context, pkg, dir string) (string, error) {
 	out := filepath.Join(dir, "bootstrap")
 	cmd := exec.CommandContext(ctx, goCmd, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	if root, err := moduleRoot(); err == nil {
+	if root, err := testenv.ModuleRoot(); err == nil {
 		cmd.Dir = root
 	}
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("rie: go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
 	}
 	return out, nil
-}
-
-// moduleRoot returns the directory of the go.mod that encloses the working
-// directory, so that BuildFunction resolves import paths of this module
-// from wherever it is called.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("rie: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

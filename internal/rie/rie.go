@@ -54,6 +54,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -68,10 +69,6 @@ import (
 	"testing"
 	"time"
 )
-
-// RequireEnv is the environment variable that turns a missing emulator into
-// a test failure instead of a skip. CI sets it to 1.
-const RequireEnv = "IDEMPOTENCY_REQUIRE_INTEGRATION"
 
 // ErrUnavailable is matched (with errors.Is) by the errors of Binary and
 // StartContext when the emulator cannot run here: it cannot be built, or
@@ -171,8 +168,8 @@ func Start(tb testing.TB, cfg Config) *Instance {
 // IDEMPOTENCY_REQUIRE_INTEGRATION=1, and fails it for any other error.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrUnavailable) && os.Getenv(RequireEnv) != "1" {
-		tb.Skipf("%v (set %s=1 to make this a failure)", err, RequireEnv)
+	if errors.Is(err, ErrUnavailable) {
+		testenv.SkipUnlessRequired(tb, err)
 	}
 	tb.Fatal(err)
 }
