@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo
+.PHONY: all test test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos
 
 all: vet fmt-check deps-check test
 
@@ -70,6 +70,17 @@ fuzz:
 			echo "== $$pkg $$target"; $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 20s $$pkg || exit 1; \
 		done; \
 	done
+
+## chaos: the long mode of the fault-injection harness (internal/chaos):
+## each store in CHAOS_STORES driven for CHAOS_DURATION, with the race
+## detector; reports in .chaos/. `make test` runs its short mode.
+CHAOS_DURATION ?= 10m
+CHAOS_STORES   ?= dynamodb,redis
+CHAOS_FLAGS    ?=
+chaos: node-deps
+	@mkdir -p .chaos
+	CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestChaos$$' ./internal/chaos \
+		-chaos.long -chaos.duration=$(CHAOS_DURATION) -chaos.stores=$(CHAOS_STORES) $(CHAOS_FLAGS)
 
 ## node-deps: the Node packages of the DynamoDB-compatible test server, from
 ## the lockfile, installed again whenever the lockfile changes.

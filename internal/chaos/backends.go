@@ -1,0 +1,137 @@
+package chaos
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/dynamodb"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
+)
+
+// Memory is a backend over one in-process memory.Store shared by every
+// environment. It has no disruptions; it is the fast run, and the reference
+// for the others.
+func Memory() Backend {
+	return &memoryBackend{store: &memory.Store{MaxResponseSize: storeResponseLimit}}
+}
+
+type memoryBackend struct{ store *memory.Store }
+
+func (b *memoryBackend) Name() string                             { return "memory" }
+func (b *memoryBackend) NewStore(*Env) (persistence.Store, error) { return b.store, nil }
+func (b *memoryBackend) Disruptions() []Disruption                { return nil }
+
+// DynamoDB is a backend over a dynalite server started for tb, with a table
+// of its own. Each environment has its own SDK client and HTTP connections;
+// HTTP faults are injected under the SDK, which retries them. Its
+// disruption is a burst of throttling: every request of every environment
+// is answered ProvisionedThroughputExceededException for a while.
+func DynamoDB(tb testing.TB) Backend {
+	tb.Helper()
+	srv := dynalite.Start(tb)
+	table := dynalite.TableName(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := dynamodb.CreateTable(ctx, srv.NewClient(), table); err != nil {
+		tb.Fatal(err)
+	}
+	return &dynamoBackend{srv: srv, table: table}
+}
+
+type dynamoBackend struct {
+	srv           *dynalite.Server
+	table         string
+	throttleUntil atomic.Int64 // UnixNano
+}
+
+func (b *dynamoBackend) Name() string { return "dynamodb" }
+
+func (b *dynamoBackend) NewStore(env *Env) (persistence.Store, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	transport := &throttleBurst{b: b, env: env, next: env.HTTPTransport(base)}
+	client := b.srv.NewClient(func(o *awsdynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: transport}
+	})
+	return dynamodb.New(client, b.table, func(o *dynamodb.Options) {
+		o.MaxItemSize = storeResponseLimit
+	})
+}
+
+func (b *dynamoBackend) Disruptions() []Disruption {
+	return []Disruption{{
+		Kind: faultThrottleBurst,
+		Do: func(rng *rand.Rand) {
+			d := 50*time.Millisecond + time.Duration(rng.Int64N(int64(250*time.Millisecond)))
+			b.throttleUntil.Store(time.Now().Add(d).UnixNano())
+			time.Sleep(d)
+		},
+	}}
+}
+
+// throttleBurst throttles every request during a burst.
+type throttleBurst struct {
+	b    *dynamoBackend
+	env  *Env
+	next http.RoundTripper
+}
+
+func (t *throttleBurst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if time.Now().UnixNano() < t.b.throttleUntil.Load() {
+		t.env.h.count("http_throttled_in_burst")
+		f := &dynalite.Faults{Base: t.next}
+		f.Throttle("", 1)
+		return f.RoundTrip(req)
+	}
+	return t.next.RoundTrip(req)
+}
+
+// Redis is a backend over a redis-server started for tb. Each environment
+// has its own go-redis client, which honours the invocation's deadline.
+// Store faults are injected at the Store (faultstore). Its disruptions are
+// a restart, which loses every record (redis-server runs without
+// persistence, like a failover to a replica that had not received them),
+// and a stall (SIGSTOP, then SIGCONT), during which requests time out but
+// may still be applied later.
+func Redis(tb testing.TB) Backend {
+	tb.Helper()
+	return &redisBackend{srv: redisserver.Start(tb)}
+}
+
+type redisBackend struct{ srv *redisserver.Server }
+
+func (b *redisBackend) Name() string { return "redis" }
+
+func (b *redisBackend) NewStore(*Env) (persistence.Store, error) {
+	client := b.srv.NewClient(func(o *goredis.Options) {
+		o.ContextTimeoutEnabled = true
+		o.DialTimeout = 200 * time.Millisecond
+		o.ReadTimeout = 200 * time.Millisecond
+		o.WriteTimeout = 200 * time.Millisecond
+		o.PoolSize = 8
+	})
+	return redisstore.New(client, func(o *redisstore.Options) {
+		o.MaxResponseSize = storeResponseLimit
+	})
+}
+
+func (b *redisBackend) Disruptions() []Disruption {
+	return []Disruption{
+		{Kind: faultRestart, DataLoss: true, Do: func(*rand.Rand) { b.srv.Restart() }},
+		{Kind: faultStall, Do: func(rng *rand.Rand) {
+			b.srv.Freeze()
+			time.Sleep(50*time.Millisecond + time.Duration(rng.Int64N(int64(250*time.Millisecond))))
+			b.srv.Thaw()
+		}},
+	}
+}

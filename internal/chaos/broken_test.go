@@ -1,0 +1,178 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// These tests run the harness over stores with deliberate bugs, each of
+// which breaks one part of the guarantee, and require the checker to find
+// it: a harness that cannot fail proves nothing.
+
+// brokenBackend is the memory backend with a broken store in front.
+type brokenBackend struct {
+	Backend
+	wrap func(persistence.Store) persistence.Store
+}
+
+func (b brokenBackend) NewStore(e *Env) (persistence.Store, error) {
+	s, err := b.Backend.NewStore(e)
+	return b.wrap(s), err
+}
+
+// noExclusion lets a reservation take over a live in-progress record.
+type noExclusion struct{ persistence.Store }
+
+func (s noExclusion) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	if old, err := s.Get(ctx, rec.Key); err == nil && old.Status == persistence.StatusInProgress {
+		_ = s.Delete(ctx, rec.Key, old.Token)
+	}
+	return s.Store.Put(ctx, rec, now)
+}
+
+// unfenced completes a record whatever token it carries.
+type unfenced struct{ persistence.Store }
+
+func (s unfenced) Update(ctx context.Context, rec *persistence.Record) error {
+	if old, err := s.Get(ctx, rec.Key); err == nil && old.Token != rec.Token {
+		stolen := *rec
+		stolen.Token = old.Token
+		return s.Store.Update(ctx, &stolen)
+	}
+	return s.Store.Update(ctx, rec)
+}
+
+// forgetful loses every record it completes.
+type forgetful struct{ persistence.Store }
+
+func (s forgetful) Update(ctx context.Context, rec *persistence.Record) error {
+	err := s.Store.Update(ctx, rec)
+	if err == nil || errors.Is(err, persistence.ErrResponseOmitted) {
+		_ = s.Delete(ctx, rec.Key, rec.Token)
+	}
+	return err
+}
+
+// corrupting replays a response that is not the stored one.
+type corrupting struct{ persistence.Store }
+
+func (s corrupting) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	err := s.Store.Put(ctx, rec, now)
+	var conflict *persistence.ConflictError
+	if errors.As(err, &conflict) && conflict.Existing != nil && len(conflict.Existing.Response) > 0 {
+		bad := *conflict.Existing
+		bad.Response = append([]byte(nil), bad.Response...)
+		bad.Response[len(bad.Response)-3] ^= 1 // inside the blob
+		return &persistence.ConflictError{Existing: &bad}
+	}
+	return err
+}
+
+// neverLapses treats in-progress records as live until their record
+// expiry, ignoring the in-progress expiry: a crashed invocation blocks its
+// key for the whole expiry window.
+type neverLapses struct{ persistence.Store }
+
+func (s neverLapses) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	if old, err := s.Get(ctx, rec.Key); err == nil && old.Status == persistence.StatusInProgress && !old.ExpiresAt.Before(now) {
+		return &persistence.ConflictError{Existing: old}
+	}
+	return s.Store.Put(ctx, rec, now)
+}
+
+func TestCheckerFindsBrokenStores(t *testing.T) {
+	base := Config{
+		Seed:        1,
+		Clients:     4,
+		Keys:        12,
+		Envs:        3,
+		SkewBound:   5 * time.Millisecond,
+		Timeout:     80 * time.Millisecond,
+		Expiry:      time.Hour,
+		Work:        2 * time.Millisecond,
+		Overrun:     60 * time.Millisecond,
+		MaxAttempts: 30,
+		Replays:     2,
+	}
+	for _, tc := range []struct {
+		name  string
+		wrap  func(persistence.Store) persistence.Store
+		rates Rates
+		tune  func(*Config)
+		want  []string // any of these checks
+	}{{
+		name:  "no exclusion",
+		wrap:  func(s persistence.Store) persistence.Store { return noExclusion{s} },
+		rates: Rates{Duplicate: 0.7},
+		want:  []string{checkExclusion},
+	}, {
+		name:  "unfenced completion",
+		wrap:  func(s persistence.Store) persistence.Store { return unfenced{s} },
+		rates: Rates{Overrun: 0.5},
+		want:  []string{checkAtMostOnce, checkConsistency},
+	}, {
+		name:  "lost completions",
+		wrap:  func(s persistence.Store) persistence.Store { return forgetful{s} },
+		rates: Rates{Duplicate: 0.01},
+		want:  []string{checkExplained},
+	}, {
+		name:  "corrupted replays",
+		wrap:  func(s persistence.Store) persistence.Store { return corrupting{s} },
+		rates: Rates{Duplicate: 0.3},
+		want:  []string{checkAnswer},
+	}, {
+		name:  "reservations that never lapse",
+		wrap:  func(s persistence.Store) persistence.Store { return neverLapses{s} },
+		rates: Rates{KillBefore: 0.5},
+		tune:  func(c *Config) { c.MaxAttempts = 6 },
+		// The library itself refuses to report a lapsed reservation as in
+		// progress (it answers StoreError), so keys starve.
+		want: []string{checkBlocking, checkLiveness},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := base
+			cfg.Rates = tc.rates
+			if tc.tune != nil {
+				tc.tune(&cfg)
+			}
+			backend := brokenBackend{Backend: Memory(), wrap: tc.wrap}
+			report, err := Run(t.Context(), cfg, backend, WrapDriver{}, GuardDriver{})
+			require.NoError(t, err)
+			found := map[string]int{}
+			for _, v := range report.Violations {
+				found[v.Check]++
+			}
+			t.Logf("violations by check: %v", found)
+			n := 0
+			for _, c := range tc.want {
+				n += found[c]
+			}
+			require.Positive(t, n, "the checker missed the bug; report:\n%s", report)
+		})
+	}
+}
+
+// The same runs over the correct memory store find nothing: the checker
+// does not flag the documented limits.
+func TestCheckerAcceptsTheMemoryStore(t *testing.T) {
+	cfg := Config{
+		Seed: 2, Clients: 4, Keys: 15, Envs: 3, SkewBound: 5 * time.Millisecond,
+		Timeout: 80 * time.Millisecond, Work: 2 * time.Millisecond, Overrun: 60 * time.Millisecond,
+		Replays: 2, Rates: Rates{
+			Duplicate: 0.3, Overrun: 0.15, KillAfter: 0.15, KillBefore: 0.1, LateEffect: 0.05,
+			StoreFault: 0.1, Panic: 0.05, HandlerError: 0.05, FailAfter: 0.05, Decline: 0.1, Large: 0.1,
+		},
+	}
+	report, err := Run(t.Context(), cfg, Memory(), WrapDriver{}, GuardDriver{})
+	require.NoError(t, err)
+	require.Empty(t, report.Violations, "report:\n%s", report)
+	require.Positive(t, report.Repeated, "the faults should have caused repetitions within the limits")
+	require.Equal(t, report.Keys, report.FinalKeys)
+}

@@ -1,0 +1,256 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Synthetic logs, in milliseconds from t0, for each check and for the
+// documented limits it must accept.
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+const testSkew = 10 * time.Millisecond
+
+// logBuilder builds a keyLog.
+type logBuilder struct{ k *keyLog }
+
+func newLog() *logBuilder {
+	return &logBuilder{k: &keyLog{name: "k", req: Request{Key: "k"}, storeKey: "p#k", final: true}}
+}
+
+// reserve adds an invocation that reserved the key with a Put over
+// [at, at+1] (its clock reading at), holding it until until, and whose
+// handler started at at+2.
+func (b *logBuilder) reserve(id string, at, until int) *invRecord {
+	inv := &invRecord{ID: id, Start: ms(at), Deadline: ms(until), HandlerStart: ms(at + 2)}
+	b.k.invs = append(b.k.invs, inv)
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpPut, Token: id, Status: persistence.StatusInProgress,
+		Now: ms(at), InProgressUntil: ms(until), ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: resultOK})
+	return inv
+}
+
+func (b *logBuilder) effect(id string, at int) {
+	b.k.effects = append(b.k.effects, effect{Inv: id, At: ms(at), Answer: "ok " + id})
+}
+
+func (b *logBuilder) update(id string, at int, r result) {
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpUpdate, Token: id, Status: persistence.StatusCompleted,
+		ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: r})
+}
+
+func (b *logBuilder) final(id string, at int, answer string) {
+	b.k.replies = append(b.k.replies, reply{Inv: id, Start: ms(at), End: ms(at + 1), Final: true, Answer: answer})
+}
+
+func (b *logBuilder) inProgress(id string, at, until int) {
+	b.k.replies = append(b.k.replies, reply{Inv: id, Start: ms(at), End: ms(at + 1), Reason: RetryInProgress, Until: ms(until)})
+}
+
+func checks(v verdict) []string {
+	var out []string
+	for _, x := range v.violations {
+		out = append(out, x.Check)
+	}
+	return out
+}
+
+func TestCheckKey(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		build     func(b *logBuilder)
+		losses    []time.Time
+		want      []string
+		explained map[string]int
+	}{{
+		name: "exactly once",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 250)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOK)
+			b.final("i1", 0, "ok i1")
+			b.final("i2", 20, "ok i1")
+		},
+	}, {
+		name: "a kill after the side effect allows one repetition after the in-progress expiry",
+		build: func(b *logBuilder) {
+			i1 := b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			i1.Killed, i1.KilledAfterEffect = true, true
+			b.inProgress("i2", 20, 100)
+			b.reserve("i3", 105, 400)
+			b.effect("i3", 110)
+			b.update("i3", 111, resultOK)
+			b.final("i3", 105, "ok i3")
+		},
+		explained: map[string]int{"killed_after_side_effect": 1},
+	}, {
+		name: "a failed completion allows one repetition, and a changed answer",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultFailed)
+			b.final("i1", 0, "ok i1")
+			b.reserve("i2", 101, 400)
+			b.effect("i2", 110)
+			b.update("i2", 111, resultOK)
+			b.final("i2", 101, "ok i2")
+			b.final("i3", 200, "ok i2")
+		},
+		explained: map[string]int{"completion_failed": 1},
+	}, {
+		name: "a reservation taken over before its expiry (beyond the skew bound)",
+		build: func(b *logBuilder) {
+			i1 := b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			i1.Killed, i1.KilledAfterEffect = true, true
+			b.reserve("i2", 50, 300)
+			b.effect("i2", 55)
+			b.update("i2", 56, resultOK)
+		},
+		want:      []string{checkExclusion},
+		explained: map[string]int{"killed_after_side_effect": 1},
+	}, {
+		name: "a takeover within the skew bound of the expiry",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.reserve("i2", 90, 300) // ends at 91; 91 + 10 + 1 > 100
+		},
+	}, {
+		name: "a takeover after a release",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.k.calls = append(b.k.calls, storeCall{Inv: "i1", Op: faultstore.OpDelete, Token: "i1", Start: ms(10), End: ms(11), Result: resultOK})
+			b.reserve("i2", 20, 300)
+		},
+	}, {
+		name: "a takeover after a release whose retry was fenced",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			// The first attempt deleted the record, its reply was lost, and
+			// the retry found i2's record.
+			b.k.calls = append(b.k.calls, storeCall{Inv: "i1", Op: faultstore.OpDelete, Token: "i1", Start: ms(10), End: ms(40), Result: resultFenced})
+			b.reserve("i2", 20, 300)
+		},
+	}, {
+		name: "a takeover without a release",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.reserve("i2", 20, 300)
+			b.k.calls = append(b.k.calls, storeCall{Inv: "i1", Op: faultstore.OpDelete, Token: "i1", Start: ms(30), End: ms(31), Result: resultFenced})
+		},
+		want: []string{checkExclusion},
+	}, {
+		name: "two stored results",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOK)
+			b.reserve("i2", 150, 400)
+			b.effect("i2", 155)
+			b.update("i2", 156, resultOK)
+		},
+		want: []string{checkExclusion, checkAtMostOnce, checkExplained},
+	}, {
+		name: "two stored results with a loss of the store's data between them",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOK)
+			b.final("i1", 0, "ok i1")
+			b.reserve("i2", 150, 400)
+			b.effect("i2", 155)
+			b.update("i2", 156, resultOK)
+			b.final("i2", 150, "ok i2")
+		},
+		losses:    []time.Time{ms(120)},
+		explained: map[string]int{"data_loss": 1},
+	}, {
+		name: "a local cache replays a result the store lost",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOK)
+			b.reserve("i2", 150, 400)
+			b.effect("i2", 155)
+			b.update("i2", 156, resultOK)
+			b.final("i3", 200, "ok i2")
+			b.final("i4", 210, "ok i1") // from the cache of another environment
+		},
+		losses:    []time.Time{ms(120)},
+		explained: map[string]int{"data_loss": 1},
+	}, {
+		name: "a handler that ran without a reservation",
+		build: func(b *logBuilder) {
+			b.k.invs = append(b.k.invs, &invRecord{ID: "i1", HandlerStart: ms(2)})
+			b.effect("i1", 3)
+		},
+		want: []string{checkReservation},
+	}, {
+		name: "an answer no side effect produced",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOK)
+			b.final("i2", 20, "ok i9")
+			b.final("i3", 30, AnswerTooLarge)
+		},
+		want: []string{checkAnswer, checkConsistency, checkAnswer, checkConsistency},
+	}, {
+		name: "an answer other than the stored one",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultFailed)
+			b.reserve("i2", 101, 400)
+			b.effect("i2", 110)
+			b.update("i2", 111, resultOK)
+			b.final("i3", 200, "ok i1") // produced by i1, but i2's result is stored
+		},
+		want:      []string{checkConsistency},
+		explained: map[string]int{"completion_failed": 1},
+	}, {
+		name: "a response too large to store",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.effect("i1", 5)
+			b.update("i1", 6, resultOmitted)
+			b.final("i1", 0, "ok i1")
+			b.final("i2", 20, AnswerTooLarge)
+		},
+	}, {
+		name: "in progress long after the reservation lapsed",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.inProgress("i2", 50, 100)
+			b.inProgress("i3", 111, 100) // 11 ms after: within bound and rounding
+			b.inProgress("i4", 112, 100)
+		},
+		want: []string{checkBlocking},
+	}, {
+		name: "in progress until a time no reservation wrote",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.inProgress("i2", 50, 150)
+		},
+		want: []string{checkBlocking},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newLog()
+			tc.build(b)
+			v := checkKey(b.k, tc.losses, testSkew)
+			require.ElementsMatch(t, tc.want, checks(v), "violations: %v", v.violations)
+			if tc.explained == nil {
+				tc.explained = map[string]int{}
+			}
+			require.Equal(t, tc.explained, v.explained)
+		})
+	}
+}

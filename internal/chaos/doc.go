@@ -1,0 +1,97 @@
+// Package chaos is a randomized fault-injection harness for the library's
+// promise: within a key's expiry window, the side effect runs at most once,
+// and a client that keeps retrying with one key gets it done exactly once,
+// with one consistent answer. docs/guarantees.md states the guarantee and
+// its limits; this package tries to break it.
+//
+// # The model
+//
+// Clients drive keys, each its own, one after another. A client sends a
+// request with its key and retries it, unchanged, until it gets a final
+// answer (a response, or a permanent error), then replays it a few times:
+// after *InProgressError it waits until the reservation's Until, after
+// other failures it backs off. Some attempts are delivered twice at once.
+//
+// Each attempt is an invocation in one of several execution environments.
+// An environment has its own store client (its own SDK or Redis client and
+// connections), its own fault injection, its own clock (WithClock, offset
+// from true time by up to the skew bound), and, in some environments, the
+// local cache (memory.NewCache). An invocation has a deadline, the Lambda
+// function timeout, which the library records as the in-progress expiry;
+// its context expires when the environment's own clock reaches the
+// deadline, as on Lambda. A client gives up on an invocation at its
+// deadline; the invocation may go on running (a late finisher) and try to
+// complete.
+//
+// A Driver deploys the handler behind the layer under test and classifies
+// what a client gets (Outcome): WrapDriver tests idempotency.Wrap,
+// GuardDriver an idempotency.Guard, HTTPDriver the HTTP adapter
+// (httpapi.WrapAPIGatewayV2), whose clients read status codes, problem
+// details, Retry-After and Idempotent-Replayed. Each key goes through one
+// driver; every run uses all three.
+//
+// # Faults
+//
+// Every choice is drawn from generators seeded by Config.Seed and the names
+// of the client, key, attempt and invocation, so a seed reproduces the plan
+// of a run: which invocation gets which fault, in which environment, with
+// which clock. It does not reproduce goroutine scheduling or the stores'
+// timing, so a failing seed usually, not always, fails again.
+//
+//   - store calls that fail before reaching the store, that reach it and lose
+//     their reply, that are retried after a lost reply, and conflicts that
+//     come without the existing record (faultstore, per invocation);
+//   - for DynamoDB, HTTP attempts that are refused, lose their reply or are
+//     throttled (dynalite.Faults, under the SDK, which retries them), and
+//     bursts of throttling of every request;
+//   - for Redis, restarts that lose every record, and stalls (SIGSTOP) during
+//     which requests time out but may still be applied later;
+//   - handlers that fail (transient: the key is released), panic, are killed
+//     before or after their side effect (from the kill on, none of the
+//     invocation's store calls reaches the store and its client gets no
+//     answer), overrun their deadline after the side effect, stall past it
+//     and perform the side effect late, or fail after the side effect with
+//     idempotency.Permanent;
+//   - requests that the handler declines (a permanent error, recorded and
+//     replayed), and responses too large for the store;
+//   - clock skew between environments, within Config.SkewBound.
+//
+// # The checks
+//
+// The checker does not trust the library. It reads an append-only log of
+// what happened to each key: the side effects the handler performed, the
+// store calls the library made and what the store told it (recorded right
+// under the library), the answers clients got, and when the store lost its
+// data. Once every invocation of a key has ended, it checks:
+//
+//   - at most once: no two side effects of a key both had their result
+//     stored (unless the store lost its data, or the key expired, between
+//     them);
+//   - every repetition explained: each side effect beyond the first is
+//     matched to a distinct earlier side effect whose result was not stored
+//     (killed after the side effect, completion write failed or fenced
+//     out), or to a loss of the store's data; the report counts each limit;
+//   - mutual exclusion: a reservation never took the key from another that
+//     had not lapsed (by more than the skew bound), been released or been
+//     replaced;
+//   - answers: every final answer is one that a side effect of the key
+//     produced, byte for byte (or ResponseTooLargeError where a response
+//     was omitted); once a result is stored, every later answer is that
+//     result;
+//   - blocking: an in-progress answer names a reservation that some
+//     invocation wrote and that had not lapsed, by more than the skew bound,
+//     when the call began; so no key stays blocked longer than its
+//     in-progress expiry;
+//   - liveness: every key gets a final answer within Config.MaxAttempts;
+//   - contract: the handler's context carries the key, every store call
+//     carries the invocation's context values, and one request uses one
+//     store key.
+//
+// # Running it
+//
+// TestChaos runs the short mode with every `go test` (a few seconds per
+// store), and the long mode with -chaos.long (`make chaos`: ten minutes per
+// store, with the race detector). Every run logs its seed; a failure
+// prints the command that runs the same seed and configuration again, and
+// the timeline of the first keys that broke the invariant.
+package chaos

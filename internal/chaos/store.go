@@ -1,0 +1,196 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// An environment's store is a stack:
+//
+//	library
+//	probe        records each call and its result; refuses the calls of killed invocations
+//	[local cache] memory.Cache, in some environments
+//	dispatch     sends each call through its invocation's faultstore.Store
+//	backend      the environment's own client of the real store (HTTP faults below it)
+//
+// The probe sits right under the library, so it records what the library
+// asked and what it was told, and nothing of a killed invocation gets past
+// it.
+
+// errNoInvocation is returned for store calls whose context carries no
+// invocation; the harness reports them.
+var errNoInvocation = errors.New("chaos: store call without an invocation in its context")
+
+// probe records the store calls of invocations.
+type probe struct {
+	h     *Harness
+	inner persistence.Store
+}
+
+var _ persistence.Store = (*probe)(nil)
+
+// begin returns the invocation of a call, or the error to fail it with.
+func (p *probe) begin(ctx context.Context, op faultstore.Op, key string) (*invocation, error) {
+	inv := invocationFrom(ctx)
+	if inv == nil {
+		p.h.strayCall(string(op), key)
+		return nil, errNoInvocation
+	}
+	if inv.killed.Load() {
+		// A dead process sends nothing.
+		p.h.count(countCutOff)
+		return nil, errKilled
+	}
+	k := inv.k
+	k.mu.Lock()
+	if k.storeKey == "" {
+		k.storeKey = key
+	} else if key != k.storeKey {
+		k.violate(checkContract, "invocation %s: %s of key %q, but the key's calls so far used %q", inv.id, op, key, k.storeKey)
+	}
+	k.mu.Unlock()
+	return inv, nil
+}
+
+func (p *probe) end(inv *invocation, c storeCall, err error) {
+	c.Inv = inv.id
+	c.End = time.Now()
+	c.Result = classifyStoreError(err)
+	var conflict *persistence.ConflictError
+	if errors.As(err, &conflict) && conflict.Existing != nil {
+		c.OtherToken = conflict.Existing.Token
+	}
+	k := inv.k
+	k.mu.Lock()
+	k.calls = append(k.calls, c)
+	k.mu.Unlock()
+	p.h.count("call_" + string(c.Op) + "_" + string(c.Result))
+}
+
+func classifyStoreError(err error) result {
+	var conflict *persistence.ConflictError
+	switch {
+	case err == nil:
+		return resultOK
+	case errors.As(err, &conflict):
+		return resultConflict
+	case errors.Is(err, persistence.ErrFenced):
+		return resultFenced
+	case errors.Is(err, persistence.ErrResponseOmitted):
+		return resultOmitted
+	case errors.Is(err, persistence.ErrNotFound):
+		return resultNotFound
+	}
+	return resultFailed
+}
+
+// Put implements persistence.Store.
+func (p *probe) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	inv, err := p.begin(ctx, faultstore.OpPut, rec.Key)
+	if err != nil {
+		return err
+	}
+	c := storeCall{Op: faultstore.OpPut, Token: rec.Token, Status: rec.Status, Now: now,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
+	err = p.inner.Put(ctx, rec, now)
+	p.end(inv, c, err)
+	return err
+}
+
+// Get implements persistence.Store.
+func (p *probe) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	inv, err := p.begin(ctx, faultstore.OpGet, key)
+	if err != nil {
+		return nil, err
+	}
+	c := storeCall{Op: faultstore.OpGet, Start: time.Now()}
+	rec, err := p.inner.Get(ctx, key)
+	if rec != nil {
+		c.OtherToken = rec.Token
+	}
+	p.end(inv, c, err)
+	return rec, err
+}
+
+// Update implements persistence.Store.
+func (p *probe) Update(ctx context.Context, rec *persistence.Record) error {
+	inv, err := p.begin(ctx, faultstore.OpUpdate, rec.Key)
+	if err != nil {
+		return err
+	}
+	c := storeCall{Op: faultstore.OpUpdate, Token: rec.Token, Status: rec.Status,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
+	err = p.inner.Update(ctx, rec)
+	p.end(inv, c, err)
+	return err
+}
+
+// Delete implements persistence.Store.
+func (p *probe) Delete(ctx context.Context, key, token string) error {
+	inv, err := p.begin(ctx, faultstore.OpDelete, key)
+	if err != nil {
+		return err
+	}
+	c := storeCall{Op: faultstore.OpDelete, Token: token, Start: time.Now()}
+	err = p.inner.Delete(ctx, key, token)
+	p.end(inv, c, err)
+	return err
+}
+
+// dispatch sends each call through the fault injector of the invocation it
+// belongs to, whose inner store is the environment's backend store. Calls
+// without an invocation go straight to the backend.
+type dispatch struct{ backend persistence.Store }
+
+var _ persistence.Store = dispatch{}
+
+func (d dispatch) store(ctx context.Context) persistence.Store {
+	if inv := invocationFrom(ctx); inv != nil {
+		return inv.faults
+	}
+	return d.backend
+}
+
+func (d dispatch) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	return d.store(ctx).Put(ctx, rec, now)
+}
+
+func (d dispatch) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	return d.store(ctx).Get(ctx, key)
+}
+
+func (d dispatch) Update(ctx context.Context, rec *persistence.Record) error {
+	return d.store(ctx).Update(ctx, rec)
+}
+
+func (d dispatch) Delete(ctx context.Context, key, token string) error {
+	return d.store(ctx).Delete(ctx, key, token)
+}
+
+// httpFaults injects HTTP-level faults into the requests of an invocation,
+// with a dynalite.Faults of its own per faulty request, so that concurrent
+// invocations in one environment never take each other's faults.
+type httpFaults struct {
+	h    *Harness
+	base http.RoundTripper
+}
+
+func (t *httpFaults) RoundTrip(req *http.Request) (*http.Response, error) {
+	inv := invocationFrom(req.Context())
+	if inv == nil || inv.float() >= t.h.cfg.Rates.HTTPFault {
+		return t.base.RoundTrip(req)
+	}
+	kinds := []dynalite.FaultKind{dynalite.Refused, dynalite.LostReply, dynalite.Throttled}
+	names := []string{faultHTTPRefused, faultHTTPLostReply, faultHTTPThrottled}
+	i := int(inv.float() * float64(len(kinds)))
+	t.h.count(names[i])
+	f := &dynalite.Faults{Base: t.base}
+	f.Add("", kinds[i], 1)
+	return f.RoundTrip(req)
+}
