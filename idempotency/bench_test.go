@@ -93,3 +93,24 @@ func TestKeyDerivationAllocatesOnce(t *testing.T) {
 		t.Errorf("Key allocates %.0f times per call, want at most 1", allocs)
 	}
 }
+
+// TestReplayAllocations holds a replay with a JMESPath key on the memory
+// store to its budget of 10 allocations: the key string, the owner token,
+// the reservation record and the store's conflict error, the input (which
+// the key expression's reflection makes escape), and the replayed
+// response's header map, its entry and its body.
+func TestReplayAllocations(t *testing.T) {
+	h := idempotency.MustWrap(respond, memory.New(), idempotency.WithKey("powertools_json(body).order_id"))
+	in := apiEvent("ord_1")
+	if _, err := h(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := h(t.Context(), in); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("a replay allocates %.1f times, want at most 10", allocs)
+	}
+}

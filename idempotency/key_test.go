@@ -2,12 +2,14 @@ package idempotency
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -82,7 +84,7 @@ func FuzzKeyDerivation(f *testing.F) {
 			}
 			if json.Valid(data) {
 				v, _ := jsonvalue.Decode(data, nil)
-				if !missingKey(v) {
+				if canonical, _ := jsonvalue.AppendCanonical(nil, v); !jsonvalue.NullOrEmpty(canonical) {
 					t.Fatalf("valid input %q has no key: %v", data, err)
 				}
 			}
@@ -109,16 +111,27 @@ func FuzzKeyDerivation(f *testing.F) {
 }
 
 func TestMissingKeyRules(t *testing.T) {
-	for v, want := range map[string]bool{
+	g, err := newGuard(memory.New(), &config{}, "rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := &wrapped[json.RawMessage, int]{g: g, keyExpr: jmespath.MustCompile("k")}
+	inBody := &wrapped[struct{ Body string }, int]{g: g, keyExpr: jmespath.MustCompile("powertools_json(Body).k")}
+	for v, missing := range map[string]bool{
 		`null`: true, `""`: true, `[]`: true, `[null]`: true, `{}`: true, `{"a":null}`: true,
-		`0`: false, `false`: false, `"x"`: false, `[null,0]`: false, `{"a":""}`: false,
+		`0`: false, `false`: false, `"x"`: false, `[null,0]`: false, `{"a":""}`: false, `"\u0041"`: false,
 	} {
-		decoded, err := jsonvalue.Decode([]byte(v), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := missingKey(decoded); got != want {
-			t.Errorf("missingKey(%s) = %v, want %v", v, got, want)
+		doc := `{"k":` + v + `}`
+		_, _, errDirect := direct.derive(json.RawMessage(doc))
+		_, _, errInBody := inBody.derive(struct{ Body string }{doc})
+		for name, err := range map[string]error{"input": errDirect, "powertools_json": errInBody} {
+			var ke *KeyError
+			switch {
+			case missing && (!errors.As(err, &ke) || ke.Err != nil):
+				t.Errorf("%s: key %s: got %v, want a KeyError for a missing key", name, v, err)
+			case !missing && err != nil:
+				t.Errorf("%s: key %s: %v", name, v, err)
+			}
 		}
 	}
 }

@@ -71,6 +71,10 @@ type wrapped[In, Out any] struct {
 	keyExpr        *jmespath.Expression
 	validationExpr *jmespath.Expression
 	hook           func(context.Context, Out, *persistence.Record) Out
+	// replays holds zero *Out values to decode replays into: decoding
+	// through reflect makes its target escape, and a pooled one saves an
+	// allocation per replay.
+	replays sync.Pool
 }
 
 func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
@@ -96,14 +100,28 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if rec != nil {
 		return w.run(ctx, rec, in)
 	}
-	var replay Out
-	if err := jsonvalue.UnmarshalTo(res.Response, &replay); err != nil {
+	replay, err := w.decodeReplay(res.Response)
+	if err != nil {
 		return zero, &ReplayError{Key: key, Err: err}
 	}
 	if w.hook != nil {
 		replay = w.hook(ctx, replay, res.Record)
 	}
 	return replay, nil
+}
+
+// decodeReplay decodes a stored response into an Out.
+func (w *wrapped[In, Out]) decodeReplay(response []byte) (Out, error) {
+	target, _ := w.replays.Get().(*Out)
+	if target == nil {
+		target = new(Out)
+	}
+	err := jsonvalue.UnmarshalTo(response, target)
+	replay := *target
+	var zero Out
+	*target = zero // the pool must not keep the replay's maps and strings alive
+	w.replays.Put(target)
+	return replay, err
 }
 
 // run calls h as the owner of rec's key. The closure exists only on this
@@ -156,15 +174,13 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 			return "", "", &KeyError{}
 		}
 	} else {
-		selected, err := w.keyExpr.SearchValue(&in)
-		if err != nil {
+		if *buf, err = w.keyExpr.AppendCanonical((*buf)[:0], &in); err != nil {
 			return "", "", &KeyError{Expression: w.keyExpr.String(), Err: err}
 		}
-		if missingKey(selected) {
+		// As in Powertools: null, "", and arrays or objects of nulls
+		// only are no key.
+		if jsonvalue.NullOrEmpty(*buf) {
 			return "", "", &KeyError{Expression: w.keyExpr.String()}
-		}
-		if *buf, err = jsonvalue.AppendCanonical((*buf)[:0], selected); err != nil {
-			return "", "", &KeyError{Expression: w.keyExpr.String(), Err: err}
 		}
 	}
 	key = w.g.Key(*buf)
@@ -180,31 +196,4 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 		payloadHash = Fingerprint(*buf)
 	}
 	return key, payloadHash, nil
-}
-
-// missingKey reports whether a selected key counts as absent, as in
-// Powertools: null, an empty string, or an array or object whose elements
-// are all null (including an empty one).
-func missingKey(v any) bool {
-	switch v := v.(type) {
-	case nil:
-		return true
-	case string:
-		return v == ""
-	case []any:
-		for _, e := range v {
-			if e != nil {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		for _, e := range v {
-			if e != nil {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }

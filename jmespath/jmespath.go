@@ -144,6 +144,30 @@ func (e *Expression) SearchValue(v any) (any, error) {
 	return e.Search(data)
 }
 
+// AppendCanonical evaluates the expression against v, as SearchValue does,
+// and appends the canonical JSON encoding of the result to dst: object
+// members sorted by name, numbers in one normal form (1, 1.0 and 1e0 are
+// one number), strings with one escaping, no spaces. Equal results give
+// equal bytes; idempotency keys are hashed from them. For the usual key
+// expression, powertools_json(body).order_id with a string order_id, it
+// does not allocate.
+func (e *Expression) AppendCanonical(dst []byte, v any) ([]byte, error) {
+	if e.plan != nil {
+		if out, done, err := e.plan.appendCanonical(e, dst, v); done {
+			return out, err
+		}
+	}
+	result, err := e.SearchValue(v)
+	if err != nil {
+		return dst, err
+	}
+	out, err := jsonvalue.AppendCanonical(dst, result)
+	if err != nil {
+		return dst, &SearchError{Expression: e.text, Err: err}
+	}
+	return out, nil
+}
+
 // ParseJSON decodes doc into the generic form Search takes, keeping only
 // the parts the expression can read.
 func (e *Expression) ParseJSON(doc []byte) (any, error) {

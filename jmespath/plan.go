@@ -2,7 +2,6 @@ package jmespath
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
 
@@ -236,9 +235,39 @@ func (c *chain) apply(e *Expression, cur any, first int) (any, error) {
 // decodeJSONPath is powertools_json(s) followed by path, decoding only the
 // value the path reaches.
 func decodeJSONPath(e *Expression, s string, path []jsonvalue.Step) (any, error) {
-	v, err := jsonvalue.LookupJSON(unsafe.Slice(unsafe.StringData(s), len(s)), path)
+	v, err := jsonvalue.LookupJSONString(s, path)
 	if err != nil {
-		return nil, &SearchError{Expression: e.text, Err: fmt.Errorf("powertools_json: %w: %w", ErrInvalidJSON, err)}
+		return nil, invalidJSONArg(e, err)
 	}
 	return v, nil
+}
+
+func invalidJSONArg(e *Expression, err error) error {
+	return &SearchError{Expression: e.text, Err: fmt.Errorf("powertools_json: %w: %w", ErrInvalidJSON, err)}
+}
+
+// appendCanonical is Expression.AppendCanonical for the usual key
+// expression, powertools_json(<path>).<path> on a Go value: the value the
+// second path reaches is encoded straight from the JSON text, without
+// being decoded into an any first. done is false for other expressions
+// and inputs, which take the general way.
+func (p *plan) appendCanonical(e *Expression, dst []byte, v any) (out []byte, done bool, err error) {
+	if p.shape != single {
+		return dst, false, nil
+	}
+	c := &p.chains[0]
+	if len(c.fns) != 1 || !c.json[0] {
+		return dst, false, nil
+	}
+	s, isString, _, err := jsonvalue.LookupGoString(v, c.paths[0])
+	if err != nil {
+		return dst, true, inputError(e, input{goValue: v, kind: goInput}, err)
+	}
+	if !isString {
+		return dst, false, nil
+	}
+	if out, err = jsonvalue.AppendCanonicalAt(dst, s, c.paths[1]); err != nil {
+		return dst, true, invalidJSONArg(e, err)
+	}
+	return out, true, nil
 }

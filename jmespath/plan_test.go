@@ -3,8 +3,10 @@ package jmespath
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -141,6 +143,82 @@ func FuzzPlan(f *testing.F) {
 			g, _ := jsonvalue.AppendCanonical(nil, got)
 			if string(w) != string(g) {
 				t.Fatalf("%s on %q: interpreter %s, plan %s", e, doc, w, g)
+			}
+		}
+	})
+}
+
+// keyBodies are bodies for the expressions over powertools_json(body):
+// strings with and without escapes, empty, other types, duplicate members,
+// and bodies that are not JSON.
+var keyBodies = []string{
+	`{"order_id": "o-1", "lines": [{"sku": "a"}, {"sku": "b"}]}`,
+	`{"order_id": "caf\u00e9 \"x\""}`, `{"order_id": "Zoë"}`, `{"order_id": ""}`, `{"order_id": null}`,
+	`{"order_id": 12345678901234567890}`, `{"order_id": 1.0}`, `{"order_id": {"b": 1, "a": [null]}}`,
+	`{"order_id": "first", "order_id": {"x": 1}}`, `{"order_id": {"x": "a"}, "order_id": "second"}`,
+	`{"lines": [{"sku": "a"}, {"sku": "b", "sku": "c"}]}`, `"just a string"`, `[]`, `{}`, `{oops`, ``,
+	"{\"order_id\": \"\xff\"}",
+}
+
+func TestAppendCanonicalMatchesSearchValue(t *testing.T) {
+	exprs := append(slices.Clone(simpleExpressions), "powertools_json(body).lines[-1].sku", "length(body)", "powertools_json(body).lines[*].sku")
+	for _, body := range keyBodies {
+		api := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/x", Body: body}
+		for _, v := range []any{api, &api, map[string]any{"body": body}, map[string]any{"body": 7}} {
+			for _, expr := range exprs {
+				e := MustCompile(expr)
+				got, gotErr := e.AppendCanonical([]byte("prefix"), v)
+				want := []byte("prefix")
+				result, wantErr := e.SearchValue(v)
+				if wantErr == nil {
+					want, wantErr = jsonvalue.AppendCanonical(want, result)
+				}
+				where := fmt.Sprintf("%s on %T with body %q", expr, v, body)
+				if wantErr != nil || gotErr != nil {
+					assert.Equal(t, wantErr != nil, gotErr != nil, "%s: %v vs %v", where, wantErr, gotErr)
+					assert.Equal(t, errors.Is(wantErr, ErrInvalidJSON), errors.Is(gotErr, ErrInvalidJSON), "%s: %v vs %v", where, wantErr, gotErr)
+					continue
+				}
+				assert.Equal(t, string(want), string(got), where)
+			}
+		}
+	}
+}
+
+func TestAppendCanonicalOfAStringKeyDoesNotAllocate(t *testing.T) {
+	e := MustCompile("powertools_json(body).order_id")
+	api := &events.APIGatewayProxyRequest{Body: `{"customer": "cus_1", "order_id": "ord_1", "amount": 1999}`}
+	dst := make([]byte, 0, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		out, err := e.AppendCanonical(dst[:0], api)
+		if err != nil || string(out) != `"ord_1"` {
+			t.Fatalf("got %s, %v", out, err)
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("AppendCanonical allocates %.0f times per call, want 0", allocs)
+	}
+}
+
+func FuzzAppendCanonical(f *testing.F) {
+	for _, body := range keyBodies {
+		f.Add(body)
+	}
+	exprs := []*Expression{
+		MustCompile("powertools_json(body).order_id"), MustCompile("powertools_json(body).lines[1].sku"),
+		MustCompile("powertools_json(body)"), MustCompile("powertools_json(body).lines[-1]"),
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		api := events.APIGatewayProxyRequest{Body: body}
+		for _, e := range exprs {
+			got, gotErr := e.AppendCanonical(nil, &api)
+			result, wantErr := e.SearchValue(&api)
+			var want []byte
+			if wantErr == nil {
+				want, wantErr = jsonvalue.AppendCanonical(nil, result)
+			}
+			if (wantErr == nil) != (gotErr == nil) || string(want) != string(got) {
+				t.Fatalf("%s on body %q: AppendCanonical %s (%v), SearchValue %s (%v)", e, body, got, gotErr, want, wantErr)
 			}
 		}
 	})

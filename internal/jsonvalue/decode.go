@@ -56,6 +56,16 @@ type decoder struct {
 	data  []byte
 	pos   int
 	depth int
+	// shared is set when data is the bytes of a Go string, which never
+	// change: decoded strings without escapes then share its memory, as
+	// substrings do, instead of copying it.
+	shared bool
+	// keepPlain makes a lookup that reaches a string without escapes
+	// record its bytes in plain instead of returning it as a value, which
+	// would allocate.
+	keepPlain bool
+	plain     []byte
+	hasPlain  bool
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
@@ -306,6 +316,9 @@ func (d *decoder) stringValue() (string, error) {
 	}
 	if escaped {
 		return unescape(raw), nil
+	}
+	if d.shared {
+		return unsafe.String(unsafe.SliceData(raw), len(raw)), nil
 	}
 	return string(raw), nil
 }

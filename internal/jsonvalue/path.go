@@ -2,6 +2,7 @@ package jsonvalue
 
 import (
 	"reflect"
+	"unsafe"
 )
 
 // A Step is one step of a path into a JSON value: an object member, or an
@@ -69,6 +70,34 @@ func Walk(v any, path []Step) any {
 // document is still checked for syntax.
 func LookupJSON(data []byte, path []Step) (any, error) {
 	d := decoder{data: data}
+	return d.lookupDocument(path)
+}
+
+// LookupJSONString is LookupJSON on a document held in a string. The
+// strings it returns may share the document's memory, as substrings do.
+func LookupJSONString(doc string, path []Step) (any, error) {
+	d := decoder{data: unsafe.Slice(unsafe.StringData(doc), len(doc)), shared: true}
+	return d.lookupDocument(path)
+}
+
+// AppendCanonicalAt appends the canonical encoding of the value at path in
+// doc to dst, as AppendCanonical(dst, LookupJSONString(doc, path)) does. A
+// string without escapes, the usual key, is encoded straight from doc,
+// without an allocation.
+func AppendCanonicalAt(dst []byte, doc string, path []Step) ([]byte, error) {
+	d := decoder{data: unsafe.Slice(unsafe.StringData(doc), len(doc)), shared: true, keepPlain: true}
+	v, err := d.lookupDocument(path)
+	if err != nil {
+		return dst, err
+	}
+	if d.hasPlain {
+		return appendString(dst, unsafe.String(unsafe.SliceData(d.plain), len(d.plain))), nil
+	}
+	return AppendCanonical(dst, v)
+}
+
+// lookupDocument looks path up in the whole of d's data.
+func (d *decoder) lookupDocument(path []Step) (any, error) {
 	d.skipSpace()
 	v, err := d.lookup(path)
 	if err != nil {
@@ -83,6 +112,17 @@ func LookupJSON(data []byte, path []Step) (any, error) {
 
 func (d *decoder) lookup(path []Step) (any, error) {
 	if len(path) == 0 {
+		if d.keepPlain && d.pos < len(d.data) && d.data[d.pos] == '"' {
+			raw, escaped, err := d.scanString()
+			switch {
+			case err != nil:
+				return nil, err
+			case escaped:
+				return unescape(raw), nil
+			}
+			d.plain, d.hasPlain = raw, true
+			return nil, nil
+		}
 		return d.value(nil)
 	}
 	if d.pos >= len(d.data) {
@@ -115,6 +155,7 @@ func (d *decoder) lookupObject(path []Step) (any, error) {
 		}
 		// A later duplicate member wins, as in encoding/json.
 		var err error
+		d.hasPlain = false
 		found, err = d.lookup(path[1:])
 		return err
 	})
