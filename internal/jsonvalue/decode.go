@@ -331,6 +331,10 @@ func (d *decoder) scanString() (raw []byte, escaped bool, err error) {
 	start := d.pos
 	for d.pos < len(d.data) {
 		c := d.data[d.pos]
+		if plainByte[c] {
+			d.pos++
+			continue
+		}
 		switch {
 		case c == '"':
 			raw = d.data[start:d.pos]
@@ -355,6 +359,15 @@ func (d *decoder) scanString() (raw []byte, escaped bool, err error) {
 	}
 	return nil, false, d.unexpectedEnd()
 }
+
+// plainByte marks the bytes a string scan passes over without a second
+// look: ASCII other than controls, quotes and backslashes.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (d *decoder) scanEscape() error {
 	d.pos++ // '\\'

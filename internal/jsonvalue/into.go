@@ -71,15 +71,28 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
+// decodesItself reports whether values of type t decode themselves
+// (json.Unmarshaler or encoding.TextUnmarshaler), which encoding/json must
+// then do.
+func decodesItself(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return p.Implements(unmarshalerType) || p.Implements(textUnmarshalerType)
+}
+
 // into decodes one value into v, which is addressable.
 func (d *decoder) into(v reflect.Value) error {
+	if decodesItself(v.Type()) {
+		return errFallback
+	}
+	return d.intoPlain(v)
+}
+
+// intoPlain is into for a v whose type does not decode itself.
+func (d *decoder) intoPlain(v reflect.Value) error {
 	if d.pos >= len(d.data) {
 		return errFallback
 	}
 	t := v.Type()
-	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
-		return errFallback
-	}
 	c := d.data[d.pos]
 	if c == 'n' {
 		if _, err := d.literal(); err != nil {
@@ -205,7 +218,11 @@ func (d *decoder) intoStruct(v reflect.Value) error {
 			}
 			return d.skip()
 		}
-		return d.into(v.Field(info.fields[i].index))
+		f := &info.fields[i]
+		if f.decodesItself {
+			return errFallback
+		}
+		return d.intoPlain(v.Field(f.index))
 	})
 }
 

@@ -2,6 +2,7 @@ package jsonvalue
 
 import (
 	"reflect"
+	"sync"
 	"unsafe"
 )
 
@@ -261,7 +262,7 @@ func indirect(v reflect.Value) reflect.Value {
 		if v.IsNil() {
 			return reflect.Value{}
 		}
-		if v.Kind() == reflect.Pointer && (v.Type().Implements(marshalerType) || v.Type().Implements(textMarshalerType)) {
+		if v.Kind() == reflect.Pointer && encodingOf(v.Type()).marshals {
 			return v
 		}
 		v = v.Elem()
@@ -273,14 +274,8 @@ func indirect(v reflect.Value) reflect.Value {
 // marshaler or through encoding/json rather than member by member.
 func hasCustomEncoding(v reflect.Value) bool {
 	t := v.Type()
-	if t.Implements(marshalerType) || t.Implements(textMarshalerType) {
+	if enc := encodingOf(t); enc.marshals || enc.pointerMarshals && v.CanAddr() {
 		return true
-	}
-	if t.Kind() != reflect.Pointer && v.CanAddr() {
-		p := reflect.PointerTo(t)
-		if p.Implements(marshalerType) || p.Implements(textMarshalerType) {
-			return true
-		}
 	}
 	if t.Kind() == reflect.Struct {
 		return structInfoOf(t).viaEncodingJSON
@@ -290,6 +285,29 @@ func hasCustomEncoding(v reflect.Value) bool {
 		return t.Key().Kind() != reflect.String
 	}
 	return false
+}
+
+// typeEncoding says whether a type encodes itself.
+type typeEncoding struct {
+	marshals        bool // it implements json.Marshaler or encoding.TextMarshaler
+	pointerMarshals bool // it is not a pointer, and a pointer to it does
+}
+
+var typeEncodings sync.Map // reflect.Type -> typeEncoding
+
+// encodingOf returns t's typeEncoding, from a cache: lookups ask for it at
+// every step, and Implements scans method sets.
+func encodingOf(t reflect.Type) typeEncoding {
+	if enc, ok := typeEncodings.Load(t); ok {
+		return enc.(typeEncoding)
+	}
+	enc := typeEncoding{marshals: t.Implements(marshalerType) || t.Implements(textMarshalerType)}
+	if t.Kind() != reflect.Pointer {
+		p := reflect.PointerTo(t)
+		enc.pointerMarshals = p.Implements(marshalerType) || p.Implements(textMarshalerType)
+	}
+	typeEncodings.Store(t, enc)
+	return enc
 }
 
 // goStep takes one step into v, which has no custom encoding. It reports

@@ -1,0 +1,34 @@
+package jsonvalue
+
+import (
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// BenchmarkUnmarshalTo decodes a stored API Gateway response, the replay of
+// the usual HTTP handler.
+func BenchmarkUnmarshalTo(b *testing.B) {
+	data := []byte(`{"statusCode":201,"headers":{"Content-Type":"application/json"},"multiValueHeaders":null,"body":"{\"payment_id\":\"pay_123\",\"status\":\"created\"}"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var resp events.APIGatewayProxyResponse
+		if err := UnmarshalTo(data, &resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendCanonicalAt finds the key in an order's body, as the key
+// expression powertools_json(body).order_id does.
+func BenchmarkAppendCanonicalAt(b *testing.B) {
+	body := `{"order_id":"ord_1","customer":"cus_4QFOF3xSVW","amount":4200,"currency":"EUR","lines":[{"sku":"sku_1","qty":2},{"sku":"sku_2","qty":1}]}`
+	path := []Step{Member("order_id")}
+	dst := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := AppendCanonicalAt(dst[:0], body, path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
