@@ -326,7 +326,7 @@ func unwrapPermanent(err error) error {
 // finalContext returns the context for a completion or release write: it
 // keeps ctx's values but not its cancellation, and has its own timeout.
 func (g *Guard) finalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
+	return newWriteContext(ctx, g.cfg.finalWriteTimeout)
 }
 
 // complete stores the result (or recorded error) of the invocation that
