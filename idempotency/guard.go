@@ -325,7 +325,8 @@ func unwrapPermanent(err error) error {
 
 // finalContext returns the context for a completion or release write: it
 // keeps ctx's values but not its cancellation, and has its own timeout.
-func (g *Guard) finalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// Cancel it when the write returns.
+func (g *Guard) finalContext(ctx context.Context) *writeContext {
 	return newWriteContext(ctx, g.cfg.finalWriteTimeout)
 }
 
@@ -344,8 +345,8 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 		rec.ErrorMessage = handlerErr.Error()
 		kind = EventErrorRecorded
 	}
-	wctx, cancel := g.finalContext(ctx)
-	defer cancel()
+	wctx := g.finalContext(ctx)
+	defer wctx.cancel()
 	err := g.store.Update(wctx, rec)
 	switch {
 	case err == nil:
@@ -366,8 +367,8 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 // release deletes the record of the invocation that owns rec, so that a
 // retry can run.
 func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
-	wctx, cancel := g.finalContext(ctx)
-	defer cancel()
+	wctx := g.finalContext(ctx)
+	defer wctx.cancel()
 	err := g.store.Delete(wctx, rec.Key, rec.Token)
 	switch {
 	case err == nil:
@@ -384,8 +385,8 @@ func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
 // releaseQuietly undoes a reservation whose write failed, in case it landed
 // anyway. Nothing is reported: the write failure itself is.
 func (g *Guard) releaseQuietly(ctx context.Context, rec *persistence.Record) {
-	wctx, cancel := g.finalContext(ctx)
-	defer cancel()
+	wctx := g.finalContext(ctx)
+	defer wctx.cancel()
 	_ = g.store.Delete(wctx, rec.Key, rec.Token)
 }
 

@@ -24,11 +24,14 @@ type writeContext struct {
 }
 
 // newWriteContext returns a writeContext with ctx's values and a deadline
-// timeout from now, and the function that cancels it.
-func newWriteContext(ctx context.Context, timeout time.Duration) (*writeContext, context.CancelFunc) {
-	c := &writeContext{values: ctx, deadline: time.Now().Add(timeout)}
-	return c, func() { c.end(context.Canceled) }
+// timeout from now.
+func newWriteContext(ctx context.Context, timeout time.Duration) *writeContext {
+	return &writeContext{values: ctx, deadline: time.Now().Add(timeout)}
 }
+
+// cancel ends the context, as a context.CancelFunc does, and stops its
+// timer.
+func (c *writeContext) cancel() { c.end(context.Canceled) }
 
 // Deadline implements context.Context.
 func (c *writeContext) Deadline() (time.Time, bool) { return c.deadline, true }

@@ -24,8 +24,8 @@ func TestWriteContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), testKey{}, "v"))
 			cancelParent()
-			ctx, cancel := newWriteContext(parent, time.Second)
-			defer cancel()
+			ctx := newWriteContext(parent, time.Second)
+			defer ctx.cancel()
 			if got := ctx.Value(testKey{}); got != "v" {
 				t.Errorf("Value = %v, want the parent's", got)
 			}
@@ -40,8 +40,8 @@ func TestWriteContext(t *testing.T) {
 	t.Run("Done closes at the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
-			ctx, cancel := newWriteContext(context.Background(), time.Second)
-			defer cancel()
+			ctx := newWriteContext(context.Background(), time.Second)
+			defer ctx.cancel()
 			done := ctx.Done()
 			time.Sleep(999 * time.Millisecond)
 			if isClosed(done) || ctx.Err() != nil {
@@ -58,8 +58,8 @@ func TestWriteContext(t *testing.T) {
 	})
 	t.Run("Err at the deadline without Done, then Done", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := newWriteContext(context.Background(), time.Second)
-			defer cancel()
+			ctx := newWriteContext(context.Background(), time.Second)
+			defer ctx.cancel()
 			time.Sleep(time.Second)
 			if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("Err = %v, want DeadlineExceeded", err)
@@ -70,8 +70,8 @@ func TestWriteContext(t *testing.T) {
 		})
 	})
 	t.Run("Err after the deadline closes a Done whose timer has not fired", func(t *testing.T) {
-		ctx, cancel := newWriteContext(context.Background(), time.Hour)
-		defer cancel()
+		ctx := newWriteContext(context.Background(), time.Hour)
+		defer ctx.cancel()
 		done := ctx.Done()
 		ctx.deadline = time.Now().Add(-time.Millisecond) // as if the timer were late
 		if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
@@ -83,12 +83,12 @@ func TestWriteContext(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := newWriteContext(context.Background(), time.Second)
+			ctx := newWriteContext(context.Background(), time.Second)
 			done := ctx.Done()
 			child, cancelChild := context.WithCancel(ctx)
 			defer cancelChild()
-			cancel()
-			cancel() // a second call does nothing
+			ctx.cancel()
+			ctx.cancel() // a second call does nothing
 			if !isClosed(done) || !errors.Is(ctx.Err(), context.Canceled) {
 				t.Errorf("after cancel: Done closed %v, Err %v; want closed, Canceled", isClosed(done), ctx.Err())
 			}
@@ -104,8 +104,8 @@ func TestWriteContext(t *testing.T) {
 	})
 	t.Run("children end at the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := newWriteContext(context.Background(), time.Second)
-			defer cancel()
+			ctx := newWriteContext(context.Background(), time.Second)
+			defer ctx.cancel()
 			child, cancelChild := context.WithCancel(ctx)
 			defer cancelChild()
 			<-child.Done()
