@@ -41,6 +41,7 @@ type InProgressError struct {
 	Until time.Time
 }
 
+// Error implements error.
 func (e *InProgressError) Error() string {
 	if e.Until.IsZero() {
 		return fmt.Sprintf("idempotency: key %s is in progress in another invocation", e.Key)
@@ -59,6 +60,7 @@ type PayloadMismatchError struct {
 	Key string
 }
 
+// Error implements error.
 func (e *PayloadMismatchError) Error() string {
 	return fmt.Sprintf("idempotency: key %s was already used with a different payload", e.Key)
 }
@@ -75,6 +77,7 @@ type KeyError struct {
 	Err        error
 }
 
+// Error implements error.
 func (e *KeyError) Error() string {
 	what := "the input"
 	if e.Expression != "" {
@@ -86,6 +89,7 @@ func (e *KeyError) Error() string {
 	return fmt.Sprintf("idempotency: selecting the idempotency key with %s: %v", what, e.Err)
 }
 
+// Unwrap returns the underlying error.
 func (e *KeyError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrNoKey) true.
@@ -99,10 +103,12 @@ type StoreError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *StoreError) Error() string {
 	return fmt.Sprintf("idempotency: store %s of key %s failed: %v", e.Op, e.Key, e.Err)
 }
 
+// Unwrap returns the underlying error.
 func (e *StoreError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrStore) true.
@@ -115,6 +121,7 @@ type ResponseTooLargeError struct {
 	Key string
 }
 
+// Error implements error.
 func (e *ResponseTooLargeError) Error() string {
 	return fmt.Sprintf("idempotency: key %s completed, but its response was too large to store and cannot be replayed", e.Key)
 }
@@ -129,10 +136,12 @@ type ReplayError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *ReplayError) Error() string {
 	return fmt.Sprintf("idempotency: cannot replay the stored response of key %s: %v", e.Key, e.Err)
 }
 
+// Unwrap returns the underlying error.
 func (e *ReplayError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrReplay) true.
@@ -149,6 +158,7 @@ type StoredError struct {
 	Message string
 }
 
+// Error implements error.
 func (e *StoredError) Error() string { return e.Message }
 
 // Is makes errors.Is(err, ErrStoredError) true.

@@ -163,10 +163,12 @@ func (w *wrapped[In, Out]) run(ctx context.Context, rec *persistence.Record, in 
 // effect is not run again.
 type ResponseEncodingError struct{ Err error }
 
+// Error implements error.
 func (e *ResponseEncodingError) Error() string {
 	return "idempotency: encoding the handler's result: " + e.Err.Error()
 }
 
+// Unwrap returns the underlying error.
 func (e *ResponseEncodingError) Unwrap() error { return e.Err }
 
 // buffers holds the scratch space for canonical encodings of keys.

@@ -47,10 +47,12 @@ type CompileError struct {
 	Err        error // the parser's error, a jp.SyntaxError when it has a position
 }
 
+// Error implements error.
 func (e *CompileError) Error() string {
 	return fmt.Sprintf("jmespath: invalid expression %q: %v", e.Expression, e.Err)
 }
 
+// Unwrap returns the underlying error.
 func (e *CompileError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrInvalidExpression) true.
@@ -195,8 +197,10 @@ type SearchError struct {
 	Err        error
 }
 
+// Error implements error.
 func (e *SearchError) Error() string {
 	return fmt.Sprintf("jmespath: evaluating %q: %v", e.Expression, e.Err)
 }
 
+// Unwrap returns the underlying error.
 func (e *SearchError) Unwrap() error { return e.Err }

@@ -53,6 +53,7 @@ type Violation struct {
 	Detail string
 }
 
+// String implements fmt.Stringer.
 func (v Violation) String() string { return v.Key + ": " + v.Check + ": " + v.Detail }
 
 func violation(key, check, format string, args ...any) Violation {

@@ -84,6 +84,7 @@ func receipt(req Request, charge string) string {
 // decided, and the decision is recorded and replayed.
 type DeclinedError struct{ Invocation string }
 
+// Error implements error.
 func (e *DeclinedError) Error() string {
 	return "chaos: declined by invocation " + e.Invocation
 }
@@ -92,6 +93,7 @@ func (e *DeclinedError) Error() string {
 // marks permanent so that a retry does not repeat the side effect.
 type AfterEffectError struct{ Invocation string }
 
+// Error implements error.
 func (e *AfterEffectError) Error() string {
 	return "chaos: failed after the side effect of invocation " + e.Invocation
 }
@@ -100,6 +102,7 @@ func (e *AfterEffectError) Error() string {
 // key so that a retry runs the handler again.
 type TransientError struct{ Invocation string }
 
+// Error implements error.
 func (e *TransientError) Error() string {
 	return "chaos: transient failure of invocation " + e.Invocation
 }

@@ -49,6 +49,7 @@ const (
 	Refused
 )
 
+// String implements fmt.Stringer.
 func (k FaultKind) String() string {
 	switch k {
 	case LostReply:

@@ -19,6 +19,7 @@ type SyntaxError struct {
 	msg    string
 }
 
+// Error implements error.
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.msg)
 }

@@ -40,6 +40,7 @@ var (
 // UnsupportedError reports a Go value that has no JSON encoding.
 type UnsupportedError struct{ What string }
 
+// Error implements error.
 func (e *UnsupportedError) Error() string { return "jsonvalue: cannot encode " + e.What + " as JSON" }
 
 func fromValue(v reflect.Value, sel *Selection, depth int) (any, error) {
