@@ -95,10 +95,10 @@ func TestKeyDerivationAllocatesOnce(t *testing.T) {
 }
 
 // TestReplayAllocations holds a replay with a JMESPath key on the memory
-// store to its budget of 10 allocations. It makes 9: the key string, the
-// owner token, the reservation record, the store's conflict error, and the
-// replayed response's header map (two), its name and value, and its body;
-// the race detector adds some, since sync.Pool then drops values at random.
+// store to 7 allocations: the key string, the owner token, the reservation
+// record, the store's conflict error, and the replayed response's header
+// map (two) and its strings (one buffer). It allows one more, since under
+// the race detector sync.Pool drops values at random.
 func TestReplayAllocations(t *testing.T) {
 	h := idempotency.MustWrap(respond, memory.New(), idempotency.WithKey("powertools_json(body).order_id"))
 	in := apiEvent("ord_1")
@@ -110,7 +110,7 @@ func TestReplayAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 10 {
-		t.Errorf("a replay allocates %.1f times, want at most 10", allocs)
+	if allocs > 8 {
+		t.Errorf("a replay allocates %.1f times, want 7", allocs)
 	}
 }

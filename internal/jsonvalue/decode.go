@@ -61,6 +61,10 @@ type decoder struct {
 	// change: decoded strings without escapes then share its memory, as
 	// substrings do, instead of copying it.
 	shared bool
+	// batchStrings makes short decoded strings share one buffer (see
+	// makeString), which strs holds.
+	batchStrings bool
+	strs         []byte
 	// keepPlain makes a lookup that reaches a string without escapes
 	// record its bytes in plain instead of returning it as a value, which
 	// would allocate.
@@ -315,13 +319,46 @@ func (d *decoder) stringValue() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return d.makeString(raw, escaped), nil
+}
+
+// Strings of up to batchedString bytes decoded with batchStrings set share
+// buffers of up to stringBatch bytes: one allocation for the names and
+// short values of a whole response instead of one per string. A string
+// kept from the decode keeps at most stringBatch bytes alive.
+const (
+	batchedString = 256
+	stringBatch   = 1024
+)
+
+// makeString returns the string that raw, the inside of a JSON string,
+// encodes (unescaped if escaped).
+func (d *decoder) makeString(raw []byte, escaped bool) string {
+	switch {
+	case len(raw) == 0:
+		return ""
+	case d.shared && !escaped:
+		return unsafe.String(unsafe.SliceData(raw), len(raw))
+	case !d.batchStrings || len(raw) > batchedString:
+		if escaped {
+			return unescape(raw)
+		}
+		return string(raw)
+	}
+	if cap(d.strs)-len(d.strs) < len(raw)+utf8.UTFMax {
+		// What is left of the document bounds what is left to decode.
+		d.strs = make([]byte, 0, max(len(raw)+utf8.UTFMax, min(len(d.data)-d.pos+len(raw), stringBatch)))
+	}
+	// Bytes are only ever appended to the buffer, never rewritten, so the
+	// strings that view it do not change. (Should unescaping outgrow it,
+	// append moves the rest to a new buffer and this string views that.)
+	start := len(d.strs)
 	if escaped {
-		return unescape(raw), nil
+		d.strs = appendUnescaped(d.strs, raw)
+	} else {
+		d.strs = append(d.strs, raw...)
 	}
-	if d.shared {
-		return unsafe.String(unsafe.SliceData(raw), len(raw)), nil
-	}
-	return string(raw), nil
+	return unsafe.String(&d.strs[start], len(d.strs)-start)
 }
 
 // scanString passes over a string starting at its opening quote. It returns
@@ -412,7 +449,13 @@ func hexValue(c byte) int {
 // encoding/json does.
 func unescape(raw []byte) string {
 	// The buffer becomes the string itself: nothing else refers to it.
-	b := make([]byte, 0, len(raw)+utf8.UTFMax)
+	b := appendUnescaped(make([]byte, 0, len(raw)+utf8.UTFMax), raw)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendUnescaped appends the decoded inside of a string to b, as
+// unescape returns it.
+func appendUnescaped(b, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		switch {
@@ -455,7 +498,7 @@ func unescape(raw []byte) string {
 			i += size
 		}
 	}
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return b
 }
 
 func hex4(b []byte) rune {

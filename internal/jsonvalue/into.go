@@ -24,7 +24,7 @@ func Unmarshal(data []byte, v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return json.Unmarshal(data, v)
 	}
-	d := decoder{data: data}
+	d := decoder{data: data, batchStrings: true}
 	d.skipSpace()
 	err := d.into(rv.Elem())
 	if err == nil {
@@ -45,7 +45,7 @@ func Unmarshal(data []byte, v any) error {
 // not make *v escape to the heap: the direct decode writes through reflect,
 // and the fallback decodes into a fresh value that it then copies.
 func UnmarshalTo[T any](data []byte, v *T) error {
-	d := decoder{data: data}
+	d := decoder{data: data, batchStrings: true}
 	d.skipSpace()
 	err := d.into(reflect.ValueOf(v).Elem())
 	if err == nil {
@@ -250,7 +250,7 @@ func (d *decoder) intoMap(v reflect.Value) error {
 		if err := d.into(elem); err != nil {
 			return err
 		}
-		key.SetString(string(name))
+		key.SetString(d.makeString(name, false))
 		v.SetMapIndex(key, elem)
 		return nil
 	})
@@ -276,7 +276,7 @@ func (d *decoder) intoStringMap(v reflect.Value) error {
 		if err != nil {
 			return err
 		}
-		m[string(name)] = s
+		m[d.makeString(name, false)] = s
 		return nil
 	})
 }

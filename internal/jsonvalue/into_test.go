@@ -2,7 +2,9 @@ package jsonvalue
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -118,6 +120,14 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"statusCode":201,"headers":{"a":"b"},"body":"x"}`))
 	f.Add([]byte(`{"s":"x","l":["a"],"m":{"k":[1,2]},"bytes":"aGk=","a":[1,2,3]}`))
 	f.Add([]byte(`[1,2]`))
+	// Enough strings to fill more than one shared buffer, escaped ones
+	// that grow (invalid UTF-8 becomes U+FFFD), and one too long to share.
+	many := `{"statusCode":200,"headers":{`
+	for i := range 60 {
+		many += fmt.Sprintf(`"h%d":"v\u00e9\"%d`, i, i) + "\xff\xfe\","
+	}
+	many += `"long":"` + strings.Repeat(`x\n`, 200) + `"},"body":"\ud83d\ude00 ` + "\xff\"}"
+	f.Add([]byte(many))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkSameAsEncodingJSON(t, data)
 	})
