@@ -114,7 +114,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 // decodeReplay decodes a stored response into an Out.
 func (w *wrapped[In, Out]) decodeReplay(response []byte) (Out, error) {
 	target := pooled[Out](&w.replays)
-	err := jsonvalue.UnmarshalTo(response, target)
+	err := jsonvalue.Unmarshal(response, target)
 	replay := *target
 	release(&w.replays, target)
 	return replay, err

@@ -32,25 +32,29 @@ func Decode(data []byte, sel *Selection) (any, error) {
 	d := decoder{data: data}
 	d.skipSpace()
 	v, err := d.value(sel)
+	if err == nil {
+		err = d.end()
+	}
 	if err != nil {
 		return nil, err
 	}
+	return v, nil
+}
+
+// end checks that nothing but spaces follows the top-level value.
+func (d *decoder) end() error {
 	d.skipSpace()
 	if d.pos < len(d.data) {
-		return nil, d.errorf("unexpected %q after the top-level value", d.data[d.pos])
+		return d.errorf("unexpected %q after the top-level value", d.data[d.pos])
 	}
-	return v, nil
+	return nil
 }
 
 // Valid reports whether data is one well-formed JSON value.
 func Valid(data []byte) bool {
 	d := decoder{data: data}
 	d.skipSpace()
-	if d.skip() != nil {
-		return false
-	}
-	d.skipSpace()
-	return d.pos == len(d.data)
+	return d.skip() == nil && d.end() == nil
 }
 
 type decoder struct {

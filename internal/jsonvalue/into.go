@@ -27,38 +27,13 @@ func Unmarshal(data []byte, v any) error {
 	d := decoder{data: data, batchStrings: true}
 	d.skipSpace()
 	err := d.into(rv.Elem())
-	if err == nil {
-		d.skipSpace()
-		if d.pos < len(d.data) {
-			err = errFallback
-		}
+	if err == nil && d.end() != nil {
+		err = errFallback
 	}
 	if err != nil {
 		// Start again with encoding/json, which also gives its own errors.
 		rv.Elem().SetZero()
 		return json.Unmarshal(data, v)
-	}
-	return nil
-}
-
-// UnmarshalTo is Unmarshal for a typed pointer. Unlike Unmarshal, it does
-// not make *v escape to the heap: the direct decode writes through reflect,
-// and the fallback decodes into a fresh value that it then copies.
-func UnmarshalTo[T any](data []byte, v *T) error {
-	d := decoder{data: data, batchStrings: true}
-	d.skipSpace()
-	err := d.into(reflect.ValueOf(v).Elem())
-	if err == nil {
-		d.skipSpace()
-		if d.pos < len(d.data) {
-			err = errFallback
-		}
-	}
-	if err != nil {
-		var fresh T
-		err = json.Unmarshal(data, &fresh)
-		*v = fresh
-		return err
 	}
 	return nil
 }

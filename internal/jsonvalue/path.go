@@ -101,12 +101,11 @@ func AppendCanonicalAt(dst []byte, doc string, path []Step) ([]byte, error) {
 func (d *decoder) lookupDocument(path []Step) (any, error) {
 	d.skipSpace()
 	v, err := d.lookup(path)
+	if err == nil {
+		err = d.end()
+	}
 	if err != nil {
 		return nil, err
-	}
-	d.skipSpace()
-	if d.pos < len(d.data) {
-		return nil, d.errorf("unexpected %q after the top-level value", d.data[d.pos])
 	}
 	return v, nil
 }
