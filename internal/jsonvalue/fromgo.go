@@ -31,11 +31,7 @@ func FromGo(v any, sel *Selection) (any, error) {
 	return fromValue(reflect.ValueOf(v), sel, 0)
 }
 
-var (
-	marshalerType     = reflect.TypeFor[json.Marshaler]()
-	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
-	numberType        = reflect.TypeFor[json.Number]()
-)
+var numberType = reflect.TypeFor[json.Number]()
 
 // UnsupportedError reports a Go value that has no JSON encoding.
 type UnsupportedError struct{ What string }
@@ -54,18 +50,19 @@ func fromValue(v reflect.Value, sel *Selection, depth int) (any, error) {
 
 	// Marshalers first, in encoding/json's order: a pointer method is used
 	// only when the value is addressable.
-	if t.Kind() != reflect.Pointer && v.CanAddr() {
-		if reflect.PointerTo(t).Implements(marshalerType) {
+	m := methodsOf(t)
+	if v.CanAddr() {
+		if m.ptrMarshaler {
 			return fromMarshaler(v.Addr(), sel)
 		}
-		if !t.Implements(marshalerType) && reflect.PointerTo(t).Implements(textMarshalerType) && !t.Implements(textMarshalerType) {
+		if !m.marshaler && m.ptrTextMarshaler && !m.textMarshaler {
 			return fromTextMarshaler(v.Addr())
 		}
 	}
-	if t.Implements(marshalerType) {
+	if m.marshaler {
 		return fromMarshaler(v, sel)
 	}
-	if t.Implements(textMarshalerType) {
+	if m.textMarshaler {
 		return fromTextMarshaler(v)
 	}
 
@@ -117,8 +114,8 @@ func isByteSlice(t reflect.Type) bool {
 	if e.Kind() != reflect.Uint8 {
 		return false
 	}
-	p := reflect.PointerTo(e)
-	return !p.Implements(marshalerType) && !p.Implements(textMarshalerType)
+	m := methodsOf(e)
+	return !m.ptrMarshaler && !m.ptrTextMarshaler
 }
 
 func fromMarshaler(v reflect.Value, sel *Selection) (any, error) {

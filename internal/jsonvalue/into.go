@@ -1,7 +1,6 @@
 package jsonvalue
 
 import (
-	"encoding"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -41,18 +40,10 @@ func Unmarshal(data []byte, v any) error {
 // errFallback stops a direct decode and hands the data to encoding/json.
 var errFallback = errors.New("jsonvalue: decode with encoding/json")
 
-var (
-	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
-
 // decodesItself reports whether values of type t decode themselves
 // (json.Unmarshaler or encoding.TextUnmarshaler), which encoding/json must
 // then do.
-func decodesItself(t reflect.Type) bool {
-	p := reflect.PointerTo(t)
-	return p.Implements(unmarshalerType) || p.Implements(textUnmarshalerType)
-}
+func decodesItself(t reflect.Type) bool { return methodsOf(t).ptrUnmarshaler }
 
 // into decodes one value into v, which is addressable.
 func (d *decoder) into(v reflect.Value) error {

@@ -2,7 +2,6 @@ package jsonvalue
 
 import (
 	"reflect"
-	"sync"
 	"unsafe"
 )
 
@@ -261,7 +260,7 @@ func indirect(v reflect.Value) reflect.Value {
 		if v.IsNil() {
 			return reflect.Value{}
 		}
-		if v.Kind() == reflect.Pointer && encodingOf(v.Type()).marshals {
+		if v.Kind() == reflect.Pointer && methodsOf(v.Type()).encodesItself() {
 			return v
 		}
 		v = v.Elem()
@@ -273,7 +272,7 @@ func indirect(v reflect.Value) reflect.Value {
 // marshaler or through encoding/json rather than member by member.
 func hasCustomEncoding(v reflect.Value) bool {
 	t := v.Type()
-	if enc := encodingOf(t); enc.marshals || enc.pointerMarshals && v.CanAddr() {
+	if m := methodsOf(t); m.encodesItself() || (m.ptrMarshaler || m.ptrTextMarshaler) && v.CanAddr() {
 		return true
 	}
 	if t.Kind() == reflect.Struct {
@@ -284,29 +283,6 @@ func hasCustomEncoding(v reflect.Value) bool {
 		return t.Key().Kind() != reflect.String
 	}
 	return false
-}
-
-// typeEncoding says whether a type encodes itself.
-type typeEncoding struct {
-	marshals        bool // it implements json.Marshaler or encoding.TextMarshaler
-	pointerMarshals bool // it is not a pointer, and a pointer to it does
-}
-
-var typeEncodings sync.Map // reflect.Type -> typeEncoding
-
-// encodingOf returns t's typeEncoding, from a cache: lookups ask for it at
-// every step, and Implements scans method sets.
-func encodingOf(t reflect.Type) typeEncoding {
-	if enc, ok := typeEncodings.Load(t); ok {
-		return enc.(typeEncoding)
-	}
-	enc := typeEncoding{marshals: t.Implements(marshalerType) || t.Implements(textMarshalerType)}
-	if t.Kind() != reflect.Pointer {
-		p := reflect.PointerTo(t)
-		enc.pointerMarshals = p.Implements(marshalerType) || p.Implements(textMarshalerType)
-	}
-	typeEncodings.Store(t, enc)
-	return enc
 }
 
 // goStep takes one step into v, which has no custom encoding. It reports
