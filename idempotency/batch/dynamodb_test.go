@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
@@ -27,19 +26,9 @@ func TestMain(m *testing.M) { dynalite.Main(m) }
 func dynamoStores(t *testing.T, n int) []*dynamodb.Store {
 	t.Helper()
 	srv := dynalite.Shared(t)
-	name := dynalite.TableName(t)
-	admin := srv.NewClient()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, dynamodb.CreateTable(ctx, admin, name))
-	if srv.External {
-		t.Cleanup(func() {
-			_, err := admin.DeleteTable(context.Background(), &awsdynamodb.DeleteTableInput{TableName: &name})
-			if err != nil {
-				t.Logf("deleting table %s: %v", name, err)
-			}
-		})
-	}
+	name := srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
+		return dynamodb.CreateTable(ctx, client, name)
+	})
 	stores := make([]*dynamodb.Store, n)
 	for i := range stores {
 		s, err := dynamodb.New(srv.NewClient(), name)

@@ -358,6 +358,28 @@ func packageVersion(path string) (string, error) {
 	return string(m[1]), nil
 }
 
+// NewTable creates a table named for tb (TableName) through create, and
+// returns its name. On an External server the table is deleted when tb
+// ends; dynalite's tables vanish with the server.
+func (s *Server) NewTable(tb testing.TB, create func(ctx context.Context, client *dynamodb.Client, name string) error) string {
+	tb.Helper()
+	name := TableName(tb)
+	admin := s.NewClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := create(ctx, admin, name); err != nil {
+		tb.Fatalf("creating table %s: %v", name, err)
+	}
+	if s.External {
+		tb.Cleanup(func() {
+			if _, err := admin.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name}); err != nil {
+				tb.Logf("deleting table %s: %v", name, err)
+			}
+		})
+	}
+	return name
+}
+
 var tableNameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 // TableName returns a table name unique to this call, derived from the name

@@ -23,20 +23,9 @@ func TestMain(m *testing.M) { dynalite.Main(m) }
 // dynalite's vanish with it.
 func table(t testing.TB, srv *dynalite.Server, optFns ...func(*dynamodb.Options)) string {
 	t.Helper()
-	name := dynalite.TableName(t)
-	admin := srv.NewClient()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, dynamodb.CreateTable(ctx, admin, name, optFns...))
-	if srv.External {
-		t.Cleanup(func() {
-			_, err := admin.DeleteTable(context.Background(), &awsdynamodb.DeleteTableInput{TableName: &name})
-			if err != nil {
-				t.Logf("deleting table %s: %v", name, err)
-			}
-		})
-	}
-	return name
+	return srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
+		return dynamodb.CreateTable(ctx, client, name, optFns...)
+	})
 }
 
 // setup returns the shared server, a fresh table on it, and a store on that

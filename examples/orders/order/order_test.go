@@ -16,7 +16,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -44,22 +43,15 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	srv := dynalite.Shared(t)
-	e := &env{srv: srv, ordersTable: dynalite.TableName(t), idempotencyTable: dynalite.TableName(t)}
-	admin := srv.NewClient()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, dynamodb.CreateTable(ctx, admin, e.idempotencyTable))
-	require.NoError(t, order.CreateOrdersTable(ctx, admin, e.ordersTable))
-	if srv.External {
-		t.Cleanup(func() {
-			for _, name := range []string{e.ordersTable, e.idempotencyTable} {
-				if _, err := admin.DeleteTable(context.Background(), &awsdynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
-					t.Logf("deleting table %s: %v", name, err)
-				}
-			}
-		})
+	return &env{
+		srv: srv,
+		ordersTable: srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
+			return order.CreateOrdersTable(ctx, client, name)
+		}),
+		idempotencyTable: srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
+			return dynamodb.CreateTable(ctx, client, name)
+		}),
 	}
-	return e
 }
 
 // handler returns the handler of one execution environment: clients of its
