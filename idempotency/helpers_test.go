@@ -1,9 +1,7 @@
 package idempotency_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -70,29 +68,6 @@ func (e *eventLog) list() []idempotency.EventKind {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]idempotency.EventKind(nil), e.kinds...)
-}
-
-// testLogger returns a logger writing into a buffer the test can read.
-func testLogger() (*slog.Logger, *syncBuffer) {
-	var buf syncBuffer
-	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error), store persistence.Store, opts ...idempotency.Option) func(context.Context, In) (Out, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -291,7 +292,7 @@ func TestCompletionFailureReturnsResultAndKeepsReservation(t *testing.T) {
 	store.Fault = faultstore.On(faultstore.OpUpdate, 1, faultstore.FailBefore)
 	var c counter
 	var ev eventLog
-	logger, logs := testLogger()
+	logger, logs := testlog.Text()
 	charge := mustWrap(t, c.handle, store, idempotency.WithClock(clock.Now), idempotency.WithObserver(ev.observe),
 		idempotency.WithLogger(logger), idempotency.WithInProgressTimeout(time.Minute))
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testlog"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
@@ -70,7 +71,7 @@ func TestMissingKey(t *testing.T) {
 			runs := 0
 			h := func(context.Context, map[string]any) (int, error) { runs++; return runs, nil }
 			var ev eventLog
-			logger, logs := testLogger()
+			logger, logs := testlog.Text()
 			loose := mustWrap(t, h, memory.New(), idempotency.WithKey("id"), idempotency.WithObserver(ev.observe), idempotency.WithLogger(logger))
 			for range 2 {
 				_, err := loose(t.Context(), tc.input)

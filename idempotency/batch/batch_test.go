@@ -15,6 +15,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -99,8 +100,8 @@ func TestMixedBatches(t *testing.T) {
 					mem := memory.New()
 					store := faultstore.New(mem)
 					rc := &recorder{}
-					var logs logBuffer
-					deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithLogger(logs.logger()))
+					logger, _ := testlog.JSON() // kept out of the test output
+					deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithLogger(logger))
 					ctx := t.Context()
 
 					for i, order := range tc.done {
@@ -157,8 +158,8 @@ func TestFailureLogs(t *testing.T) {
 	for _, h := range harnesses() {
 		t.Run(h.name, func(t *testing.T) {
 			store := memory.New()
-			var logs logBuffer
-			deliver := h.build(t, &recorder{}, store, batch.WithKey(h.key), batch.WithLogger(logs.logger()))
+			logger, logs := testlog.JSON()
+			deliver := h.build(t, &recorder{}, store, batch.WithKey(h.key), batch.WithLogger(logger))
 			hold(t, store, "busy-1")
 			failed, err := deliver(t.Context(), []spec{
 				{n: 1, order: "o-1"},
@@ -171,24 +172,24 @@ func TestFailureLogs(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, ids(h, 2, 3, 4, 5, 6), failed)
 
-			assert.Equal(t, ids(h, 2, 3), logs.byReason(t, batch.ReasonBadRecord))
-			assert.Equal(t, ids(h, 4), logs.byReason(t, batch.ReasonInProgress))
-			assert.Equal(t, ids(h, 5), logs.byReason(t, batch.ReasonHandlerError))
-			assert.Equal(t, ids(h, 6), logs.byReason(t, batch.ReasonPanic))
+			assert.Equal(t, ids(h, 2, 3), failedByReason(t, logs, batch.ReasonBadRecord))
+			assert.Equal(t, ids(h, 4), failedByReason(t, logs, batch.ReasonInProgress))
+			assert.Equal(t, ids(h, 5), failedByReason(t, logs, batch.ReasonHandlerError))
+			assert.Equal(t, ids(h, 6), failedByReason(t, logs, batch.ReasonPanic))
 
-			bad := logs.lines(t, "bad record")
+			bad := logLines(t, logs, "bad record")
 			require.Len(t, bad, 2)
 			assert.Equal(t, h.key, bad[0]["key_expression"])
 			assert.Equal(t, "ERROR", bad[0]["level"])
 			assert.Contains(t, bad[0]["error"], "not valid JSON")
 			assert.Contains(t, bad[1]["error"], "selected no idempotency key")
 
-			panicked := logs.lines(t, "panicked")
+			panicked := logLines(t, logs, "panicked")
 			require.Len(t, panicked, 1)
 			assert.Contains(t, panicked[0]["error"], "panic: processing panic-1")
 			assert.Contains(t, panicked[0]["stack"], "batch_test")
 
-			summary := logs.lines(t, "batch done")
+			summary := logLines(t, logs, "batch done")
 			require.Len(t, summary, 1)
 			assert.EqualValues(t, 6, summary[0]["records"])
 			assert.EqualValues(t, 1, summary[0]["processed"])
@@ -305,14 +306,14 @@ func TestContextDone(t *testing.T) {
 			rc := &recorder{}
 			ctx, cancel := context.WithCancel(t.Context())
 			rc.hook = func(context.Context, run) { cancel() }
-			var logs logBuffer
-			deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithLogger(logs.logger()))
+			logger, logs := testlog.JSON()
+			deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithLogger(logger))
 			failed, err := deliver(ctx, []spec{{n: 1, order: "o-1"}, {n: 2, order: "o-2"}, {n: 3, order: "o-3"}})
 			require.NoError(t, err)
 			assert.Equal(t, ids(h, 2, 3), failed)
 			assert.Equal(t, []string{"o-1"}, orders(rc.takeRuns()))
 			assert.Equal(t, 1, store.Calls(faultstore.OpPut))
-			assert.Equal(t, ids(h, 2, 3), logs.byReason(t, batch.ReasonNotStarted))
+			assert.Equal(t, ids(h, 2, 3), failedByReason(t, logs, batch.ReasonNotStarted))
 		})
 	}
 }

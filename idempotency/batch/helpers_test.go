@@ -1,7 +1,6 @@
 package batch_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
+	"github.com/retrysafe/retrysafe/internal/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -325,31 +325,14 @@ func hold(t testing.TB, store persistence.Store, order string) {
 	}, now))
 }
 
-// logBuffer is a JSON slog handler's output, safe for concurrent writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// lines returns the decoded log lines whose message contains substr.
-func (l *logBuffer) lines(t testing.TB, substr string) []map[string]any {
+// logLines returns the decoded lines of a testlog.JSON logger whose
+// message contains substr.
+func logLines(t testing.TB, logs *testlog.Buffer, substr string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for line := range bytes.Lines(l.buf.Bytes()) {
+	for line := range strings.Lines(logs.String()) {
 		var m map[string]any
-		require.NoError(t, json.Unmarshal(line, &m))
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
 		if msg, _ := m["msg"].(string); strings.Contains(msg, substr) {
 			out = append(out, m)
 		}
@@ -357,12 +340,12 @@ func (l *logBuffer) lines(t testing.TB, substr string) []map[string]any {
 	return out
 }
 
-// byReason returns the item identifiers logged as failed for reason, in
-// log order.
-func (l *logBuffer) byReason(t testing.TB, reason string) []string {
+// failedByReason returns the item identifiers logged as failed for
+// reason, in log order.
+func failedByReason(t testing.TB, logs *testlog.Buffer, reason string) []string {
 	t.Helper()
 	var out []string
-	for _, m := range l.lines(t, "") {
+	for _, m := range logLines(t, logs, "") {
 		if m["reason"] == reason {
 			out = append(out, m["item_identifier"].(string))
 		}

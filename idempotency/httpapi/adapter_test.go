@@ -18,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testlog"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -605,7 +606,7 @@ func testHandlerPanic(t *testing.T, et eventType) {
 		}
 		return created(run), nil
 	}}
-	logger, logs := bufferLogger()
+	logger, logs := testlog.Text()
 	send := et.wrap(t, a.handle, memory.New(), httpapi.WithLogger(logger))
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
@@ -652,7 +653,7 @@ func testStoreFailure(t *testing.T, et eventType) {
 	var a app
 	store := faultstore.New(memory.New())
 	store.Fault = faultstore.On(faultstore.OpPut, 1, faultstore.FailBefore)
-	logger, logs := bufferLogger()
+	logger, logs := testlog.Text()
 	send := et.wrap(t, a.handle, store, httpapi.WithLogger(logger))
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
@@ -718,7 +719,7 @@ func testReplayFailed(t *testing.T, et eventType) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var a app
-			logger, logs := bufferLogger()
+			logger, logs := testlog.Text()
 			send := et.wrap(t, a.handle, corruptingStore{memory.New(), stored}, httpapi.WithLogger(logger))
 			_, err := send(t.Context(), post("k1", orderA))
 			require.NoError(t, err)

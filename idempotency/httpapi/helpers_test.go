@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -425,28 +424,5 @@ func (s corruptingStore) Update(ctx context.Context, rec *persistence.Record) er
 	return s.Store.Update(ctx, &bad)
 }
 
-// bufferLogger returns a logger writing into a buffer the test can read.
-func bufferLogger() (*slog.Logger, *syncBuffer) {
-	var buf syncBuffer
-	return slog.New(slog.NewTextHandler(&buf, nil)), &buf
-}
-
 // discard returns a logger for tests that provoke errors on purpose.
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
