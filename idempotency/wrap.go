@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -50,7 +49,8 @@ func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persisten
 	if g.disabled {
 		return h, nil
 	}
-	w := &wrapped[In, Out]{h: h, g: g, keyExpr: cfg.keyExpr, validationExpr: cfg.validationExpr, hook: hook}
+	w := &wrapped[In, Out]{h: h, g: g, keyExpr: cfg.keyExpr, validationExpr: cfg.validationExpr, hook: hook,
+		results: jsonvalue.CodecFor[Out]()}
 	return w.call, nil
 }
 
@@ -71,6 +71,9 @@ type wrapped[In, Out any] struct {
 	keyExpr        *jmespath.Expression
 	validationExpr *jmespath.Expression
 	hook           func(context.Context, Out, *persistence.Record) Out
+	// results encodes results and decodes replays as encoding/json does,
+	// with functions compiled for Out when Wrap is called.
+	results *jsonvalue.Codec[Out]
 	// inputs and replays hold zero *In and *Out values: the input to
 	// select keys from and the target to decode replays into. Reflection
 	// makes both escape; pooled ones save an allocation (and, for an
@@ -114,7 +117,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 // decodeReplay decodes a stored response into an Out.
 func (w *wrapped[In, Out]) decodeReplay(response []byte) (Out, error) {
 	target := pooled[Out](&w.replays)
-	err := jsonvalue.Unmarshal(response, target)
+	err := w.results.Unmarshal(response, target)
 	replay := *target
 	release(&w.replays, target)
 	return replay, err
@@ -146,7 +149,7 @@ func (w *wrapped[In, Out]) run(ctx context.Context, rec *persistence.Record, in 
 		if herr != nil {
 			return nil, herr
 		}
-		resp, err := json.Marshal(out)
+		resp, err := w.results.Marshal(&out)
 		if err != nil {
 			// The side effect has happened but its result cannot be stored:
 			// record the failure rather than let a retry run it again.

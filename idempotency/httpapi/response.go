@@ -41,10 +41,13 @@ func (resp *response) encode() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
+// responses decodes stored responses with functions compiled once.
+var responses = jsonvalue.CodecFor[response]()
+
 // decodeResponse reads a stored response.
 func decodeResponse(data []byte) (response, error) {
 	var resp response
-	if err := jsonvalue.Unmarshal(data, &resp); err != nil {
+	if err := responses.Unmarshal(data, &resp); err != nil {
 		return response{}, err
 	}
 	if resp.StatusCode < 100 || resp.StatusCode > 599 {

@@ -52,6 +52,7 @@ func unmarshalTargets() []any {
 }
 
 func checkSameAsEncodingJSON(t testing.TB, data []byte) {
+	checkCodecsAsEncodingJSON(t, data)
 	for _, target := range unmarshalTargets() {
 		want := reflect.New(reflect.TypeOf(target).Elem()).Interface()
 		wantErr := json.Unmarshal(data, want)

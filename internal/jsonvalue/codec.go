@@ -1,0 +1,906 @@
+package jsonvalue
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// Codec encodes and decodes values of type T as encoding/json does, with
+// functions compiled once for T rather than a walk through reflect at every
+// value: the way to store and replay a handler's result on every call.
+//
+// It compiles plain types: structs (without embedded fields, duplicate names
+// or the string option), maps with string keys, slices, arrays, pointers,
+// strings, bools, numbers and interfaces. When T, or any type it contains,
+// has a marshaler or an unmarshaler (json or text), is json.Number, or is
+// anything else encoding/json treats specially, the Codec gives every value
+// to encoding/json to encode and to Unmarshal to decode. Either way the
+// results are encoding/json's: Marshal returns the bytes json.Marshal
+// returns, errors included, and Unmarshal decodes what json.Unmarshal
+// decodes into a zero T.
+type Codec[T any] struct{ c *codec }
+
+// CodecFor returns the Codec of T. It compiles T, so callers keep the
+// Codec rather than ask for it per value.
+func CodecFor[T any]() *Codec[T] {
+	b := codecBuilder{seen: map[reflect.Type]*codec{}}
+	c := b.compile(reflect.TypeFor[T]())
+	if b.failed {
+		c = nil
+	}
+	return &Codec[T]{c: c}
+}
+
+// Compiled reports whether T has compiled functions; when it does not,
+// every value goes through encoding/json.
+func (c *Codec[T]) Compiled() bool { return c.c != nil }
+
+// encodeBuffers holds scratch space for Marshal, which returns a copy.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxKeptBuffer is the largest scratch buffer Marshal puts back in the
+// pool, so that one large response does not stay in memory.
+const maxKeptBuffer = 64 << 10
+
+// Marshal returns the encoding of *v, the bytes json.Marshal(*v) returns.
+func (c *Codec[T]) Marshal(v *T) ([]byte, error) {
+	if c.c != nil {
+		buf := encodeBuffers.Get().(*[]byte)
+		out, err := c.c.enc((*buf)[:0], unsafe.Pointer(v), 0)
+		var res []byte
+		if err == nil {
+			res = slices.Clone(out)
+		}
+		if cap(out) <= maxKeptBuffer {
+			*buf = out[:0]
+			encodeBuffers.Put(buf)
+		}
+		if err == nil {
+			return res, nil
+		}
+		// A value the compiled functions leave to encoding/json (NaN,
+		// nesting deep enough to be a cycle): encoding/json says what it
+		// makes of it.
+	}
+	return json.Marshal(*v)
+}
+
+// Unmarshal decodes data into *v, which should be the zero T, as
+// json.Unmarshal does. On any error or unusual input it zeroes *v and
+// starts again with encoding/json, which also gives its own errors.
+func (c *Codec[T]) Unmarshal(data []byte, v *T) error {
+	if c.c == nil {
+		return Unmarshal(data, v)
+	}
+	d := decoders.Get().(*decoder)
+	*d = decoder{data: data, batchStrings: true}
+	d.skipSpace()
+	err := c.c.dec(d, unsafe.Pointer(v))
+	if err == nil {
+		err = d.end()
+	}
+	// Let go of the document and of the strings' buffer, which the
+	// decoded strings keep.
+	*d = decoder{}
+	decoders.Put(d)
+	if err == nil {
+		return nil
+	}
+	var zero T
+	*v = zero
+	return json.Unmarshal(data, v)
+}
+
+// decoders holds decoders for Unmarshal: the compiled functions are
+// called through function values, which would make a fresh one escape.
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+// codec holds the compiled functions of one type. Both take a pointer to a
+// value of the type. An error from either means "leave this to
+// encoding/json": the callers start again there.
+type codec struct {
+	enc func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error)
+	dec func(d *decoder, p unsafe.Pointer) error
+}
+
+// maxEncodeDepth is how many pointers, maps and slices deep the compiled
+// encoder goes before it hands the value to encoding/json, which checks
+// for cycles from the same depth.
+const maxEncodeDepth = 1000
+
+type codecBuilder struct {
+	// seen holds the codec of every type compiled so far, including those
+	// still being compiled, so that recursive types refer to themselves.
+	seen   map[reflect.Type]*codec
+	failed bool
+}
+
+// compiles reports whether encoding/json encodes and decodes values of t
+// by its plain rules, which the compiled functions follow.
+func compiles(t reflect.Type) bool {
+	m := methodsOf(t)
+	return !m.marshaler && !m.textMarshaler && !m.ptrMarshaler && !m.ptrTextMarshaler && !m.ptrUnmarshaler && t != numberType
+}
+
+func (b *codecBuilder) compile(t reflect.Type) *codec {
+	if c, ok := b.seen[t]; ok {
+		return c
+	}
+	if !compiles(t) {
+		b.failed = true
+		return nil
+	}
+	c := &codec{}
+	b.seen[t] = c
+	switch t.Kind() {
+	case reflect.Bool:
+		c.enc, c.dec = encodeBool, decodeBool
+	case reflect.String:
+		c.enc, c.dec = encodeString, decodeString
+	case reflect.Int:
+		*c = intCodec[int]()
+	case reflect.Int8:
+		*c = intCodec[int8]()
+	case reflect.Int16:
+		*c = intCodec[int16]()
+	case reflect.Int32:
+		*c = intCodec[int32]()
+	case reflect.Int64:
+		*c = intCodec[int64]()
+	case reflect.Uint:
+		*c = uintCodec[uint]()
+	case reflect.Uint8:
+		*c = uintCodec[uint8]()
+	case reflect.Uint16:
+		*c = uintCodec[uint16]()
+	case reflect.Uint32:
+		*c = uintCodec[uint32]()
+	case reflect.Uint64:
+		*c = uintCodec[uint64]()
+	case reflect.Uintptr:
+		*c = uintCodec[uintptr]()
+	case reflect.Float32:
+		*c = floatCodec[float32](32)
+	case reflect.Float64:
+		*c = floatCodec[float64](64)
+	case reflect.Pointer:
+		b.pointer(c, t)
+	case reflect.Struct:
+		b.structure(c, t)
+	case reflect.Map:
+		b.mapping(c, t)
+	case reflect.Slice:
+		if isByteSlice(t) {
+			c.enc, c.dec = encodeBytes, decodeBytes
+		} else {
+			b.slice(c, t)
+		}
+	case reflect.Array:
+		b.array(c, t)
+	case reflect.Interface:
+		c.enc, c.dec = interfaceCodec(t)
+	default:
+		// Channels, functions, complex numbers: encoding/json's errors.
+		b.failed = true
+		return nil
+	}
+	return c
+}
+
+// decoder helpers for the compiled functions.
+
+// at returns the byte at the current position, or 0 at the end.
+func (d *decoder) at() byte {
+	if d.pos < len(d.data) {
+		return d.data[d.pos]
+	}
+	return 0
+}
+
+// null passes over a null at the current position, if there is one.
+func (d *decoder) null() bool {
+	if len(d.data)-d.pos >= 4 && string(d.data[d.pos:d.pos+4]) == "null" {
+		d.pos += 4
+		return true
+	}
+	return false
+}
+
+// Scalars.
+
+func encodeBool(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	if *(*bool)(p) {
+		return append(dst, "true"...), nil
+	}
+	return append(dst, "false"...), nil
+}
+
+func decodeBool(d *decoder, p unsafe.Pointer) error {
+	rest := d.data[d.pos:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "true":
+		*(*bool)(p) = true
+		d.pos += 4
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		*(*bool)(p) = false
+		d.pos += 5
+	case d.null():
+	default:
+		return errFallback
+	}
+	return nil
+}
+
+func encodeString(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	return appendStringHTML(dst, *(*string)(p)), nil
+}
+
+func decodeString(d *decoder, p unsafe.Pointer) error {
+	switch d.at() {
+	case '"':
+		s, err := d.stringValue()
+		if err != nil {
+			return err
+		}
+		*(*string)(p) = s
+		return nil
+	case 'n':
+		if d.null() {
+			return nil
+		}
+	}
+	return errFallback
+}
+
+// number returns the number literal at the current position, or false if
+// there is none (null included: decoding null into a number does nothing).
+func (d *decoder) numberAt() (lit []byte, ok bool) {
+	c := d.at()
+	if c != '-' && (c < '0' || c > '9') {
+		return nil, false
+	}
+	lit, err := d.number()
+	return lit, err == nil
+}
+
+func intCodec[I int | int8 | int16 | int32 | int64]() codec {
+	return codec{
+		enc: func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+			return strconv.AppendInt(dst, int64(*(*I)(p)), 10), nil
+		},
+		dec: func(d *decoder, p unsafe.Pointer) error {
+			lit, ok := d.numberAt()
+			if !ok {
+				return d.nullOrFallback()
+			}
+			n, err := strconv.ParseInt(unsafeString(lit), 10, 64)
+			if err != nil || int64(I(n)) != n {
+				return errFallback
+			}
+			*(*I)(p) = I(n)
+			return nil
+		},
+	}
+}
+
+func uintCodec[U uint | uint8 | uint16 | uint32 | uint64 | uintptr]() codec {
+	return codec{
+		enc: func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+			return strconv.AppendUint(dst, uint64(*(*U)(p)), 10), nil
+		},
+		dec: func(d *decoder, p unsafe.Pointer) error {
+			lit, ok := d.numberAt()
+			if !ok {
+				return d.nullOrFallback()
+			}
+			n, err := strconv.ParseUint(unsafeString(lit), 10, 64)
+			if err != nil || uint64(U(n)) != n {
+				return errFallback
+			}
+			*(*U)(p) = U(n)
+			return nil
+		},
+	}
+}
+
+func floatCodec[F float32 | float64](bits int) codec {
+	return codec{
+		enc: func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+			f := float64(*(*F)(p))
+			if math.IsInf(f, 0) || math.IsNaN(f) {
+				return dst, errFallback
+			}
+			// As encoding/json writes floats: ES6's cut-offs between
+			// plain and exponent notation, and exponents not padded.
+			abs := math.Abs(f)
+			format := byte('f')
+			if abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
+				format = 'e'
+			}
+			dst = strconv.AppendFloat(dst, f, format, -1, bits)
+			if format == 'e' {
+				if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+					dst[n-2] = dst[n-1]
+					dst = dst[:n-1]
+				}
+			}
+			return dst, nil
+		},
+		dec: func(d *decoder, p unsafe.Pointer) error {
+			lit, ok := d.numberAt()
+			if !ok {
+				return d.nullOrFallback()
+			}
+			f, err := strconv.ParseFloat(unsafeString(lit), bits)
+			if err != nil {
+				return errFallback
+			}
+			*(*F)(p) = F(f)
+			return nil
+		},
+	}
+}
+
+// nullOrFallback passes over a null, which leaves a scalar as it is, and
+// hands anything else to encoding/json.
+func (d *decoder) nullOrFallback() error {
+	if d.null() {
+		return nil
+	}
+	return errFallback
+}
+
+// Pointers, interfaces and byte slices.
+
+func (b *codecBuilder) pointer(c *codec, t reflect.Type) {
+	elemType := t.Elem()
+	elem := b.compile(elemType)
+	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		ptr := *(*unsafe.Pointer)(p)
+		if ptr == nil {
+			return append(dst, "null"...), nil
+		}
+		if depth >= maxEncodeDepth {
+			return dst, errFallback
+		}
+		return elem.enc(dst, ptr, depth+1)
+	}
+	c.dec = func(d *decoder, p unsafe.Pointer) error {
+		if d.null() {
+			*(*unsafe.Pointer)(p) = nil
+			return nil
+		}
+		ptr := *(*unsafe.Pointer)(p)
+		if ptr == nil {
+			ptr = reflect.New(elemType).UnsafePointer()
+			*(*unsafe.Pointer)(p) = ptr
+		}
+		return elem.dec(d, ptr)
+	}
+}
+
+// interfaceCodec encodes the value inside an interface with encoding/json,
+// as encoding/json itself does, and leaves decoding into one (anything
+// but null) to encoding/json.
+func interfaceCodec(t reflect.Type) (
+	func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error),
+	func(d *decoder, p unsafe.Pointer) error,
+) {
+	enc := func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+		v := reflect.NewAt(t, p).Elem()
+		if v.IsNil() {
+			return append(dst, "null"...), nil
+		}
+		b, err := json.Marshal(v.Elem().Interface())
+		if err != nil {
+			return dst, errFallback
+		}
+		return append(dst, b...), nil
+	}
+	dec := func(d *decoder, p unsafe.Pointer) error {
+		if d.null() {
+			reflect.NewAt(t, p).Elem().SetZero()
+			return nil
+		}
+		return errFallback
+	}
+	return enc, dec
+}
+
+func encodeBytes(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	b := *(*[]byte)(p)
+	if b == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"'), nil
+}
+
+func decodeBytes(d *decoder, p unsafe.Pointer) error {
+	if d.null() {
+		*(*[]byte)(p) = nil
+		return nil
+	}
+	if d.at() != '"' {
+		return errFallback
+	}
+	raw, escaped, err := d.scanString()
+	if err != nil || escaped {
+		return errFallback
+	}
+	b := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
+	n, err := base64.StdEncoding.Decode(b, raw)
+	if err != nil {
+		return errFallback
+	}
+	*(*[]byte)(p) = b[:n]
+	return nil
+}
+
+// Structs.
+
+// codecField is a struct field as the compiled functions see it.
+type codecField struct {
+	name   string
+	key    []byte // the encoded name and its colon
+	offset uintptr
+	c      *codec
+	// omit reports whether the field is left out of the encoding
+	// (omitempty, omitzero); nil when it never is.
+	omit func(p unsafe.Pointer) bool
+}
+
+func (b *codecBuilder) structure(c *codec, t reflect.Type) {
+	info := structInfoOf(t)
+	if info.viaEncodingJSON {
+		b.failed = true
+		return
+	}
+	fields := make([]codecField, len(info.fields))
+	for i := range info.fields {
+		fi := &info.fields[i]
+		sf := t.Field(fi.index)
+		f := &fields[i]
+		f.name = fi.name
+		f.key = append(appendStringHTML(nil, fi.name), ':')
+		f.offset = sf.Offset
+		f.c = b.compile(sf.Type)
+		switch {
+		case fi.omitZero:
+			if sf.Type.Implements(isZeroerType) || reflect.PointerTo(sf.Type).Implements(isZeroerType) {
+				b.failed = true // its IsZero decides; leave it to encoding/json
+				return
+			}
+			f.omit = func(p unsafe.Pointer) bool { return reflect.NewAt(sf.Type, p).Elem().IsZero() }
+			if fi.omitEmpty {
+				zero, empty := f.omit, emptiness(sf.Type)
+				f.omit = func(p unsafe.Pointer) bool { return zero(p) || empty(p) }
+			}
+		case fi.omitEmpty:
+			f.omit = emptiness(sf.Type)
+		}
+	}
+	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		dst = append(dst, '{')
+		first := true
+		for i := range fields {
+			f := &fields[i]
+			fp := unsafe.Add(p, f.offset)
+			if f.omit != nil && f.omit(fp) {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, f.key...)
+			var err error
+			if dst, err = f.c.enc(dst, fp, depth); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, '}'), nil
+	}
+	c.dec = func(d *decoder, p unsafe.Pointer) error {
+		switch d.at() {
+		case '{':
+			return d.decodeStruct(info, fields, p)
+		case 'n':
+			return d.nullOrFallback()
+		}
+		return errFallback
+	}
+}
+
+// emptiness returns omitempty's test for values of t: encoding/json's
+// isEmptyValue.
+func emptiness(t reflect.Type) func(p unsafe.Pointer) bool {
+	switch t.Kind() {
+	case reflect.String:
+		return func(p unsafe.Pointer) bool { return len(*(*string)(p)) == 0 }
+	case reflect.Slice:
+		return func(p unsafe.Pointer) bool { return (*sliceHeader)(p).len == 0 }
+	case reflect.Map:
+		return func(p unsafe.Pointer) bool { return reflect.NewAt(t, p).Elem().Len() == 0 }
+	case reflect.Array:
+		return func(unsafe.Pointer) bool { return t.Len() == 0 }
+	case reflect.Struct:
+		return func(unsafe.Pointer) bool { return false }
+	}
+	// Bools, numbers, pointers and interfaces: the zero value (for floats,
+	// +0 only, as reflect.Value.IsZero says).
+	return func(p unsafe.Pointer) bool { return reflect.NewAt(t, p).Elem().IsZero() }
+}
+
+// decodeStruct decodes the object at the current position into the struct
+// at p. encoding/json writes fields in their order, so the field after the
+// last one decoded is tried before the look-up by name.
+func (d *decoder) decodeStruct(info *structInfo, fields []codecField, p unsafe.Pointer) error {
+	if err := d.enter(); err != nil {
+		return err
+	}
+	d.pos++ // '{'
+	d.skipSpace()
+	if d.at() == '}' {
+		d.pos++
+		d.depth--
+		return nil
+	}
+	next := 0
+	for {
+		d.skipSpace()
+		if d.at() != '"' {
+			return errFallback
+		}
+		raw, escaped, err := d.scanString()
+		if err != nil {
+			return err
+		}
+		d.skipSpace()
+		if d.at() != ':' {
+			return errFallback
+		}
+		d.pos++
+		d.skipSpace()
+		if escaped {
+			raw = []byte(unescape(raw))
+		}
+		i := -1
+		if next < len(fields) && string(raw) == fields[next].name {
+			i = next
+		} else if j, ok := info.byName[string(raw)]; ok {
+			i = j
+		}
+		if i < 0 {
+			if info.matchesFolded(string(raw)) {
+				return errFallback // encoding/json matches it without regard to case
+			}
+			if err := d.skip(); err != nil {
+				return err
+			}
+		} else {
+			if err := fields[i].c.dec(d, unsafe.Add(p, fields[i].offset)); err != nil {
+				return err
+			}
+			next = i + 1
+		}
+		d.skipSpace()
+		switch d.at() {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			d.depth--
+			return nil
+		default:
+			return errFallback
+		}
+	}
+}
+
+// Maps, slices and arrays.
+
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
+
+func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
+	if t.Key().Kind() != reflect.String || !compiles(t.Key()) {
+		b.failed = true
+		return
+	}
+	if t == stringMapType {
+		c.enc, c.dec = encodeStringMap, decodeStringMap
+		return
+	}
+	elemType := t.Elem()
+	elem := b.compile(elemType)
+	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		m := reflect.NewAt(t, p).Elem()
+		if m.IsNil() {
+			return append(dst, "null"...), nil
+		}
+		if depth >= maxEncodeDepth {
+			return dst, errFallback
+		}
+		entries := mapKeys.Get().(*[]mapEntry)
+		defer func() {
+			clear(*entries)
+			*entries = (*entries)[:0]
+			mapKeys.Put(entries)
+		}()
+		iter := m.MapRange()
+		for iter.Next() {
+			*entries = append(*entries, mapEntry{name: iter.Key().String(), value: iter.Value()})
+		}
+		slices.SortFunc(*entries, func(a, b mapEntry) int {
+			switch {
+			case a.name < b.name:
+				return -1
+			case a.name > b.name:
+				return 1
+			}
+			return 0
+		})
+		// Map elements are not addressable: each is copied into one
+		// addressable value to be encoded from there.
+		tmp := reflect.New(elemType).Elem()
+		dst = append(dst, '{')
+		for i, e := range *entries {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendStringHTML(dst, e.name)
+			dst = append(dst, ':')
+			tmp.Set(e.value)
+			var err error
+			if dst, err = elem.enc(dst, tmp.Addr().UnsafePointer(), depth+1); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, '}'), nil
+	}
+	c.dec = func(d *decoder, p unsafe.Pointer) error {
+		m := reflect.NewAt(t, p).Elem()
+		if d.null() {
+			m.SetZero()
+			return nil
+		}
+		if d.at() != '{' {
+			return errFallback
+		}
+		if m.IsNil() {
+			m.Set(reflect.MakeMap(t))
+		}
+		// One key and one element, reused: SetMapIndex copies them in.
+		key := reflect.New(t.Key()).Elem()
+		value := reflect.New(elemType).Elem()
+		return d.members(func(name []byte) error {
+			value.SetZero()
+			if err := elem.dec(d, value.Addr().UnsafePointer()); err != nil {
+				return err
+			}
+			key.SetString(d.makeString(name, false))
+			m.SetMapIndex(key, value)
+			return nil
+		})
+	}
+}
+
+// stringKeys holds scratch slices that sort the keys of string maps.
+var stringKeys = sync.Pool{New: func() any { return new([]string) }}
+
+// encodeStringMap encodes a map[string]string, the type of HTTP headers,
+// without reflect.
+func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	m := *(*map[string]string)(p)
+	if m == nil {
+		return append(dst, "null"...), nil
+	}
+	keys := stringKeys.Get().(*[]string)
+	for k := range m {
+		*keys = append(*keys, k)
+	}
+	slices.Sort(*keys)
+	dst = append(dst, '{')
+	for i, k := range *keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendStringHTML(dst, k)
+		dst = append(dst, ':')
+		dst = appendStringHTML(dst, m[k])
+	}
+	clear(*keys)
+	*keys = (*keys)[:0]
+	stringKeys.Put(keys)
+	return append(dst, '}'), nil
+}
+
+func decodeStringMap(d *decoder, p unsafe.Pointer) error {
+	if d.null() {
+		*(*map[string]string)(p) = nil
+		return nil
+	}
+	if d.at() != '{' {
+		return errFallback
+	}
+	m := *(*map[string]string)(p)
+	if m == nil {
+		m = make(map[string]string)
+		*(*map[string]string)(p) = m
+	}
+	return d.members(func(name []byte) error {
+		if d.at() != '"' {
+			return errFallback
+		}
+		s, err := d.stringValue()
+		if err != nil {
+			return err
+		}
+		m[d.makeString(name, false)] = s
+		return nil
+	})
+}
+
+func (b *codecBuilder) slice(c *codec, t reflect.Type) {
+	elemType := t.Elem()
+	elem := b.compile(elemType)
+	size := elemType.Size()
+	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		s := (*sliceHeader)(p)
+		if s.data == nil {
+			return append(dst, "null"...), nil
+		}
+		if depth >= maxEncodeDepth {
+			return dst, errFallback
+		}
+		return encodeElements(dst, elem, s.data, s.len, size, depth+1)
+	}
+	c.dec = func(d *decoder, p unsafe.Pointer) error {
+		v := reflect.NewAt(t, p).Elem()
+		if d.null() {
+			v.SetZero()
+			return nil
+		}
+		if d.at() != '[' {
+			return errFallback
+		}
+		n := 0
+		err := d.eachElement(func() error {
+			if n >= v.Cap() {
+				grown := reflect.MakeSlice(t, n+1, max(4, 2*v.Cap()))
+				reflect.Copy(grown, v)
+				v.Set(grown)
+			}
+			v.SetLen(n + 1)
+			el := v.Index(n)
+			el.SetZero()
+			n++
+			return elem.dec(d, el.Addr().UnsafePointer())
+		})
+		if err != nil {
+			return err
+		}
+		if v.IsNil() {
+			v.Set(reflect.MakeSlice(t, 0, 0)) // [] is an empty slice, not nil
+		}
+		v.SetLen(n)
+		return nil
+	}
+}
+
+func (b *codecBuilder) array(c *codec, t reflect.Type) {
+	elemType := t.Elem()
+	elem := b.compile(elemType)
+	size, length := elemType.Size(), t.Len()
+	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		return encodeElements(dst, elem, p, length, size, depth)
+	}
+	c.dec = func(d *decoder, p unsafe.Pointer) error {
+		if d.null() {
+			return nil
+		}
+		if d.at() != '[' {
+			return errFallback
+		}
+		v := reflect.NewAt(t, p).Elem()
+		n := 0
+		err := d.eachElement(func() error {
+			n++
+			if n > length {
+				return d.skip()
+			}
+			return elem.dec(d, unsafe.Add(p, uintptr(n-1)*size))
+		})
+		for i := n; i < length; i++ {
+			v.Index(i).SetZero()
+		}
+		return err
+	}
+}
+
+func encodeElements(dst []byte, elem *codec, base unsafe.Pointer, n int, size uintptr, depth int) ([]byte, error) {
+	dst = append(dst, '[')
+	for i := range n {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = elem.enc(dst, unsafe.Add(base, uintptr(i)*size), depth); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
+// htmlSafe holds true for the ASCII bytes encoding/json writes as they
+// are: printable, and none of the quote, the backslash, <, > and &.
+var htmlSafe = func() (safe [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		safe[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return safe
+}()
+
+// appendStringHTML appends s as a JSON string, escaped exactly as
+// encoding/json escapes it by default: <, > and & as \u escapes (HTML
+// safety), U+2028 and U+2029 too, and invalid UTF-8 as U+FFFD.
+func appendStringHTML(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if htmlSafe[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
