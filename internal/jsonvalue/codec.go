@@ -706,6 +706,24 @@ func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 	if m == nil {
 		return append(dst, "null"...), nil
 	}
+	if len(m) <= smallMap {
+		// Sorted on the stack: HTTP responses carry a few headers.
+		var entries [smallMap][2]string
+		n := 0
+		for k, v := range m {
+			i := n
+			for ; i > 0 && entries[i-1][0] > k; i-- {
+				entries[i] = entries[i-1]
+			}
+			entries[i] = [2]string{k, v}
+			n++
+		}
+		dst = append(dst, '{')
+		for i, e := range entries[:n] {
+			dst = appendMember(dst, i, e[0], e[1])
+		}
+		return append(dst, '}'), nil
+	}
 	keys := stringKeys.Get().(*[]string)
 	for k := range m {
 		*keys = append(*keys, k)
@@ -713,17 +731,25 @@ func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 	slices.Sort(*keys)
 	dst = append(dst, '{')
 	for i, k := range *keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendStringHTML(dst, k)
-		dst = append(dst, ':')
-		dst = appendStringHTML(dst, m[k])
+		dst = appendMember(dst, i, k, m[k])
 	}
 	clear(*keys)
 	*keys = (*keys)[:0]
 	stringKeys.Put(keys)
 	return append(dst, '}'), nil
+}
+
+// smallMap is the size up to which encodeStringMap sorts keys in place.
+const smallMap = 8
+
+// appendMember appends the i-th member of an object of strings.
+func appendMember(dst []byte, i int, name, value string) []byte {
+	if i > 0 {
+		dst = append(dst, ',')
+	}
+	dst = appendStringHTML(dst, name)
+	dst = append(dst, ':')
+	return appendStringHTML(dst, value)
 }
 
 func decodeStringMap(d *decoder, p unsafe.Pointer) error {

@@ -101,7 +101,10 @@ func codecValues() []codecAll {
 	}
 	floats := codecAll{F32: 1e-7, F64: 1e-7}
 	small := codecAll{F32: 0.1, F64: 123456789.123, I: 0}
-	big := codecAll{F32: 1e21, F64: 1e20, OF: 5e-324}
+	big := codecAll{F32: 1e21, F64: 1e20, OF: 5e-324, M: map[string]string{}}
+	for i := range 3 * smallMap {
+		big.M[string(rune('z'-i))+"<"] = strings.Repeat("v", i)
+	}
 	return []codecAll{{}, full, floats, small, big}
 }
 
