@@ -94,21 +94,26 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	stored := clone(rec)
-	var omitted error
-	if s.MaxResponseSize > 0 && len(stored.Response) > s.MaxResponseSize {
-		stored.Response = nil
-		stored.ResponseOmitted = true
-		omitted = persistence.ErrResponseOmitted
+	resp, omitted := rec.Response, false
+	if s.MaxResponseSize > 0 && len(resp) > s.MaxResponseSize {
+		resp, omitted = nil, true
 	}
+	resp = bytes.Clone(resp)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.records[rec.Key]
 	if !ok || old.Token != rec.Token {
 		return persistence.ErrFenced
 	}
-	s.records[rec.Key] = stored
-	return omitted
+	// The stored record is the store's own (Get and Put hand out copies),
+	// so it is overwritten in place rather than replaced.
+	*old = *rec
+	old.Response = resp
+	if omitted {
+		old.ResponseOmitted = true
+		return persistence.ErrResponseOmitted
+	}
+	return nil
 }
 
 // Delete implements persistence.Store.
