@@ -236,10 +236,13 @@ func later(a, b time.Time) time.Time {
 }
 
 // ceilSecond rounds t up to a whole second: stores keep ExpiresAt in epoch
-// seconds, and rounding up never shortens the promised expiry.
+// seconds, and rounding up never shortens the promised expiry. The result
+// is t.Truncate(time.Second).Add(time.Second) when t is not on a whole
+// second (Round(0) drops the monotonic reading, as Truncate does), computed
+// without Truncate's general division.
 func ceilSecond(t time.Time) time.Time {
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
+	if ns := t.Nanosecond(); ns != 0 {
+		return t.Add(time.Second - time.Duration(ns)).Round(0)
 	}
 	return t
 }
