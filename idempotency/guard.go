@@ -236,10 +236,13 @@ func later(a, b time.Time) time.Time {
 }
 
 // ceilSecond rounds t up to a whole second: stores keep ExpiresAt in epoch
-// seconds, and rounding up never shortens the promised expiry.
+// seconds, and rounding up never shortens the promised expiry. The result
+// is t.Truncate(time.Second).Add(time.Second) when t is not on a whole
+// second (Round(0) drops the monotonic reading, as Truncate does), computed
+// without Truncate's general division.
 func ceilSecond(t time.Time) time.Time {
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
+	if ns := t.Nanosecond(); ns != 0 {
+		return t.Add(time.Second - time.Duration(ns)).Round(0)
 	}
 	return t
 }
@@ -324,10 +327,11 @@ func unwrapPermanent(err error) error {
 }
 
 // finalContext returns the context for a completion or release write: it
-// keeps ctx's values but not its cancellation, and has its own timeout.
-// Cancel it when the write returns.
-func (g *Guard) finalContext(ctx context.Context) *writeContext {
-	return newWriteContext(ctx, g.cfg.finalWriteTimeout)
+// keeps ctx's values but not its cancellation, and has its own timeout,
+// counted from start, a reading of time.Now. Cancel it when the write
+// returns.
+func (g *Guard) finalContext(ctx context.Context, start time.Time) *writeContext {
+	return newWriteContext(ctx, start.Add(g.cfg.finalWriteTimeout))
 }
 
 // complete stores the result (or recorded error) of the invocation that
@@ -336,8 +340,15 @@ func (g *Guard) finalContext(ctx context.Context) *writeContext {
 // rec becomes the completed record: the invocation has no further use for
 // the in-progress one.
 func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []byte, handlerErr error) {
+	// On the default clock, one reading serves for the expiry and the
+	// write's deadline.
+	start := time.Now()
+	now := start
+	if !g.cfg.wallClock {
+		now = g.cfg.now()
+	}
 	rec.Status = persistence.StatusCompleted
-	rec.ExpiresAt = ceilSecond(g.cfg.now().Add(g.cfg.expiry))
+	rec.ExpiresAt = ceilSecond(now.Add(g.cfg.expiry))
 	rec.Response = resp
 	kind := EventCompleted
 	if handlerErr != nil {
@@ -345,7 +356,7 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 		rec.ErrorMessage = handlerErr.Error()
 		kind = EventErrorRecorded
 	}
-	wctx := g.finalContext(ctx)
+	wctx := g.finalContext(ctx, start)
 	defer wctx.cancel()
 	err := g.store.Update(wctx, rec)
 	switch {
@@ -367,7 +378,7 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 // release deletes the record of the invocation that owns rec, so that a
 // retry can run.
 func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
-	wctx := g.finalContext(ctx)
+	wctx := g.finalContext(ctx, time.Now())
 	defer wctx.cancel()
 	err := g.store.Delete(wctx, rec.Key, rec.Token)
 	switch {
@@ -385,7 +396,7 @@ func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
 // releaseQuietly undoes a reservation whose write failed, in case it landed
 // anyway. Nothing is reported: the write failure itself is.
 func (g *Guard) releaseQuietly(ctx context.Context, rec *persistence.Record) {
-	wctx := g.finalContext(ctx)
+	wctx := g.finalContext(ctx, time.Now())
 	defer wctx.cancel()
 	_ = g.store.Delete(wctx, rec.Key, rec.Token)
 }

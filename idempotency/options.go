@@ -45,6 +45,7 @@ type config struct {
 	finalWriteTimeout time.Duration
 	observer          func(context.Context, Event)
 	now               func() time.Time
+	wallClock         bool // now is time.Now (no WithClock)
 	errs              []error
 }
 
@@ -54,6 +55,7 @@ func newConfig(opts []Option) (*config, error) {
 		inProgressTimeout: DefaultInProgressTimeout,
 		finalWriteTimeout: DefaultFinalWriteTimeout,
 		now:               time.Now,
+		wallClock:         true,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -249,5 +251,6 @@ func WithClock(now func() time.Time) Option {
 			c.fail("WithClock: nil function")
 		}
 		c.now = now
+		c.wallClock = false
 	}
 }

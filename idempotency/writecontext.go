@@ -23,10 +23,9 @@ type writeContext struct {
 	err   error
 }
 
-// newWriteContext returns a writeContext with ctx's values and a deadline
-// timeout from now.
-func newWriteContext(ctx context.Context, timeout time.Duration) *writeContext {
-	return &writeContext{values: ctx, deadline: time.Now().Add(timeout)}
+// newWriteContext returns a writeContext with ctx's values and deadline.
+func newWriteContext(ctx context.Context, deadline time.Time) *writeContext {
+	return &writeContext{values: ctx, deadline: deadline}
 }
 
 // cancel ends the context, as a context.CancelFunc does, and stops its
@@ -72,9 +71,11 @@ func (c *writeContext) Err() error {
 	return c.err
 }
 
-// expireLocked sets err if the deadline has passed.
+// expireLocked sets err if the deadline has passed. Given a deadline from
+// time.Now, time.Until reads only the monotonic clock, at half the cost of
+// time.Now.
 func (c *writeContext) expireLocked() {
-	if c.err == nil && !time.Now().Before(c.deadline) {
+	if c.err == nil && time.Until(c.deadline) <= 0 {
 		c.err = context.DeadlineExceeded
 	}
 }

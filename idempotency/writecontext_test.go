@@ -24,7 +24,7 @@ func TestWriteContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), testKey{}, "v"))
 			cancelParent()
-			ctx := newWriteContext(parent, time.Second)
+			ctx := newWriteContext(parent, time.Now().Add(time.Second))
 			defer ctx.cancel()
 			if got := ctx.Value(testKey{}); got != "v" {
 				t.Errorf("Value = %v, want the parent's", got)
@@ -40,7 +40,7 @@ func TestWriteContext(t *testing.T) {
 	t.Run("Done closes at the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
-			ctx := newWriteContext(context.Background(), time.Second)
+			ctx := newWriteContext(context.Background(), time.Now().Add(time.Second))
 			defer ctx.cancel()
 			done := ctx.Done()
 			time.Sleep(999 * time.Millisecond)
@@ -58,7 +58,7 @@ func TestWriteContext(t *testing.T) {
 	})
 	t.Run("Err at the deadline without Done, then Done", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ctx := newWriteContext(context.Background(), time.Second)
+			ctx := newWriteContext(context.Background(), time.Now().Add(time.Second))
 			defer ctx.cancel()
 			time.Sleep(time.Second)
 			if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
@@ -70,7 +70,7 @@ func TestWriteContext(t *testing.T) {
 		})
 	})
 	t.Run("Err after the deadline closes a Done whose timer has not fired", func(t *testing.T) {
-		ctx := newWriteContext(context.Background(), time.Hour)
+		ctx := newWriteContext(context.Background(), time.Now().Add(time.Hour))
 		defer ctx.cancel()
 		done := ctx.Done()
 		ctx.deadline = time.Now().Add(-time.Millisecond) // as if the timer were late
@@ -83,7 +83,7 @@ func TestWriteContext(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ctx := newWriteContext(context.Background(), time.Second)
+			ctx := newWriteContext(context.Background(), time.Now().Add(time.Second))
 			done := ctx.Done()
 			child, cancelChild := context.WithCancel(ctx)
 			defer cancelChild()
@@ -104,7 +104,7 @@ func TestWriteContext(t *testing.T) {
 	})
 	t.Run("children end at the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ctx := newWriteContext(context.Background(), time.Second)
+			ctx := newWriteContext(context.Background(), time.Now().Add(time.Second))
 			defer ctx.cancel()
 			child, cancelChild := context.WithCancel(ctx)
 			defer cancelChild()

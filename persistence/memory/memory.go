@@ -20,6 +20,7 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	records map[string]*persistence.Record
+	unswept int // reservations since the last sweep
 
 	// MaxResponseSize, when positive, is the largest response the store keeps:
 	// larger ones are completed without their response, as a store with an
@@ -32,11 +33,22 @@ func New() *Store { return &Store{} }
 
 var _ persistence.Store = (*Store)(nil)
 
-// sweepSample is how many records each reservation inspects, at random,
-// to drop those that are no longer live, so that a long-running process
-// does not keep every key forever. Sampling keeps the cost of a Put
-// constant whatever the size of the store, as Redis does with its keys.
-const sweepSample = 4
+// Reservations sweep the store: they inspect records at random and drop
+// those that are no longer live, so that a long-running process does not
+// keep every key forever. Sampling keeps the cost of a Put constant
+// whatever the size of the store, as Redis does with its keys.
+//
+// Every sweepEvery-th reservation inspects sweepSample records, four per
+// reservation on average. Inspecting more records than are added bounds
+// the share of dead ones: when a fraction f of the store is dead, a
+// reservation drops 4f records on average and adds one, so the store
+// settles with at most about a quarter of its records dead. The records
+// are inspected in batches because starting a map iteration costs more
+// than inspecting a record.
+const (
+	sweepEvery  = 16
+	sweepSample = 4 * sweepEvery
+)
 
 // Put implements persistence.Store.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
@@ -54,7 +66,10 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	if s.records == nil {
 		s.records = make(map[string]*persistence.Record)
 	}
-	s.sweep(now)
+	if s.unswept++; s.unswept == sweepEvery {
+		s.unswept = 0
+		s.sweep(now)
+	}
 	s.records[rec.Key] = clone(rec)
 	return nil
 }
@@ -79,21 +94,26 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	stored := clone(rec)
-	var omitted error
-	if s.MaxResponseSize > 0 && len(stored.Response) > s.MaxResponseSize {
-		stored.Response = nil
-		stored.ResponseOmitted = true
-		omitted = persistence.ErrResponseOmitted
+	resp, omitted := rec.Response, false
+	if s.MaxResponseSize > 0 && len(resp) > s.MaxResponseSize {
+		resp, omitted = nil, true
 	}
+	resp = bytes.Clone(resp)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.records[rec.Key]
 	if !ok || old.Token != rec.Token {
 		return persistence.ErrFenced
 	}
-	s.records[rec.Key] = stored
-	return omitted
+	// The stored record is the store's own (Get and Put hand out copies),
+	// so it is overwritten in place rather than replaced.
+	*old = *rec
+	old.Response = resp
+	if omitted {
+		old.ResponseOmitted = true
+		return persistence.ErrResponseOmitted
+	}
+	return nil
 }
 
 // Delete implements persistence.Store.
@@ -121,8 +141,8 @@ func (s *Store) Len() int {
 	return len(s.records)
 }
 
-// sweep inspects a few records, from a random place in the map, and drops
-// those that are no longer live. s.mu must be held.
+// sweep inspects sweepSample records, from a random place in the map, and
+// drops those that are no longer live. s.mu must be held.
 func (s *Store) sweep(now time.Time) {
 	n := 0
 	for key, rec := range s.records {

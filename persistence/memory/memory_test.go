@@ -63,6 +63,31 @@ func TestSweepDropsExpiredRecords(t *testing.T) {
 	assert.GreaterOrEqual(t, s.Len(), 2000, "live records must be kept")
 }
 
+// TestLenStaysBoundedAsKeysExpire runs a store for a hundred lifetimes of
+// its records: every second a new key is reserved, to live for a hundred
+// seconds. The store would end with all 10000 keys if it kept them; the
+// sweep keeps it near the 101 that are live at any time.
+func TestLenStaysBoundedAsKeysExpire(t *testing.T) {
+	s := memory.New()
+	ctx := context.Background()
+	start := time.Now().Truncate(time.Second)
+	const lifetime = 100 // seconds, and so reservations
+	most := 0
+	for i := range 100 * lifetime {
+		now := start.Add(time.Duration(i) * time.Second)
+		rec := &persistence.Record{Key: fmt.Sprint("k", i), Status: persistence.StatusCompleted, ExpiresAt: now.Add(lifetime * time.Second)}
+		require.NoError(t, s.Put(ctx, rec, now))
+		most = max(most, s.Len())
+	}
+	// The store settles at about 4/3 of the live records; it never comes
+	// near twice as many.
+	assert.Less(t, most, 2*(lifetime+1), "the largest the store grew")
+	for i := 99 * lifetime; i < 100*lifetime; i++ {
+		_, err := s.Get(ctx, fmt.Sprint("k", i))
+		require.NoError(t, err, "live records must be kept")
+	}
+}
+
 func TestCancelledContext(t *testing.T) {
 	s := memory.New()
 	ctx, cancel := context.WithCancel(context.Background())
