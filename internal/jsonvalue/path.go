@@ -145,6 +145,29 @@ func (d *decoder) lookup(path []Step) (any, error) {
 }
 
 func (d *decoder) lookupObject(path []Step) (any, error) {
+	end, member, ok := scanValue(d.data, d.pos, d.depth, true, path[0].Name)
+	if !ok {
+		// The object is malformed (or deeply nested): the step-by-step
+		// walk finds the error.
+		return d.lookupObjectChecked(path)
+	}
+	if member < 0 {
+		d.pos = end
+		return nil, nil
+	}
+	// The object is checked, and its last member of that name (the one
+	// encoding/json keeps) found: look the rest of the path up in it.
+	d.pos = member
+	d.depth++
+	found, err := d.lookup(path[1:])
+	d.depth--
+	d.pos = end
+	return found, err
+}
+
+// lookupObjectChecked is lookupObject member by member, reporting the
+// first error.
+func (d *decoder) lookupObjectChecked(path []Step) (any, error) {
 	var found any
 	err := d.eachMember(func(raw []byte, escaped bool) error {
 		match := string(raw) == path[0].Name

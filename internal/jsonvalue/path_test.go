@@ -105,6 +105,7 @@ func FuzzLookupJSON(f *testing.F) {
 	f.Add([]byte(`{"a":1,"a":{"b":2}}`), "a.b")
 	f.Fuzz(func(t *testing.T, doc []byte, p string) {
 		path := parsePath(p)
+		checkLookupObject(t, doc, path)
 		got, err := LookupJSON(doc, path)
 		full, fullErr := Decode(doc, nil)
 		if (err == nil) != (fullErr == nil) {
