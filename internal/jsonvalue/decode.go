@@ -267,8 +267,10 @@ func scanValue(data []byte, i, depth int, find bool, name string) (end, member i
 				return i, member, false
 			}
 			start := i + 1
-			var special bool
-			if i, special, ok = skipString(data, i); !ok {
+			special := false
+			if j := plainEnd(data, start); j < len(data) && data[j] == '"' {
+				i = j + 1
+			} else if i, special, ok = skipStringRest(data, j); !ok {
 				return i, member, false
 			}
 			matched := find && n == 1 && keyIs(data[start:i-1], special, name)
@@ -287,7 +289,9 @@ func scanValue(data []byte, i, depth int, find bool, name string) (end, member i
 		}
 		switch c := data[i]; c {
 		case '"':
-			if i, _, ok = skipString(data, i); !ok {
+			if j := plainEnd(data, i+1); j < len(data) && data[j] == '"' {
+				i = j + 1
+			} else if i, _, ok = skipStringRest(data, j); !ok {
 				return i, member, false
 			}
 		case '{', '[':
@@ -352,8 +356,8 @@ func scanValue(data []byte, i, depth int, find bool, name string) (end, member i
 	}
 }
 
-// keyIs reports whether the object key raw, the inside of a string that
-// skipString found special or not, is name once unescaped.
+// keyIs reports whether the object key raw, the inside of a string, is
+// name once unescaped; special is whether the string may need unescaping.
 func keyIs(raw []byte, special bool, name string) bool {
 	if !special {
 		return string(raw) == name
@@ -371,17 +375,25 @@ func skipSpaceAt(data []byte, i int) int {
 	return i
 }
 
-// skipString returns the end of the string that starts at data[i], and
-// whether it is special: has escapes or bytes that are not ASCII, so that
-// its text may differ from its bytes. Those bytes need no other check:
-// invalid UTF-8 is accepted (and replaced when decoded).
-func skipString(data []byte, i int) (end int, special, ok bool) {
-	i++ // '"'
+// plainEnd returns the index of the first byte from i on that is not
+// plain ASCII (a quote, a backslash, a control character or a byte that
+// is not ASCII). For a plain string, the usual key or value, that is its
+// closing quote; scanValue inlines it, where a call per string costs.
+func plainEnd(data []byte, i int) int {
+	for i < len(data) && !stringOrHighStop[data[i]] {
+		i++
+	}
+	return i
+}
+
+// skipStringRest returns the end of a string from data[i], the first byte
+// of it that plainEnd stops at, and whether the string is special: has
+// escapes or bytes that are not ASCII, so that its text may differ from
+// its bytes. Bytes that are not ASCII need no other check: invalid UTF-8
+// is accepted (and replaced when decoded).
+func skipStringRest(data []byte, i int) (end int, special, ok bool) {
 	for {
-		for i < len(data) && !stringOrHighStop[data[i]] {
-			i++
-		}
-		if i >= len(data) {
+		if i = plainEnd(data, i); i >= len(data) {
 			return i, special, false
 		}
 		switch c := data[i]; {
