@@ -82,3 +82,26 @@ func BenchmarkExtract(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendCanonical measures what Wrap does to derive a key: the
+// canonical key material, from a pointer to the event.
+func BenchmarkAppendCanonical(b *testing.B) {
+	ev := benchEvent()
+	for _, e := range benchExpressions {
+		expr := jmespath.MustCompile(e.expr)
+		dst := make([]byte, 0, 64)
+		want := `"` + e.want + `"`
+		b.Run(e.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := expr.AppendCanonical(dst[:0], &ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if string(out) != want {
+					b.Fatalf("%s = %s, want %s", e.expr, out, want)
+				}
+			}
+		})
+	}
+}

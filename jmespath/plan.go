@@ -38,6 +38,9 @@ type chain struct {
 	paths [][]jsonvalue.Step
 	fns   []func([]any) (any, error)
 	json  []bool // fns[i] is powertools_json, which plan fuses with the path after it
+	// text is paths[0] compiled for Go values, when fns[0] is
+	// powertools_json: the path to the JSON text of the usual key.
+	text *jsonvalue.GoPath
 }
 
 // newPlan returns a plan for ast, or nil if the expression is not simple.
@@ -50,7 +53,7 @@ func newPlan(ast parsing.ASTNode) *plan {
 			if !ok {
 				return nil
 			}
-			p.chains = append(p.chains, c)
+			p.chains = append(p.chains, c.compiled())
 		}
 		return p
 	case parsing.ASTMultiSelectHash:
@@ -61,7 +64,7 @@ func newPlan(ast parsing.ASTNode) *plan {
 			if !ok || !isString {
 				return nil
 			}
-			p.chains = append(p.chains, c)
+			p.chains = append(p.chains, c.compiled())
 			p.names = append(p.names, name)
 		}
 		return p
@@ -70,7 +73,15 @@ func newPlan(ast parsing.ASTNode) *plan {
 	if !ok {
 		return nil
 	}
-	return &plan{chains: []chain{c}}
+	return &plan{chains: []chain{c.compiled()}}
+}
+
+// compiled returns c ready to run.
+func (c chain) compiled() chain {
+	if len(c.fns) > 0 && c.json[0] {
+		c.text = jsonvalue.NewGoPath(c.paths[0])
+	}
+	return c
 }
 
 // linearize appends node's steps to c.
@@ -178,7 +189,7 @@ func (c *chain) eval(e *Expression, in input) (any, error) {
 	case in.kind == goInput && len(c.fns) > 0 && c.json[0]:
 		// The usual key expression, powertools_json(body).id: read the
 		// string without boxing it, and decode only what the path reaches.
-		s, isString, other, err := jsonvalue.LookupGoString(in.goValue, c.paths[0])
+		s, isString, other, err := c.text.LookupString(in.goValue)
 		if err != nil {
 			return nil, inputError(e, in, err)
 		}
@@ -259,7 +270,7 @@ func (p *plan) appendCanonical(e *Expression, dst []byte, v any) (out []byte, do
 	if len(c.fns) != 1 || !c.json[0] {
 		return dst, false, nil
 	}
-	s, isString, _, err := jsonvalue.LookupGoString(v, c.paths[0])
+	s, isString, _, err := c.text.LookupString(v)
 	if err != nil {
 		return dst, true, inputError(e, input{goValue: v, kind: goInput}, err)
 	}

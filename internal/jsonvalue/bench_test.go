@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/retrysafe/retrysafe/internal/testevents"
 )
 
 // BenchmarkUnmarshal decodes a stored API Gateway response, the replay of
@@ -31,4 +33,29 @@ func BenchmarkAppendCanonicalAt(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkLookupString reads the body of an API Gateway event through a
+// pointer, as the key expression powertools_json(body).order_id does: by
+// reflection (LookupGoString) and through a compiled GoPath.
+func BenchmarkLookupString(b *testing.B) {
+	ev := testevents.APIGatewayOrder("ord_1")
+	path := []Step{Member("body")}
+	b.Run("reflection", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok, _, err := LookupGoString(&ev, path); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("compiled", func(b *testing.B) {
+		p := NewGoPath(path)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok, _, err := p.LookupString(&ev); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
 }

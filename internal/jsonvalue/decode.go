@@ -86,14 +86,19 @@ func (d *decoder) unexpectedEnd() error {
 }
 
 func (d *decoder) skipSpace() {
-	for d.pos < len(d.data) {
-		switch d.data[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
-		}
+	// Most calls find no space at all: only that check is inlined.
+	if d.pos < len(d.data) && d.data[d.pos] > ' ' {
+		return
 	}
+	d.skipSpaces()
+}
+
+func (d *decoder) skipSpaces() {
+	data, i := d.data, d.pos
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	d.pos = i
 }
 
 func (d *decoder) value(sel *Selection) (any, error) {
@@ -120,6 +125,19 @@ func (d *decoder) value(sel *Selection) (any, error) {
 
 // skip checks and passes over one value without keeping it.
 func (d *decoder) skip() error {
+	if end, ok := skipValue(d.data, d.pos, d.depth); ok {
+		d.pos = end
+		return nil
+	}
+	// skipValue tells only that something is wrong (or nested deeper than
+	// it tracks): the step-by-step walk finds what.
+	return d.skipChecked()
+}
+
+// skipChecked is skip step by step, reporting the first error. It never
+// calls skipValue: on a malformed value, that would scan the nested
+// values again at every level.
+func (d *decoder) skipChecked() error {
 	if d.pos >= len(d.data) {
 		return d.unexpectedEnd()
 	}
@@ -215,9 +233,261 @@ func (d *decoder) array(sel *Selection) (any, error) {
 // skipContainer passes over an object or array, checking its syntax.
 func (d *decoder) skipContainer() error {
 	if d.data[d.pos] == '{' {
-		return d.eachMember(func([]byte, bool) error { return d.skip() })
+		return d.eachMember(func([]byte, bool) error { return d.skipChecked() })
 	}
-	return d.eachElement(d.skip)
+	return d.eachElement(d.skipChecked)
+}
+
+// skipTracked is the deepest nesting that scanValue follows itself.
+const skipTracked = 256
+
+// skipValue returns the end of the value that starts at data[i], inside
+// depth containers, and true if it is well-formed; it returns false for a
+// malformed value, and for one nested more than skipTracked deep.
+func skipValue(data []byte, i, depth int) (end int, ok bool) {
+	end, _, ok = scanValue(data, i, depth, false, "")
+	return end, ok
+}
+
+// scanValue is skipValue, and with find set, it also returns where the
+// value of the object's last member named name starts (-1 if there is
+// none). It is the fast way of skip and lookups: one loop over locals,
+// with a bit per open container, that builds nothing.
+func scanValue(data []byte, i, depth int, find bool, name string) (end, member int, ok bool) {
+	var objects [skipTracked / 64]uint64 // the open containers, 1 for an object
+	var n uint                           // how many are open
+	object := false                      // the innermost is an object
+	member = -1
+	atKey := false
+	for {
+		if atKey {
+			// At an object key, after any space; then at its value.
+			atKey = false
+			if i >= len(data) || data[i] != '"' {
+				return i, member, false
+			}
+			start := i + 1
+			special := false
+			if j := plainEnd(data, start); j < len(data) && data[j] == '"' {
+				i = j + 1
+			} else if i, special, ok = skipStringRest(data, j); !ok {
+				return i, member, false
+			}
+			matched := find && n == 1 && keyIs(data[start:i-1], special, name)
+			i = skipSpaceAt(data, i)
+			if i >= len(data) || data[i] != ':' {
+				return i, member, false
+			}
+			i = skipSpaceAt(data, i+1)
+			if matched {
+				member = i
+			}
+		}
+		// At a value, after any space.
+		if i >= len(data) {
+			return i, member, false
+		}
+		switch c := data[i]; c {
+		case '"':
+			if j := plainEnd(data, i+1); j < len(data) && data[j] == '"' {
+				i = j + 1
+			} else if i, _, ok = skipStringRest(data, j); !ok {
+				return i, member, false
+			}
+		case '{', '[':
+			if n == skipTracked || depth+int(n) >= MaxDepth {
+				return i, member, false
+			}
+			i = skipSpaceAt(data, i+1)
+			if i < len(data) && data[i] == c+2 { // '}' or ']'
+				i++
+				break
+			}
+			object = c == '{'
+			if object {
+				objects[n/64] |= 1 << (n % 64)
+			} else {
+				objects[n/64] &^= 1 << (n % 64)
+			}
+			n++
+			atKey = object
+			continue
+		case 't':
+			if !hasLiteral(data, i, "true") {
+				return i, member, false
+			}
+			i += len("true")
+		case 'f':
+			if !hasLiteral(data, i, "false") {
+				return i, member, false
+			}
+			i += len("false")
+		case 'n':
+			if !hasLiteral(data, i, "null") {
+				return i, member, false
+			}
+			i += len("null")
+		default:
+			if i, ok = skipNumber(data, i); !ok {
+				return i, member, false
+			}
+		}
+		// After a value: the end, or what follows it in its container.
+		for {
+			if n == 0 {
+				return i, member, true
+			}
+			i = skipSpaceAt(data, i)
+			if i >= len(data) {
+				return i, member, false
+			}
+			if c := data[i]; c == ',' {
+				i = skipSpaceAt(data, i+1)
+				atKey = object
+				break
+			} else if object && c == '}' || !object && c == ']' {
+				i++
+				n--
+				object = n > 0 && objects[(n-1)/64]>>((n-1)%64)&1 != 0
+				continue
+			}
+			return i, member, false
+		}
+	}
+}
+
+// keyIs reports whether the object key raw, the inside of a string, is
+// name once unescaped; special is whether the string may need unescaping.
+func keyIs(raw []byte, special bool, name string) bool {
+	if !special {
+		return string(raw) == name
+	}
+	var buf [64]byte
+	return string(appendUnescaped(buf[:0], raw)) == name
+}
+
+// skipSpaceAt returns the index of the first byte from i on that is not
+// space.
+func skipSpaceAt(data []byte, i int) int {
+	for i < len(data) && data[i] <= ' ' && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainEnd returns the index of the first byte from i on that is not
+// plain ASCII (a quote, a backslash, a control character or a byte that
+// is not ASCII). For a plain string, the usual key or value, that is its
+// closing quote; scanValue inlines it, where a call per string costs.
+func plainEnd(data []byte, i int) int {
+	for i < len(data) && !stringOrHighStop[data[i]] {
+		i++
+	}
+	return i
+}
+
+// skipStringRest returns the end of a string from data[i], the first byte
+// of it that plainEnd stops at, and whether the string is special: has
+// escapes or bytes that are not ASCII, so that its text may differ from
+// its bytes. Bytes that are not ASCII need no other check: invalid UTF-8
+// is accepted (and replaced when decoded).
+func skipStringRest(data []byte, i int) (end int, special, ok bool) {
+	for {
+		if i = plainEnd(data, i); i >= len(data) {
+			return i, special, false
+		}
+		switch c := data[i]; {
+		case c == '"':
+			return i + 1, special, true
+		case c == '\\':
+			special = true
+			if i+1 >= len(data) {
+				return i, special, false
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(data) || hexValue(data[i+2])|hexValue(data[i+3])|hexValue(data[i+4])|hexValue(data[i+5]) < 0 {
+					return i, special, false
+				}
+				i += 6
+			default:
+				return i, special, false
+			}
+		case c >= utf8.RuneSelf:
+			// Special already: the rest of the string needs no look at
+			// such bytes.
+			special = true
+			for i < len(data) && !stringStop[data[i]] {
+				i++
+			}
+		default: // a control character
+			return i, special, false
+		}
+	}
+}
+
+// stringStop marks the bytes that end a run of plain string bytes: quotes,
+// backslashes and control characters; stringOrHighStop also the bytes
+// that are not ASCII.
+var stringStop, stringOrHighStop = func() (t, h [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	h = t
+	for c := utf8.RuneSelf; c < 256; c++ {
+		h[c] = true
+	}
+	return t, h
+}()
+
+// hasLiteral reports whether data holds lit at i.
+func hasLiteral(data []byte, i int, lit string) bool {
+	return len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit
+}
+
+// skipNumber returns the end of the number that starts at data[i], by the
+// grammar number checks.
+func skipNumber(data []byte, i int) (int, bool) {
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		return i, false
+	case data[i] == '0':
+		i++
+	case data[i] >= '1' && data[i] <= '9':
+		i = skipDigits(data, i+1)
+	default:
+		return i, false
+	}
+	if i < len(data) && data[i] == '.' {
+		start := i + 1
+		if i = skipDigits(data, start); i == start {
+			return i, false
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		start := i
+		if i = skipDigits(data, start); i == start {
+			return i, false
+		}
+	}
+	return i, true
+}
+
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // eachMember walks the object that starts at d.pos, calling member for each
@@ -369,37 +639,40 @@ func (d *decoder) makeString(raw []byte, escaped bool) string {
 // the bytes between the quotes, and whether they need unescaping (escape
 // sequences or invalid UTF-8).
 func (d *decoder) scanString() (raw []byte, escaped bool, err error) {
-	d.pos++ // '"'
-	start := d.pos
-	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		if plainByte[c] {
-			d.pos++
-			continue
+	// data and i are locals so that the loop keeps them in registers.
+	data := d.data
+	start := d.pos + 1 // after '"'
+	i := start
+	for {
+		for i < len(data) && plainByte[data[i]] {
+			i++
 		}
-		switch {
+		if i >= len(data) {
+			d.pos = i
+			return nil, false, d.unexpectedEnd()
+		}
+		switch c := data[i]; {
 		case c == '"':
-			raw = d.data[start:d.pos]
-			d.pos++
-			return raw, escaped, nil
+			d.pos = i + 1
+			return data[start:i], escaped, nil
 		case c == '\\':
 			escaped = true
+			d.pos = i
 			if err := d.scanEscape(); err != nil {
 				return nil, false, err
 			}
+			i = d.pos
 		case c < 0x20:
+			d.pos = i
 			return nil, false, d.errorf("control character %q in a string", c)
-		case c < utf8.RuneSelf:
-			d.pos++
-		default:
-			r, size := utf8.DecodeRune(d.data[d.pos:])
+		default: // the first byte of a multi-byte sequence, or an invalid one
+			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size == 1 {
 				escaped = true
 			}
-			d.pos += size
+			i += size
 		}
 	}
-	return nil, false, d.unexpectedEnd()
 }
 
 // plainByte marks the bytes a string scan passes over without a second

@@ -2,6 +2,8 @@ package jsonvalue
 
 import (
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -143,6 +145,29 @@ func (d *decoder) lookup(path []Step) (any, error) {
 }
 
 func (d *decoder) lookupObject(path []Step) (any, error) {
+	end, member, ok := scanValue(d.data, d.pos, d.depth, true, path[0].Name)
+	if !ok {
+		// The object is malformed (or deeply nested): the step-by-step
+		// walk finds the error.
+		return d.lookupObjectChecked(path)
+	}
+	if member < 0 {
+		d.pos = end
+		return nil, nil
+	}
+	// The object is checked, and its last member of that name (the one
+	// encoding/json keeps) found: look the rest of the path up in it.
+	d.pos = member
+	d.depth++
+	found, err := d.lookup(path[1:])
+	d.depth--
+	d.pos = end
+	return found, err
+}
+
+// lookupObjectChecked is lookupObject member by member, reporting the
+// first error.
+func (d *decoder) lookupObjectChecked(path []Step) (any, error) {
 	var found any
 	err := d.eachMember(func(raw []byte, escaped bool) error {
 		match := string(raw) == path[0].Name
@@ -219,6 +244,166 @@ func LookupGoString(v any, path []Step) (s string, isString bool, other any, err
 	}
 	other, err = fromValue(rv, nil, 0)
 	return "", false, other, err
+}
+
+// A GoPath is a path compiled, for each Go type it meets, into direct
+// reads of the string at its end: the body of powertools_json(body) in the
+// usual key expression. On a pointer to a struct whose fields on the path
+// are plain (no marshalers, embedded fields, interfaces, maps or omitzero),
+// LookupString is a type check and a few loads instead of a reflection
+// walk; everything else takes LookupGoString. It is safe for concurrent use.
+type GoPath struct {
+	path []Step
+	// last is the accessor of the type seen last, the only one a handler
+	// with one event type needs; byType keeps the others.
+	last   atomic.Pointer[goAccess]
+	byType sync.Map // reflect.Type -> *goAccess
+}
+
+// NewGoPath compiles path for LookupString.
+func NewGoPath(path []Step) *GoPath { return &GoPath{path: path} }
+
+// LookupString is LookupGoString(v, path).
+func (p *GoPath) LookupString(v any) (s string, isString bool, other any, err error) {
+	iface := (*eface)(unsafe.Pointer(&v))
+	a := p.last.Load()
+	if a == nil || a.typ != iface.typ {
+		a = p.access(v)
+	}
+	if a.direct {
+		if s, ok := a.read(iface.data); ok {
+			return s, true, nil, nil
+		}
+	}
+	return LookupGoString(v, p.path)
+}
+
+// eface is the layout of an any: its type word and its data word, which
+// is the value itself when the value is a pointer.
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+// access returns the accessor of v's type, compiling it on first use.
+func (p *GoPath) access(v any) *goAccess {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		p.last.Store(nilAccess)
+		return nilAccess
+	}
+	cached, ok := p.byType.Load(t)
+	if !ok {
+		a := compileGoAccess(t, p.path)
+		a.typ = (*eface)(unsafe.Pointer(&v)).typ
+		cached, _ = p.byType.LoadOrStore(t, a)
+	}
+	a := cached.(*goAccess)
+	p.last.Store(a)
+	return a
+}
+
+// nilAccess is the accessor of a nil any.
+var nilAccess = &goAccess{}
+
+// A goAccess reads the string at the end of a path from a pointer of one
+// type: starting from the pointer, each op adds a field offset or follows
+// a pointer field.
+type goAccess struct {
+	typ    unsafe.Pointer // the type word of the values it reads
+	direct bool           // false: the type takes the reflection walk
+	ops    []goOp
+	// omitEmpty: the string is a field with omitempty, which makes an
+	// empty one null.
+	omitEmpty bool
+}
+
+type goOp struct {
+	offset uintptr
+	deref  bool // follow the pointer at the address rather than add offset
+}
+
+// read returns the string at the end of the path from the pointer p, or
+// false when the path meets a nil pointer or an omitted string: the cases
+// that LookupGoString turns into null.
+func (a *goAccess) read(p unsafe.Pointer) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	for _, op := range a.ops {
+		if !op.deref {
+			p = unsafe.Add(p, op.offset)
+			continue
+		}
+		if p = *(*unsafe.Pointer)(p); p == nil {
+			return "", false
+		}
+	}
+	s := *(*string)(p)
+	if s == "" && a.omitEmpty {
+		return "", false
+	}
+	return s, true
+}
+
+// compileGoAccess returns the accessor of path in values of type t. It is
+// not direct unless every value on the path is a plain struct field or
+// pointer, and the path ends at a plain string: LookupGoString gives
+// everything else its meaning.
+func compileGoAccess(t reflect.Type, path []Step) *goAccess {
+	a := &goAccess{}
+	// Only a pointer is its own data word; another value's data word
+	// points at a copy, or is the value itself when pointer-shaped, which
+	// reflect does not say.
+	if t.Kind() != reflect.Pointer || !plainType(t) {
+		return a
+	}
+	t = t.Elem()
+	deref := func() bool {
+		for t.Kind() == reflect.Pointer {
+			if !plainType(t) {
+				return false
+			}
+			a.ops = append(a.ops, goOp{deref: true})
+			a.omitEmpty = false
+			t = t.Elem()
+		}
+		return plainType(t)
+	}
+	for _, step := range path {
+		if !deref() || step.IsIndex || t.Kind() != reflect.Struct {
+			return a
+		}
+		info := structInfoOf(t)
+		if info.viaEncodingJSON {
+			return a
+		}
+		i, ok := info.byName[step.Name]
+		if !ok || info.fields[i].omitZero {
+			return a
+		}
+		f := t.Field(info.fields[i].index)
+		if n := len(a.ops); n > 0 && !a.ops[n-1].deref {
+			a.ops[n-1].offset += f.Offset
+		} else {
+			a.ops = append(a.ops, goOp{offset: f.Offset})
+		}
+		// omitempty matters only for the string itself: a struct is never
+		// empty, and a nil pointer takes the reflection walk.
+		a.omitEmpty = info.fields[i].omitEmpty
+		t = f.Type
+	}
+	if !deref() || t.Kind() != reflect.String || t == numberType {
+		return a
+	}
+	a.direct = true
+	return a
+}
+
+// plainType reports whether encoding/json encodes t's values without any
+// method of theirs, whether addressable or not.
+func plainType(t reflect.Type) bool {
+	m := methodsOf(t)
+	return !m.marshaler && !m.textMarshaler && !m.ptrMarshaler && !m.ptrTextMarshaler
 }
 
 // lookupGo follows path through v. It returns the Go value at the end of

@@ -2,8 +2,12 @@ package jsonvalue
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -101,6 +105,7 @@ func FuzzLookupJSON(f *testing.F) {
 	f.Add([]byte(`{"a":1,"a":{"b":2}}`), "a.b")
 	f.Fuzz(func(t *testing.T, doc []byte, p string) {
 		path := parsePath(p)
+		checkLookupObject(t, doc, path)
 		got, err := LookupJSON(doc, path)
 		full, fullErr := Decode(doc, nil)
 		if (err == nil) != (fullErr == nil) {
@@ -116,4 +121,116 @@ func FuzzLookupJSON(f *testing.F) {
 			t.Fatalf("LookupJSON(%q, %q) = %s, want %s", doc, p, g, w)
 		}
 	})
+}
+
+type textString string
+
+func (s textString) MarshalText() ([]byte, error) { return []byte("text:" + s), nil }
+
+type plainString string
+
+type goPathLeaf struct {
+	S     string      `json:"s"`
+	Named plainString `json:"named"`
+	Omit  string      `json:"omit,omitempty"`
+	PS    *string     `json:"ps,omitempty"`
+	Text  textString  `json:"text"`
+	Num   json.Number `json:"num"`
+}
+
+type goPathRoot struct {
+	Pad   int64        `json:"pad"`
+	Leaf  goPathLeaf   `json:"leaf"`
+	Ptr   *goPathLeaf  `json:"ptr"`
+	PP    **goPathLeaf `json:"pp"`
+	Zero  goPathLeaf   `json:"zero,omitzero"`
+	Iface any          `json:"iface"`
+	Map   map[string]string
+	List  []goPathLeaf `json:"list"`
+	Emb   embedded     `json:"emb"`
+	PM    ptrMarshaler `json:"pm"`
+}
+
+func TestGoPathMatchesLookupGoString(t *testing.T) {
+	str := "p"
+	empty := ""
+	leaf := goPathLeaf{S: "s", Named: "n", Omit: "o", PS: &str, Text: "t", Num: "1.5"}
+	emptyLeaf := goPathLeaf{PS: &empty}
+	leafPtr := &leaf
+	full := goPathRoot{Pad: 1, Leaf: leaf, Ptr: &leaf, PP: &leafPtr, Zero: leaf, Iface: leaf, Map: map[string]string{"s": "m"}, List: []goPathLeaf{leaf}}
+	bare := goPathRoot{Leaf: emptyLeaf, PP: new(*goPathLeaf), Iface: &leaf}
+	str2 := "direct"
+	api := events.APIGatewayProxyRequest{Body: `{"order_id":"o"}`}
+	api.RequestContext.Identity.SourceIP = "203.0.113.7"
+	values := []any{
+		&full, &bare, full, &api, api, &str2, str2, nil, (*goPathRoot)(nil), &leafPtr, map[string]any{"leaf": map[string]any{"s": "x"}},
+	}
+	// direct holds the paths a pointer to goPathRoot reads without
+	// reflection: plain strings through plain structs and pointers.
+	direct := map[string]bool{}
+	var rootPaths []string
+	for _, first := range []string{"leaf", "ptr", "pp", "zero", "iface", "Map", "list.0", "emb", "pm", "missing"} {
+		for _, last := range []string{"s", "named", "omit", "ps", "text", "num", "name", "ptr", "missing"} {
+			p := first + "." + last
+			rootPaths = append(rootPaths, p)
+			direct[p] = slices.Contains([]string{"leaf", "ptr", "pp"}, first) && slices.Contains([]string{"s", "named", "omit", "ps"}, last)
+		}
+	}
+	for _, p := range append(rootPaths, "", "pad", "leaf", "body", "requestContext.identity.sourceIp", "headers.Accept", "Map.s") {
+		path := NewGoPath(parsePath(p))
+		assert.Equal(t, direct[p], compileGoAccess(reflect.TypeFor[*goPathRoot](), path.path).direct, "%s is direct", p)
+		// Twice over, so that each value also meets the accessor of
+		// another type, and its own from the cache.
+		for range 2 {
+			for i, v := range values {
+				s, isString, other, err := path.LookupString(v)
+				ws, wIsString, wOther, wErr := LookupGoString(v, path.path)
+				where := fmt.Sprintf("%s in value %d (%T)", p, i, v)
+				require.Equal(t, wErr, err, where)
+				assert.Equal(t, wIsString, isString, where)
+				assert.Equal(t, ws, s, where)
+				assert.Equal(t, wOther, other, where)
+			}
+		}
+	}
+	assert.True(t, compileGoAccess(reflect.TypeFor[*events.APIGatewayProxyRequest](), parsePath("body")).direct)
+	assert.True(t, compileGoAccess(reflect.TypeFor[*events.APIGatewayProxyRequest](), parsePath("requestContext.identity.sourceIp")).direct)
+	assert.True(t, compileGoAccess(reflect.TypeFor[*string](), nil).direct)
+	assert.False(t, compileGoAccess(reflect.TypeFor[events.APIGatewayProxyRequest](), parsePath("body")).direct, "not a pointer")
+}
+
+func TestGoPathConcurrentTypes(t *testing.T) {
+	path := NewGoPath(parsePath("body"))
+	api := &events.APIGatewayProxyRequest{Body: "api"}
+	sqs := &events.SQSMessage{Body: "sqs"}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for range 1000 {
+				v, want := any(api), "api"
+				if i%2 == 1 {
+					v, want = sqs, "sqs"
+				}
+				s, ok, _, err := path.LookupString(v)
+				if err != nil || !ok || s != want {
+					t.Errorf("LookupString = %q, %v, %v; want %q", s, ok, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestGoPathDoesNotAllocate(t *testing.T) {
+	path := NewGoPath(parsePath("body"))
+	api := &events.APIGatewayProxyRequest{Body: `{"order_id":"o"}`}
+	allocs := testing.AllocsPerRun(100, func() {
+		if s, ok, _, _ := path.LookupString(api); !ok || s != api.Body {
+			t.Fatalf("LookupString = %q, %v", s, ok)
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("LookupString allocates %.0f times per call, want 0", allocs)
+	}
 }
