@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -119,15 +120,7 @@ func appendCanonicalGoMap(dst []byte, v reflect.Value, depth int) ([]byte, error
 		}
 		*entries = append(*entries, mapEntry{name: name, value: iter.Value()})
 	}
-	slices.SortFunc(*entries, func(a, b mapEntry) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	sortByName(*entries)
 	dst = append(dst, '{')
 	for i, e := range *entries {
 		if i > 0 {
@@ -141,6 +134,12 @@ func appendCanonicalGoMap(dst []byte, v reflect.Value, depth int) ([]byte, error
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// sortByName sorts map entries by their names, as encoding/json orders
+// the members of a map.
+func sortByName(entries []mapEntry) {
+	slices.SortFunc(entries, func(a, b mapEntry) int { return strings.Compare(a.name, b.name) })
 }
 
 func appendCanonicalGoStruct(dst []byte, v reflect.Value, depth int) ([]byte, error) {

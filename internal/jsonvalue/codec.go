@@ -544,66 +544,23 @@ func emptiness(t reflect.Type) func(p unsafe.Pointer) bool {
 // at p. encoding/json writes fields in their order, so the field after the
 // last one decoded is tried before the look-up by name.
 func (d *decoder) decodeStruct(info *structInfo, fields []codecField, p unsafe.Pointer) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++ // '{'
-	d.skipSpace()
-	if d.at() == '}' {
-		d.pos++
-		d.depth--
-		return nil
-	}
 	next := 0
-	for {
-		d.skipSpace()
-		if d.at() != '"' {
-			return errFallback
-		}
-		raw, escaped, err := d.scanString()
-		if err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.at() != ':' {
-			return errFallback
-		}
-		d.pos++
-		d.skipSpace()
-		if escaped {
-			raw = []byte(unescape(raw))
-		}
+	return d.members(func(name []byte) error {
 		i := -1
-		if next < len(fields) && string(raw) == fields[next].name {
+		if next < len(fields) && string(name) == fields[next].name {
 			i = next
-		} else if j, ok := info.byName[string(raw)]; ok {
+		} else if j, ok := info.byName[string(name)]; ok {
 			i = j
 		}
 		if i < 0 {
-			if info.matchesFolded(string(raw)) {
+			if info.matchesFolded(string(name)) {
 				return errFallback // encoding/json matches it without regard to case
 			}
-			if err := d.skip(); err != nil {
-				return err
-			}
-		} else {
-			if err := fields[i].c.dec(d, unsafe.Add(p, fields[i].offset)); err != nil {
-				return err
-			}
-			next = i + 1
+			return d.skip()
 		}
-		d.skipSpace()
-		switch d.at() {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return errFallback
-		}
-	}
+		next = i + 1
+		return fields[i].c.dec(d, unsafe.Add(p, fields[i].offset))
+	})
 }
 
 // Maps, slices and arrays.
@@ -642,15 +599,7 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 		for iter.Next() {
 			*entries = append(*entries, mapEntry{name: iter.Key().String(), value: iter.Value()})
 		}
-		slices.SortFunc(*entries, func(a, b mapEntry) int {
-			switch {
-			case a.name < b.name:
-				return -1
-			case a.name > b.name:
-				return 1
-			}
-			return 0
-		})
+		sortByName(*entries)
 		// Map elements are not addressable: each is copied into one
 		// addressable value to be encoded from there.
 		tmp := reflect.New(elemType).Elem()
@@ -678,20 +627,8 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 		if d.at() != '{' {
 			return errFallback
 		}
-		if m.IsNil() {
-			m.Set(reflect.MakeMap(t))
-		}
-		// One key and one element, reused: SetMapIndex copies them in.
-		key := reflect.New(t.Key()).Elem()
-		value := reflect.New(elemType).Elem()
-		return d.members(func(name []byte) error {
-			value.SetZero()
-			if err := elem.dec(d, value.Addr().UnsafePointer()); err != nil {
-				return err
-			}
-			key.SetString(d.makeString(name, false))
-			m.SetMapIndex(key, value)
-			return nil
+		return d.mapInto(m, func(value reflect.Value) error {
+			return elem.dec(d, value.Addr().UnsafePointer())
 		})
 	}
 }
@@ -760,22 +697,7 @@ func decodeStringMap(d *decoder, p unsafe.Pointer) error {
 	if d.at() != '{' {
 		return errFallback
 	}
-	m := *(*map[string]string)(p)
-	if m == nil {
-		m = make(map[string]string)
-		*(*map[string]string)(p) = m
-	}
-	return d.members(func(name []byte) error {
-		if d.at() != '"' {
-			return errFallback
-		}
-		s, err := d.stringValue()
-		if err != nil {
-			return err
-		}
-		m[d.makeString(name, false)] = s
-		return nil
-	})
+	return d.stringMapInto((*map[string]string)(p))
 }
 
 func (b *codecBuilder) slice(c *codec, t reflect.Type) {
@@ -801,27 +723,9 @@ func (b *codecBuilder) slice(c *codec, t reflect.Type) {
 		if d.at() != '[' {
 			return errFallback
 		}
-		n := 0
-		err := d.eachElement(func() error {
-			if n >= v.Cap() {
-				grown := reflect.MakeSlice(t, n+1, max(4, 2*v.Cap()))
-				reflect.Copy(grown, v)
-				v.Set(grown)
-			}
-			v.SetLen(n + 1)
-			el := v.Index(n)
-			el.SetZero()
-			n++
+		return d.sliceInto(v, func(el reflect.Value) error {
 			return elem.dec(d, el.Addr().UnsafePointer())
 		})
-		if err != nil {
-			return err
-		}
-		if v.IsNil() {
-			v.Set(reflect.MakeSlice(t, 0, 0)) // [] is an empty slice, not nil
-		}
-		v.SetLen(n)
-		return nil
 	}
 }
 
@@ -839,19 +743,9 @@ func (b *codecBuilder) array(c *codec, t reflect.Type) {
 		if d.at() != '[' {
 			return errFallback
 		}
-		v := reflect.NewAt(t, p).Elem()
-		n := 0
-		err := d.eachElement(func() error {
-			n++
-			if n > length {
-				return d.skip()
-			}
-			return elem.dec(d, unsafe.Add(p, uintptr(n-1)*size))
+		return d.arrayInto(reflect.NewAt(t, p).Elem(), func(el reflect.Value) error {
+			return elem.dec(d, el.Addr().UnsafePointer())
 		})
-		for i := n; i < length; i++ {
-			v.Index(i).SetZero()
-		}
-		return err
 	}
 }
 

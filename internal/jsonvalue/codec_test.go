@@ -109,62 +109,33 @@ func codecValues() []codecAll {
 }
 
 func TestCodecMarshalMatchesEncodingJSON(t *testing.T) {
-	c := CodecFor[codecAll]()
-	require.True(t, c.Compiled())
 	for _, v := range codecValues() {
-		want, err := json.Marshal(v)
-		require.NoError(t, err)
-		got, err := c.Marshal(&v)
-		require.NoError(t, err)
-		assert.Equal(t, string(want), string(got))
-		checkCodecsAsEncodingJSON(t, want)
+		checkCodecMarshal(t, v)
 	}
 }
 
 func TestCodecOfResponses(t *testing.T) {
-	responses := []any{
-		events.APIGatewayProxyResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "X-A": "<b>"},
-			MultiValueHeaders: map[string][]string{"Set-Cookie": {"a=1", "b=2"}}, Body: `{"id":"p_1"}`},
-		events.APIGatewayV2HTTPResponse{StatusCode: 200, Cookies: []string{"c=1"}, Body: "x", IsBase64Encoded: true},
-		events.ALBTargetGroupResponse{StatusCode: 404, StatusDescription: "404 Not Found"},
-		events.LambdaFunctionURLResponse{StatusCode: 200, Body: "ok"},
-	}
-	for _, r := range responses {
-		want, err := json.Marshal(r)
-		require.NoError(t, err)
-		got, compiled := marshalWithCodec(t, r)
-		assert.True(t, compiled, "%T", r)
-		assert.Equal(t, string(want), string(got))
-		checkCodecsAsEncodingJSON(t, want)
-	}
+	checkCodecMarshal(t, events.APIGatewayProxyResponse{StatusCode: 201,
+		Headers:           map[string]string{"Content-Type": "application/json", "X-A": "<b>"},
+		MultiValueHeaders: map[string][]string{"Set-Cookie": {"a=1", "b=2"}}, Body: `{"id":"p_1"}`})
+	checkCodecMarshal(t, events.APIGatewayV2HTTPResponse{StatusCode: 200, Cookies: []string{"c=1"}, Body: "x", IsBase64Encoded: true})
+	checkCodecMarshal(t, events.ALBTargetGroupResponse{StatusCode: 404, StatusDescription: "404 Not Found"})
+	checkCodecMarshal(t, events.LambdaFunctionURLResponse{StatusCode: 200, Body: "ok"})
 }
 
-// marshalWithCodec encodes v with the Codec of its dynamic type.
-func marshalWithCodec(t *testing.T, v any) ([]byte, bool) {
-	switch v := v.(type) {
-	case events.APIGatewayProxyResponse:
-		c := CodecFor[events.APIGatewayProxyResponse]()
-		b, err := c.Marshal(&v)
-		require.NoError(t, err)
-		return b, c.Compiled()
-	case events.APIGatewayV2HTTPResponse:
-		c := CodecFor[events.APIGatewayV2HTTPResponse]()
-		b, err := c.Marshal(&v)
-		require.NoError(t, err)
-		return b, c.Compiled()
-	case events.ALBTargetGroupResponse:
-		c := CodecFor[events.ALBTargetGroupResponse]()
-		b, err := c.Marshal(&v)
-		require.NoError(t, err)
-		return b, c.Compiled()
-	case events.LambdaFunctionURLResponse:
-		c := CodecFor[events.LambdaFunctionURLResponse]()
-		b, err := c.Marshal(&v)
-		require.NoError(t, err)
-		return b, c.Compiled()
-	}
-	t.Fatalf("no codec for %T", v)
-	return nil, false
+// checkCodecMarshal checks that T compiles, that v encodes as encoding/json
+// encodes it, and that the Codecs decode the encoding as encoding/json
+// does.
+func checkCodecMarshal[T any](t *testing.T, v T) {
+	t.Helper()
+	c := CodecFor[T]()
+	assert.True(t, c.Compiled(), "%T compiles", v)
+	want, err := json.Marshal(v)
+	require.NoError(t, err)
+	got, err := c.Marshal(&v)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
+	checkCodecsAsEncodingJSON(t, want)
 }
 
 // TestCodecLeavesSpecialTypesToEncodingJSON covers types with marshalers,

@@ -203,21 +203,26 @@ func (info *structInfo) matchesFolded(name string) bool {
 	return false
 }
 
-func (d *decoder) intoMap(v reflect.Value) error {
+func (d *decoder) intoMap(v reflect.Value) error { return d.mapInto(v, d.into) }
+
+// mapInto decodes the object at the current position into the map v,
+// whose keys are strings, with elem decoding each member's value into a
+// zero element.
+func (d *decoder) mapInto(v reflect.Value, elem func(reflect.Value) error) error {
 	t := v.Type()
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(t))
 	}
 	// One key and one element, reused: SetMapIndex copies them in.
 	key := reflect.New(t.Key()).Elem()
-	elem := reflect.New(t.Elem()).Elem()
+	value := reflect.New(t.Elem()).Elem()
 	return d.members(func(name []byte) error {
-		elem.SetZero()
-		if err := d.into(elem); err != nil {
+		value.SetZero()
+		if err := elem(value); err != nil {
 			return err
 		}
 		key.SetString(d.makeString(name, false))
-		v.SetMapIndex(key, elem)
+		v.SetMapIndex(key, value)
 		return nil
 	})
 }
@@ -229,10 +234,15 @@ var stringMapType = reflect.TypeFor[map[string]string]()
 func (d *decoder) intoStringMap(v reflect.Value) error {
 	// Through the address rather than v.Interface(), which would make the
 	// value being decoded escape.
-	m := *(*map[string]string)(v.Addr().UnsafePointer())
+	return d.stringMapInto((*map[string]string)(v.Addr().UnsafePointer()))
+}
+
+// stringMapInto decodes the object at the current position into *p.
+func (d *decoder) stringMapInto(p *map[string]string) error {
+	m := *p
 	if m == nil {
 		m = make(map[string]string)
-		v.Set(reflect.ValueOf(m))
+		*p = m
 	}
 	return d.members(func(name []byte) error {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
@@ -258,7 +268,11 @@ func (d *decoder) members(member func(name []byte) error) error {
 	})
 }
 
-func (d *decoder) intoSlice(v reflect.Value) error {
+func (d *decoder) intoSlice(v reflect.Value) error { return d.sliceInto(v, d.into) }
+
+// sliceInto decodes the array at the current position into the slice v,
+// with elem decoding each element into a zero one.
+func (d *decoder) sliceInto(v reflect.Value, elem func(reflect.Value) error) error {
 	t := v.Type()
 	n := 0
 	err := d.eachElement(func() error {
@@ -271,7 +285,7 @@ func (d *decoder) intoSlice(v reflect.Value) error {
 		el := v.Index(n)
 		el.SetZero()
 		n++
-		return d.into(el)
+		return elem(el)
 	})
 	if err != nil {
 		return err
@@ -283,7 +297,12 @@ func (d *decoder) intoSlice(v reflect.Value) error {
 	return nil
 }
 
-func (d *decoder) intoArray(v reflect.Value) error {
+func (d *decoder) intoArray(v reflect.Value) error { return d.arrayInto(v, d.into) }
+
+// arrayInto decodes the array at the current position into the array v,
+// with elem decoding each element; elements beyond v's length are
+// skipped, and those the document lacks are zeroed.
+func (d *decoder) arrayInto(v reflect.Value, elem func(reflect.Value) error) error {
 	n := 0
 	err := d.eachElement(func() error {
 		if n >= v.Len() {
@@ -291,7 +310,7 @@ func (d *decoder) intoArray(v reflect.Value) error {
 			return d.skip()
 		}
 		n++
-		return d.into(v.Index(n - 1))
+		return elem(v.Index(n - 1))
 	})
 	for i := n; i < v.Len(); i++ {
 		v.Index(i).SetZero()
