@@ -432,16 +432,11 @@ func decodeBytes(d *decoder, p unsafe.Pointer) error {
 	if d.at() != '"' {
 		return errFallback
 	}
-	raw, escaped, err := d.scanString()
-	if err != nil || escaped {
-		return errFallback
-	}
-	b := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
-	n, err := base64.StdEncoding.Decode(b, raw)
+	b, err := d.base64String()
 	if err != nil {
-		return errFallback
+		return err
 	}
-	*(*[]byte)(p) = b[:n]
+	*(*[]byte)(p) = b
 	return nil
 }
 

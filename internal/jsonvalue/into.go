@@ -319,15 +319,26 @@ func (d *decoder) arrayInto(v reflect.Value, elem func(reflect.Value) error) err
 }
 
 func (d *decoder) intoBytes(v reflect.Value) error {
+	b, err := d.base64String()
+	if err != nil {
+		return err
+	}
+	v.SetBytes(b)
+	return nil
+}
+
+// base64String decodes the string at the current position as encoding/json
+// decodes a []byte, from standard base64. Escapes in the string are left
+// to encoding/json.
+func (d *decoder) base64String() ([]byte, error) {
 	raw, escaped, err := d.scanString()
 	if err != nil || escaped {
-		return errFallback
+		return nil, errFallback
 	}
 	b := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
 	n, err := base64.StdEncoding.Decode(b, raw)
 	if err != nil {
-		return errFallback
+		return nil, errFallback
 	}
-	v.SetBytes(b[:n])
-	return nil
+	return b[:n], nil
 }
