@@ -125,8 +125,7 @@ type codecBuilder struct {
 // compiles reports whether encoding/json encodes and decodes values of t
 // by its plain rules, which the compiled functions follow.
 func compiles(t reflect.Type) bool {
-	m := methodsOf(t)
-	return !m.marshaler && !m.textMarshaler && !m.ptrMarshaler && !m.ptrTextMarshaler && !m.ptrUnmarshaler && t != numberType
+	return plainType(t) && !methodsOf(t).ptrUnmarshaler && t != numberType
 }
 
 func (b *codecBuilder) compile(t reflect.Type) *codec {
