@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -337,4 +338,38 @@ func TestCodecStringsNotShared(t *testing.T) {
 	}
 	assert.Equal(t, strings.Repeat("x", 300), v.S)
 	assert.Equal(t, map[string]string{"k": "v"}, v.M)
+}
+
+// TestCodecConcurrentUse shares one Codec between goroutines, as a wrapped
+// handler shares its own between concurrent invocations.
+func TestCodecConcurrentUse(t *testing.T) {
+	c := CodecFor[codecAll]()
+	values := codecValues()
+	encoded := make([][]byte, len(values))
+	decoded := make([]codecAll, len(values))
+	for i := range values {
+		var err error
+		encoded[i], err = json.Marshal(values[i])
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(encoded[i], &decoded[i]))
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for n := range 200 {
+				i := (g + n) % len(values)
+				data, err := c.Marshal(&values[i])
+				if err != nil || string(data) != string(encoded[i]) {
+					t.Errorf("Marshal: %s (%v), want %s", data, err, encoded[i])
+					return
+				}
+				var got codecAll
+				if err := c.Unmarshal(data, &got); err != nil || !reflect.DeepEqual(got, decoded[i]) {
+					t.Errorf("Unmarshal: %+v (%v), want %+v", got, err, decoded[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
