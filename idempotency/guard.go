@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -92,14 +91,12 @@ func (g *Guard) Key(material []byte) string {
 
 func hashKey(prefix string, material []byte) string {
 	sum := sha256.Sum256(material)
-	var hexSum [2 * sha256.Size]byte
-	hex.Encode(hexSum[:], sum[:])
-	var b strings.Builder
-	b.Grow(len(prefix) + 1 + len(hexSum))
-	b.WriteString(prefix)
-	b.WriteByte('#')
-	b.Write(hexSum[:])
-	return b.String()
+	// One allocation, written once and never changed, becomes the string.
+	b := make([]byte, len(prefix)+1+2*sha256.Size)
+	n := copy(b, prefix)
+	b[n] = '#'
+	hex.Encode(b[n+1:], sum[:])
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // Fingerprint returns the hex SHA-256 of material, the payload hash that
