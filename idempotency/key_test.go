@@ -75,7 +75,7 @@ func FuzzKeyDerivation(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	w := &wrapped[json.RawMessage, int]{g: g}
+	w := newWrapped[json.RawMessage, int](nil, g, &config{}, nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		key, _, err := w.derive(json.RawMessage(data))
 		if err != nil {
@@ -115,8 +115,8 @@ func TestMissingKeyRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct := &wrapped[json.RawMessage, int]{g: g, keyExpr: jmespath.MustCompile("k")}
-	inBody := &wrapped[struct{ Body string }, int]{g: g, keyExpr: jmespath.MustCompile("powertools_json(Body).k")}
+	direct := newWrapped[json.RawMessage, int](nil, g, &config{keyExpr: jmespath.MustCompile("k")}, nil)
+	inBody := newWrapped[struct{ Body string }, int](nil, g, &config{keyExpr: jmespath.MustCompile("powertools_json(Body).k")}, nil)
 	for v, missing := range map[string]bool{
 		`null`: true, `""`: true, `[]`: true, `[null]`: true, `{}`: true, `{"a":null}`: true,
 		`0`: false, `false`: false, `"x"`: false, `[null,0]`: false, `{"a":""}`: false, `"\u0041"`: false,

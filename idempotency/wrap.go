@@ -49,9 +49,18 @@ func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persisten
 	if g.disabled {
 		return h, nil
 	}
+	return newWrapped(h, g, cfg, hook).call, nil
+}
+
+// newWrapped returns h wrapped with g, its encoders compiled for In and
+// Out.
+func newWrapped[In, Out any](h func(context.Context, In) (Out, error), g *Guard, cfg *config, hook func(context.Context, Out, *persistence.Record) Out) *wrapped[In, Out] {
 	w := &wrapped[In, Out]{h: h, g: g, keyExpr: cfg.keyExpr, validationExpr: cfg.validationExpr, hook: hook,
 		results: jsonvalue.CodecFor[Out]()}
-	return w.call, nil
+	if cfg.keyExpr == nil {
+		w.wholeInput = jsonvalue.CanonicalEncoderFor[In]()
+	}
+	return w
 }
 
 // MustWrap is like Wrap but panics if Wrap fails. It suits package-level
@@ -74,6 +83,9 @@ type wrapped[In, Out any] struct {
 	// results encodes results and decodes replays as encoding/json does,
 	// with functions compiled for Out when Wrap is called.
 	results *jsonvalue.Codec[Out]
+	// wholeInput encodes the input as the key when there is no key
+	// expression.
+	wholeInput *jsonvalue.CanonicalEncoder[In]
 	// inputs and replays hold zero *In and *Out values: the input to
 	// select keys from and the target to decode replays into. Reflection
 	// makes both escape; pooled ones save an allocation (and, for an
@@ -187,7 +199,7 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 
 	if w.keyExpr == nil {
 		// The whole input: encode it straight from the Go value.
-		if *buf, err = jsonvalue.AppendCanonicalGo((*buf)[:0], input); err != nil {
+		if *buf, err = w.wholeInput.Append((*buf)[:0], input); err != nil {
 			return "", "", &KeyError{Err: err}
 		}
 		if jsonvalue.NullOrEmpty(*buf) {

@@ -38,6 +38,40 @@ func CodecFor[T any]() *Codec[T] {
 	return &Codec[T]{c: c}
 }
 
+// CanonicalEncoder writes values of type T as AppendCanonicalGo does, with
+// functions compiled once for T, as Codec compiles them: the encoding an
+// idempotency key is hashed from when it is the whole input. Types that
+// do not compile, and values the compiled functions hand over (NaN, deep
+// nesting), take AppendCanonicalGo itself.
+type CanonicalEncoder[T any] struct{ c *codec }
+
+// CanonicalEncoderFor returns the CanonicalEncoder of T. It compiles T, so
+// callers keep it rather than ask for it per value.
+func CanonicalEncoderFor[T any]() *CanonicalEncoder[T] {
+	b := codecBuilder{seen: map[reflect.Type]*codec{}, canonical: true}
+	c := b.compile(reflect.TypeFor[T]())
+	if b.failed {
+		c = nil
+	}
+	return &CanonicalEncoder[T]{c: c}
+}
+
+// Compiled reports whether T has compiled functions.
+func (e *CanonicalEncoder[T]) Compiled() bool { return e.c != nil }
+
+// Append appends the canonical encoding of *v to dst: the bytes of
+// AppendCanonicalGo(dst, v).
+func (e *CanonicalEncoder[T]) Append(dst []byte, v *T) ([]byte, error) {
+	if e.c != nil {
+		out, err := e.c.enc(dst, unsafe.Pointer(v), 0)
+		if err == nil {
+			return out, nil
+		}
+		dst = out[:len(dst)]
+	}
+	return AppendCanonicalGo(dst, v)
+}
+
 // Compiled reports whether T has compiled functions; when it does not,
 // every value goes through encoding/json.
 func (c *Codec[T]) Compiled() bool { return c.c != nil }
@@ -120,6 +154,19 @@ type codecBuilder struct {
 	// still being compiled, so that recursive types refer to themselves.
 	seen   map[reflect.Type]*codec
 	failed bool
+	// canonical compiles encoders of AppendCanonicalGo's form rather than
+	// encoding/json's: members sorted by name, its own string escapes and
+	// number form.
+	canonical bool
+}
+
+// quoter returns the function that writes strings in the form being
+// compiled.
+func (b *codecBuilder) quoter() func(dst []byte, s string) []byte {
+	if b.canonical {
+		return appendString
+	}
+	return appendStringHTML
 }
 
 // compiles reports whether encoding/json encodes and decodes values of t
@@ -143,6 +190,9 @@ func (b *codecBuilder) compile(t reflect.Type) *codec {
 		c.enc, c.dec = encodeBool, decodeBool
 	case reflect.String:
 		c.enc, c.dec = encodeString, decodeString
+		if b.canonical {
+			c.enc = encodeCanonicalString
+		}
 	case reflect.Int:
 		*c = intCodec[int]()
 	case reflect.Int8:
@@ -167,8 +217,14 @@ func (b *codecBuilder) compile(t reflect.Type) *codec {
 		*c = uintCodec[uintptr]()
 	case reflect.Float32:
 		*c = floatCodec[float32](32)
+		if b.canonical {
+			c.enc = encodeCanonicalFloat[float32](32)
+		}
 	case reflect.Float64:
 		*c = floatCodec[float64](64)
+		if b.canonical {
+			c.enc = encodeCanonicalFloat[float64](64)
+		}
 	case reflect.Pointer:
 		b.pointer(c, t)
 	case reflect.Struct:
@@ -185,6 +241,9 @@ func (b *codecBuilder) compile(t reflect.Type) *codec {
 		b.array(c, t)
 	case reflect.Interface:
 		c.enc, c.dec = interfaceCodec(t)
+		if b.canonical {
+			c.enc = encodeCanonicalInterface(t)
+		}
 	default:
 		// Channels, functions, complex numbers: encoding/json's errors.
 		b.failed = true
@@ -239,6 +298,10 @@ func decodeBool(d *decoder, p unsafe.Pointer) error {
 
 func encodeString(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 	return appendStringHTML(dst, *(*string)(p)), nil
+}
+
+func encodeCanonicalString(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	return appendString(dst, *(*string)(p)), nil
 }
 
 func decodeString(d *decoder, p unsafe.Pointer) error {
@@ -347,6 +410,17 @@ func floatCodec[F float32 | float64](bits int) codec {
 	}
 }
 
+// encodeCanonicalFloat writes floats as AppendCanonicalGo does.
+func encodeCanonicalFloat[F float32 | float64](bits int) func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	return func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+		g, err := floatValue(float64(*(*F)(p)), bits)
+		if err != nil {
+			return dst, errFallback
+		}
+		return appendCanonical(dst, g, 0)
+	}
+}
+
 // nullOrFallback passes over a null, which leaves a scalar as it is, and
 // hands anything else to encoding/json.
 func (d *decoder) nullOrFallback() error {
@@ -413,6 +487,18 @@ func interfaceCodec(t reflect.Type) (
 	return enc, dec
 }
 
+// encodeCanonicalInterface writes the value inside an interface as
+// AppendCanonicalGo does, by its reflective walk.
+func encodeCanonicalInterface(t reflect.Type) func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+	return func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
+		dst, err := appendCanonicalGo(dst, reflect.NewAt(t, p).Elem(), depth)
+		if err != nil {
+			return dst, errFallback
+		}
+		return dst, nil
+	}
+}
+
 func encodeBytes(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 	b := *(*[]byte)(p)
 	if b == nil {
@@ -464,7 +550,7 @@ func (b *codecBuilder) structure(c *codec, t reflect.Type) {
 		sf := t.Field(fi.index)
 		f := &fields[i]
 		f.name = fi.name
-		f.key = append(appendStringHTML(nil, fi.name), ':')
+		f.key = append(b.quoter()(nil, fi.name), ':')
 		f.offset = sf.Offset
 		f.c = b.compile(sf.Type)
 		switch {
@@ -482,10 +568,19 @@ func (b *codecBuilder) structure(c *codec, t reflect.Type) {
 			f.omit = emptiness(sf.Type)
 		}
 	}
+	// encoding/json writes fields in their order, the canonical form in
+	// the order of their names.
+	order := make([]int, len(fields))
+	for i := range order {
+		order[i] = i
+	}
+	if b.canonical {
+		order = info.sorted
+	}
 	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
 		dst = append(dst, '{')
 		first := true
-		for i := range fields {
+		for _, i := range order {
 			f := &fields[i]
 			fp := unsafe.Add(p, f.offset)
 			if f.omit != nil && f.omit(fp) {
@@ -570,9 +665,10 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 		return
 	}
 	if t == stringMapType {
-		c.enc, c.dec = encodeStringMap, decodeStringMap
+		c.enc, c.dec = stringMapEncoder(b.quoter()), decodeStringMap
 		return
 	}
+	quote := b.quoter()
 	elemType := t.Elem()
 	elem := b.compile(elemType)
 	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
@@ -602,7 +698,7 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendStringHTML(dst, e.name)
+			dst = quote(dst, e.name)
 			dst = append(dst, ':')
 			tmp.Set(e.value)
 			var err error
@@ -630,10 +726,15 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 // stringKeys holds scratch slices that sort the keys of string maps.
 var stringKeys = sync.Pool{New: func() any { return new([]string) }}
 
-// encodeStringMap encodes a map[string]string, the type of HTTP headers,
-// without reflect.
-func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
-	m := *(*map[string]string)(p)
+// stringMapEncoder returns the encoder of map[string]string, the type of
+// HTTP headers, which needs no reflect; quote writes the strings.
+func stringMapEncoder(quote func([]byte, string) []byte) func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+	return func(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
+		return encodeStringMap(dst, *(*map[string]string)(p), quote)
+	}
+}
+
+func encodeStringMap(dst []byte, m map[string]string, quote func([]byte, string) []byte) ([]byte, error) {
 	if m == nil {
 		return append(dst, "null"...), nil
 	}
@@ -651,7 +752,7 @@ func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 		}
 		dst = append(dst, '{')
 		for i, e := range entries[:n] {
-			dst = appendMember(dst, i, e[0], e[1])
+			dst = appendMember(dst, i, e[0], e[1], quote)
 		}
 		return append(dst, '}'), nil
 	}
@@ -662,7 +763,7 @@ func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 	slices.Sort(*keys)
 	dst = append(dst, '{')
 	for i, k := range *keys {
-		dst = appendMember(dst, i, k, m[k])
+		dst = appendMember(dst, i, k, m[k], quote)
 	}
 	clear(*keys)
 	*keys = (*keys)[:0]
@@ -674,13 +775,13 @@ func encodeStringMap(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 const smallMap = 8
 
 // appendMember appends the i-th member of an object of strings.
-func appendMember(dst []byte, i int, name, value string) []byte {
+func appendMember(dst []byte, i int, name, value string, quote func([]byte, string) []byte) []byte {
 	if i > 0 {
 		dst = append(dst, ',')
 	}
-	dst = appendStringHTML(dst, name)
+	dst = quote(dst, name)
 	dst = append(dst, ':')
-	return appendStringHTML(dst, value)
+	return quote(dst, value)
 }
 
 func decodeStringMap(d *decoder, p unsafe.Pointer) error {

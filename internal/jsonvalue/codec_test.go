@@ -246,7 +246,9 @@ func checkCodec[T any](t testing.TB, data []byte) {
 	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("into %T from %q:\n encoding/json %#v\n Codec         %#v", got, data, want, got)
 	}
-	// What was decoded encodes as encoding/json encodes it.
+	// What was decoded encodes as encoding/json encodes it, and in the
+	// canonical form as AppendCanonicalGo writes it.
+	checkCanonical(t, &got)
 	wantBytes, wantErr := json.Marshal(want)
 	gotBytes, gotErr := CodecFor[T]().Marshal(&got)
 	if (wantErr == nil) != (gotErr == nil) || string(wantBytes) != string(gotBytes) {
@@ -372,4 +374,50 @@ func TestCodecConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// checkCanonical checks that the CanonicalEncoder of T writes *v as
+// AppendCanonicalGo does, errors included.
+func checkCanonical[T any](t testing.TB, v *T) {
+	t.Helper()
+	want, wantErr := AppendCanonicalGo([]byte("prefix"), v)
+	got, gotErr := CanonicalEncoderFor[T]().Append([]byte("prefix"), v)
+	if (wantErr == nil) != (gotErr == nil) || string(want) != string(got) {
+		t.Fatalf("canonical %T:\n AppendCanonicalGo %s %v\n CanonicalEncoder  %s %v", v, want, wantErr, got, gotErr)
+	}
+	if wantErr != nil && wantErr.Error() != gotErr.Error() {
+		t.Fatalf("canonical %T: AppendCanonicalGo error %v, CanonicalEncoder error %v", v, wantErr, gotErr)
+	}
+}
+
+func TestCanonicalEncoderMatchesAppendCanonicalGo(t *testing.T) {
+	assert.True(t, CanonicalEncoderFor[codecAll]().Compiled())
+	assert.True(t, CanonicalEncoderFor[events.APIGatewayProxyRequest]().Compiled(), "the usual input compiles")
+	assert.True(t, CanonicalEncoderFor[events.SQSEvent]().Compiled())
+	assert.False(t, CanonicalEncoderFor[sample]().Compiled())
+	for _, v := range codecValues() {
+		checkCanonical(t, &v)
+	}
+	for _, v := range []codecAll{{F64: math.NaN()}, {F32: float32(math.Inf(1))}, {Any: math.NaN()}, {Any: make(chan int)}} {
+		checkCanonical(t, &v)
+	}
+	s := sampleValue()
+	checkCanonical(t, &s)
+
+	req := events.APIGatewayProxyRequest{Resource: "/orders", Path: "/orders", HTTPMethod: "POST",
+		Headers:               map[string]string{"Content-Type": "application/json", "X-<": "&"},
+		MultiValueHeaders:     map[string][]string{"Accept": {"a", "b"}},
+		QueryStringParameters: map[string]string{"q": "1"}, Body: `{"order_id":"ord_1"}`,
+		RequestContext: events.APIGatewayProxyRequestContext{RequestID: "r", RequestTimeEpoch: 1764669600000,
+			Authorizer: map[string]any{"claims": map[string]any{"sub": "u", "n": 1.5}, "big": json.Number("12345678901234567890")}}}
+	checkCanonical(t, &req)
+
+	cycle := &codecInner{N: 1}
+	cycle.Next = cycle
+	checkCanonical(t, &cycle)
+	deep := &codecInner{}
+	for i := range 3 * maxEncodeDepth {
+		deep = &codecInner{N: i, Next: deep}
+	}
+	checkCanonical(t, &deep)
 }

@@ -14,8 +14,9 @@
 //     give equal bytes whatever their key order or number spelling.
 //
 // Beside them, Codec encodes and decodes the Go values handlers return
-// (stored responses) with the results of encoding/json, through functions
-// compiled once per type.
+// (stored responses) with the results of encoding/json, and
+// CanonicalEncoder writes Go values in AppendCanonical's form (whole
+// inputs as keys), through functions compiled once per type.
 //
 // Decode and FromGo take a Selection, the parts of the value a reader needs;
 // everything else is skipped without being materialised.
