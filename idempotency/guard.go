@@ -80,7 +80,12 @@ func (g *Guard) Prefix() string { return g.prefix }
 // InProgressError's Until into a relative delay (an HTTP Retry-After)
 // measure it against this clock, so that the delay agrees with when the
 // Guard will let the key go.
-func (g *Guard) Now() time.Time { return g.cfg.now() }
+func (g *Guard) Now() time.Time {
+	if g.cfg.now != nil {
+		return g.cfg.now()
+	}
+	return time.Now()
+}
 
 // Key returns the idempotency key for key material: the prefix, "#", and
 // the hex SHA-256 of material. Callers pass canonical bytes (equal inputs,
@@ -151,7 +156,7 @@ func (g *Guard) Do(ctx context.Context, key, payloadHash string, fn func(context
 // the caller now owns the key; otherwise the result of an earlier call to
 // replay, or why the call cannot go on.
 func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persistence.Record, Result, error) {
-	now := g.cfg.now()
+	now := g.Now()
 	rec := &persistence.Record{
 		Key:         key,
 		Status:      persistence.StatusInProgress,
@@ -196,7 +201,7 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 		if attempt == maxReserveAttempts {
 			return nil, Result{}, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
-		now = g.cfg.now()
+		now = g.Now()
 	}
 }
 
@@ -341,7 +346,7 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 	// write's deadline.
 	start := time.Now()
 	now := start
-	if !g.cfg.wallClock {
+	if g.cfg.now != nil {
 		now = g.cfg.now()
 	}
 	rec.Status = persistence.StatusCompleted

@@ -44,8 +44,7 @@ type config struct {
 	inProgressTimeout time.Duration
 	finalWriteTimeout time.Duration
 	observer          func(context.Context, Event)
-	now               func() time.Time
-	wallClock         bool // now is time.Now (no WithClock)
+	now               func() time.Time // nil: time.Now
 	errs              []error
 }
 
@@ -54,8 +53,6 @@ func newConfig(opts []Option) (*config, error) {
 		expiry:            DefaultExpiry,
 		inProgressTimeout: DefaultInProgressTimeout,
 		finalWriteTimeout: DefaultFinalWriteTimeout,
-		now:               time.Now,
-		wallClock:         true,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -251,6 +248,5 @@ func WithClock(now func() time.Time) Option {
 			c.fail("WithClock: nil function")
 		}
 		c.now = now
-		c.wallClock = false
 	}
 }
