@@ -106,40 +106,47 @@ type mapEntry struct {
 }
 
 func appendCanonicalGoMap(dst []byte, v reflect.Value, depth int) ([]byte, error) {
+	dst = append(dst, '{')
+	err := eachMapMember(v, func(i int, name string, value reflect.Value) error {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, name)
+		dst = append(dst, ':')
+		var err error
+		dst, err = appendCanonicalGo(dst, value, depth+1)
+		return err
+	})
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
+// eachMapMember calls member with the members of the map m in the order of
+// their names, as encoding/json orders them.
+func eachMapMember(m reflect.Value, member func(i int, name string, value reflect.Value) error) error {
 	entries := mapKeys.Get().(*[]mapEntry)
 	defer func() {
 		clear(*entries)
 		*entries = (*entries)[:0]
 		mapKeys.Put(entries)
 	}()
-	iter := v.MapRange()
+	iter := m.MapRange()
 	for iter.Next() {
 		name, err := mapKeyName(iter.Key())
 		if err != nil {
-			return dst, err
+			return err
 		}
 		*entries = append(*entries, mapEntry{name: name, value: iter.Value()})
 	}
-	sortByName(*entries)
-	dst = append(dst, '{')
+	slices.SortFunc(*entries, func(a, b mapEntry) int { return strings.Compare(a.name, b.name) })
 	for i, e := range *entries {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, e.name)
-		dst = append(dst, ':')
-		var err error
-		if dst, err = appendCanonicalGo(dst, e.value, depth+1); err != nil {
-			return dst, err
+		if err := member(i, e.name, e.value); err != nil {
+			return err
 		}
 	}
-	return append(dst, '}'), nil
-}
-
-// sortByName sorts map entries by their names, as encoding/json orders
-// the members of a map.
-func sortByName(entries []mapEntry) {
-	slices.SortFunc(entries, func(a, b mapEntry) int { return strings.Compare(a.name, b.name) })
+	return nil
 }
 
 func appendCanonicalGoStruct(dst []byte, v reflect.Value, depth int) ([]byte, error) {

@@ -679,32 +679,23 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 		if depth >= maxEncodeDepth {
 			return dst, errFallback
 		}
-		entries := mapKeys.Get().(*[]mapEntry)
-		defer func() {
-			clear(*entries)
-			*entries = (*entries)[:0]
-			mapKeys.Put(entries)
-		}()
-		iter := m.MapRange()
-		for iter.Next() {
-			*entries = append(*entries, mapEntry{name: iter.Key().String(), value: iter.Value()})
-		}
-		sortByName(*entries)
 		// Map elements are not addressable: each is copied into one
 		// addressable value to be encoded from there.
 		tmp := reflect.New(elemType).Elem()
 		dst = append(dst, '{')
-		for i, e := range *entries {
+		err := eachMapMember(m, func(i int, name string, value reflect.Value) error {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = quote(dst, e.name)
+			dst = quote(dst, name)
 			dst = append(dst, ':')
-			tmp.Set(e.value)
+			tmp.Set(value)
 			var err error
-			if dst, err = elem.enc(dst, tmp.Addr().UnsafePointer(), depth+1); err != nil {
-				return dst, err
-			}
+			dst, err = elem.enc(dst, tmp.Addr().UnsafePointer(), depth+1)
+			return err
+		})
+		if err != nil {
+			return dst, err
 		}
 		return append(dst, '}'), nil
 	}
