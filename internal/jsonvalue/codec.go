@@ -30,46 +30,7 @@ type Codec[T any] struct{ c *codec }
 // CodecFor returns the Codec of T. It compiles T, so callers keep the
 // Codec rather than ask for it per value.
 func CodecFor[T any]() *Codec[T] {
-	b := codecBuilder{seen: map[reflect.Type]*codec{}}
-	c := b.compile(reflect.TypeFor[T]())
-	if b.failed {
-		c = nil
-	}
-	return &Codec[T]{c: c}
-}
-
-// CanonicalEncoder writes values of type T as AppendCanonicalGo does, with
-// functions compiled once for T, as Codec compiles them: the encoding an
-// idempotency key is hashed from when it is the whole input. Types that
-// do not compile, and values the compiled functions hand over (NaN, deep
-// nesting), take AppendCanonicalGo itself.
-type CanonicalEncoder[T any] struct{ c *codec }
-
-// CanonicalEncoderFor returns the CanonicalEncoder of T. It compiles T, so
-// callers keep it rather than ask for it per value.
-func CanonicalEncoderFor[T any]() *CanonicalEncoder[T] {
-	b := codecBuilder{seen: map[reflect.Type]*codec{}, canonical: true}
-	c := b.compile(reflect.TypeFor[T]())
-	if b.failed {
-		c = nil
-	}
-	return &CanonicalEncoder[T]{c: c}
-}
-
-// Compiled reports whether T has compiled functions.
-func (e *CanonicalEncoder[T]) Compiled() bool { return e.c != nil }
-
-// Append appends the canonical encoding of *v to dst: the bytes of
-// AppendCanonicalGo(dst, v).
-func (e *CanonicalEncoder[T]) Append(dst []byte, v *T) ([]byte, error) {
-	if e.c != nil {
-		out, err := e.c.enc(dst, unsafe.Pointer(v), 0)
-		if err == nil {
-			return out, nil
-		}
-		dst = out[:len(dst)]
-	}
-	return AppendCanonicalGo(dst, v)
+	return &Codec[T]{c: compileType(reflect.TypeFor[T](), false)}
 }
 
 // Compiled reports whether T has compiled functions; when it does not,
@@ -132,6 +93,35 @@ func (c *Codec[T]) Unmarshal(data []byte, v *T) error {
 	return json.Unmarshal(data, v)
 }
 
+// CanonicalEncoder writes values of type T as AppendCanonicalGo does, with
+// functions compiled once for T, as Codec compiles them: the encoding an
+// idempotency key is hashed from when it is the whole input. Types that
+// do not compile, and values the compiled functions hand over (NaN, deep
+// nesting), take AppendCanonicalGo itself.
+type CanonicalEncoder[T any] struct{ c *codec }
+
+// CanonicalEncoderFor returns the CanonicalEncoder of T. It compiles T, so
+// callers keep it rather than ask for it per value.
+func CanonicalEncoderFor[T any]() *CanonicalEncoder[T] {
+	return &CanonicalEncoder[T]{c: compileType(reflect.TypeFor[T](), true)}
+}
+
+// Compiled reports whether T has compiled functions.
+func (e *CanonicalEncoder[T]) Compiled() bool { return e.c != nil }
+
+// Append appends the canonical encoding of *v to dst: the bytes of
+// AppendCanonicalGo(dst, v).
+func (e *CanonicalEncoder[T]) Append(dst []byte, v *T) ([]byte, error) {
+	if e.c != nil {
+		out, err := e.c.enc(dst, unsafe.Pointer(v), 0)
+		if err == nil {
+			return out, nil
+		}
+		dst = out[:len(dst)]
+	}
+	return AppendCanonicalGo(dst, v)
+}
+
 // decoders holds decoders for Unmarshal: the compiled functions are
 // called through function values, which would make a fresh one escape.
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
@@ -173,6 +163,16 @@ func (b *codecBuilder) quoter() func(dst []byte, s string) []byte {
 // by its plain rules, which the compiled functions follow.
 func compiles(t reflect.Type) bool {
 	return plainType(t) && !methodsOf(t).ptrUnmarshaler && t != numberType
+}
+
+// compileType returns the compiled functions of t, in the canonical form
+// or encoding/json's, or nil when t does not compile.
+func compileType(t reflect.Type, canonical bool) *codec {
+	b := codecBuilder{seen: map[reflect.Type]*codec{}, canonical: canonical}
+	if c := b.compile(t); !b.failed {
+		return c
+	}
+	return nil
 }
 
 func (b *codecBuilder) compile(t reflect.Type) *codec {
