@@ -3,23 +3,8 @@ package jsonvalue
 import (
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/retrysafe/retrysafe/internal/testevents"
 )
-
-// BenchmarkUnmarshal decodes a stored API Gateway response, the replay of
-// the usual HTTP handler.
-func BenchmarkUnmarshal(b *testing.B) {
-	data := []byte(`{"statusCode":201,"headers":{"Content-Type":"application/json"},"multiValueHeaders":null,"body":"{\"payment_id\":\"pay_123\",\"status\":\"created\"}"}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		var resp events.APIGatewayProxyResponse
-		if err := Unmarshal(data, &resp); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkAppendCanonicalAt finds the key in an order's body, as the key
 // expression powertools_json(body).order_id does.

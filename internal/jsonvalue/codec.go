@@ -21,7 +21,7 @@ import (
 // strings, bools, numbers and interfaces. When T, or any type it contains,
 // has a marshaler or an unmarshaler (json or text), is json.Number, or is
 // anything else encoding/json treats specially, the Codec gives every value
-// to encoding/json to encode and to Unmarshal to decode. Either way the
+// to encoding/json. Either way the
 // results are encoding/json's: Marshal returns the bytes json.Marshal
 // returns, errors included, and Unmarshal decodes what json.Unmarshal
 // decodes into a zero T.
@@ -72,7 +72,7 @@ func (c *Codec[T]) Marshal(v *T) ([]byte, error) {
 // starts again with encoding/json, which also gives its own errors.
 func (c *Codec[T]) Unmarshal(data []byte, v *T) error {
 	if c.c == nil {
-		return Unmarshal(data, v)
+		return json.Unmarshal(data, v)
 	}
 	d := decoders.Get().(*decoder)
 	*d = decoder{data: data, batchStrings: true}

@@ -218,13 +218,17 @@ func TestCodecUnmarshalMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// codecCheckers decode a document with the Codecs of several types and
-// compare the results with encoding/json's; checkSameAsEncodingJSON runs
-// them too, so the decoding fuzz test covers them.
+// codecCheckers decode a document with the Codecs of several types, those
+// that compile and those that do not, and compare the results with
+// encoding/json's; FuzzCodec runs them on its inputs.
 var codecCheckers = []func(t testing.TB, data []byte){
 	checkCodec[codecAll], checkCodec[*codecInner], checkCodec[map[string]string], checkCodec[[]codecInner],
 	checkCodec[[2]string], checkCodec[any], checkCodec[map[myString][]int], checkCodec[myBytes],
-	checkCodec[events.APIGatewayProxyResponse], checkCodec[events.APIGatewayV2HTTPResponse], checkCodec[sample],
+	checkCodec[events.APIGatewayProxyResponse], checkCodec[events.APIGatewayV2HTTPResponse],
+	checkCodec[events.LambdaFunctionURLResponse], checkCodec[events.ALBTargetGroupResponse],
+	checkCodec[sample], checkCodec[plain], checkCodec[inner], checkCodec[embedded], checkCodec[stringOpt],
+	checkCodec[map[string]int], checkCodec[map[string]any], checkCodec[[]string], checkCodec[[3]int],
+	checkCodec[*int], checkCodec[string], checkCodec[int], checkCodec[float64], checkCodec[bool], checkCodec[[]byte],
 }
 
 func checkCodecsAsEncodingJSON(t testing.TB, data []byte) {

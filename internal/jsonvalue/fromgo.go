@@ -313,9 +313,6 @@ type fieldInfo struct {
 	index     int
 	omitEmpty bool
 	omitZero  bool
-	// decodesItself caches decodesItself(the field's type), which the
-	// decoder asks for every field it decodes.
-	decodesItself bool
 }
 
 func (f *fieldInfo) add(obj map[string]any, v reflect.Value, sel *Selection, depth int) error {
@@ -360,7 +357,7 @@ func newStructInfo(t reflect.Type) *structInfo {
 		if !validTagName(name) {
 			name = f.Name
 		}
-		field := fieldInfo{name: name, index: i, decodesItself: decodesItself(f.Type)}
+		field := fieldInfo{name: name, index: i}
 		for opt := range strings.SplitSeq(opts, ",") {
 			switch opt {
 			case "omitempty":
