@@ -218,45 +218,75 @@ const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string, escaping only what JSON requires:
 // '"', '\' and control characters. Invalid UTF-8 becomes U+FFFD.
-func appendString(dst []byte, s string) []byte {
+func appendString(dst []byte, s string) []byte { return appendQuoted(dst, s, &plainSafe, false) }
+
+// appendStringHTML appends s as a JSON string, escaped exactly as
+// encoding/json escapes it by default: <, > and & as \u escapes (HTML
+// safety), U+2028 and U+2029 too, and invalid UTF-8 as the escape \ufffd.
+func appendStringHTML(dst []byte, s string) []byte { return appendQuoted(dst, s, &htmlSafe, true) }
+
+// plainSafe and htmlSafe hold true for the ASCII bytes appendString and
+// appendStringHTML write as they are.
+var plainSafe, htmlSafe = func() (plain, html [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		plain[c] = c != '"' && c != '\\'
+		html[c] = plain[c] && c != '<' && c != '>' && c != '&'
+	}
+	return plain, html
+}()
+
+// appendQuoted appends s as a JSON string, writing the ASCII bytes safe
+// holds as they are and escaping the others; control characters get the
+// short escapes JSON has. asEncodingJSON selects encoding/json's rules for
+// the rest: U+2028 and U+2029 escaped, and invalid UTF-8 as \ufffd rather
+// than U+FFFD itself.
+func appendQuoted(dst []byte, s string, safe *[utf8.RuneSelf]bool, asEncodingJSON bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
+		if c := s[i]; c < utf8.RuneSelf {
+			if safe[c] {
+				i++
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\uFFFD"...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
 			i++
 			start = i
 			continue
 		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			if asEncodingJSON {
+				dst = append(dst, `\ufffd`...)
+			} else {
+				dst = append(dst, "\uFFFD"...)
+			}
+		case asEncodingJSON && (r == '\u2028' || r == '\u2029'):
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			i += size
+			continue
 		}
-		i++
+		i += size
 		start = i
 	}
 	dst = append(dst, s[start:]...)
