@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/faultstore"
-	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Synthetic logs, in milliseconds from t0, for each check and for the
@@ -32,7 +31,7 @@ func newLog() *logBuilder {
 func (b *logBuilder) reserve(id string, at, until int) *invRecord {
 	inv := &invRecord{ID: id, Start: ms(at), Deadline: ms(until), HandlerStart: ms(at + 2)}
 	b.k.invs = append(b.k.invs, inv)
-	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpPut, Token: id, Status: persistence.StatusInProgress,
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpPut, Token: id,
 		Now: ms(at), InProgressUntil: ms(until), ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: resultOK})
 	return inv
 }
@@ -42,7 +41,7 @@ func (b *logBuilder) effect(id string, at int) {
 }
 
 func (b *logBuilder) update(id string, at int, r result) {
-	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpUpdate, Token: id, Status: persistence.StatusCompleted,
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpUpdate, Token: id,
 		ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: r})
 }
 
