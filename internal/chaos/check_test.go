@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/faultstore"
-	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Synthetic logs, in milliseconds from t0, for each check and for the
@@ -32,9 +31,18 @@ func newLog() *logBuilder {
 func (b *logBuilder) reserve(id string, at, until int) *invRecord {
 	inv := &invRecord{ID: id, Start: ms(at), Deadline: ms(until), HandlerStart: ms(at + 2)}
 	b.k.invs = append(b.k.invs, inv)
-	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpPut, Token: id, Status: persistence.StatusInProgress,
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpPut, Token: id,
 		Now: ms(at), InProgressUntil: ms(until), ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: resultOK})
 	return inv
+}
+
+// complete adds an invocation that reserved the key as reserve does,
+// performed its side effect at at+5 and wrote its completion over
+// [at+6, at+7] with result r.
+func (b *logBuilder) complete(id string, at, until int, r result) {
+	b.reserve(id, at, until)
+	b.effect(id, at+5)
+	b.update(id, at+6, r)
 }
 
 func (b *logBuilder) effect(id string, at int) {
@@ -42,7 +50,7 @@ func (b *logBuilder) effect(id string, at int) {
 }
 
 func (b *logBuilder) update(id string, at int, r result) {
-	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpUpdate, Token: id, Status: persistence.StatusCompleted,
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpUpdate, Token: id,
 		ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: r})
 }
 
@@ -72,9 +80,7 @@ func TestCheckKey(t *testing.T) {
 	}{{
 		name: "exactly once",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 250)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultOK)
+			b.complete("i1", 0, 250, resultOK)
 			b.final("i1", 0, "ok i1")
 			b.final("i2", 20, "ok i1")
 		},
@@ -85,22 +91,16 @@ func TestCheckKey(t *testing.T) {
 			b.effect("i1", 5)
 			i1.Killed, i1.KilledAfterEffect = true, true
 			b.inProgress("i2", 20, 100)
-			b.reserve("i3", 105, 400)
-			b.effect("i3", 110)
-			b.update("i3", 111, resultOK)
+			b.complete("i3", 105, 400, resultOK)
 			b.final("i3", 105, "ok i3")
 		},
 		explained: map[string]int{"killed_after_side_effect": 1},
 	}, {
 		name: "a failed completion allows one repetition, and a changed answer",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultFailed)
+			b.complete("i1", 0, 100, resultFailed)
 			b.final("i1", 0, "ok i1")
-			b.reserve("i2", 101, 400)
-			b.effect("i2", 110)
-			b.update("i2", 111, resultOK)
+			b.complete("i2", 101, 400, resultOK)
 			b.final("i2", 101, "ok i2")
 			b.final("i3", 200, "ok i2")
 		},
@@ -111,9 +111,7 @@ func TestCheckKey(t *testing.T) {
 			i1 := b.reserve("i1", 0, 100)
 			b.effect("i1", 5)
 			i1.Killed, i1.KilledAfterEffect = true, true
-			b.reserve("i2", 50, 300)
-			b.effect("i2", 55)
-			b.update("i2", 56, resultOK)
+			b.complete("i2", 50, 300, resultOK)
 		},
 		want:      []string{checkExclusion},
 		explained: map[string]int{"killed_after_side_effect": 1},
@@ -150,24 +148,16 @@ func TestCheckKey(t *testing.T) {
 	}, {
 		name: "two stored results",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultOK)
-			b.reserve("i2", 150, 400)
-			b.effect("i2", 155)
-			b.update("i2", 156, resultOK)
+			b.complete("i1", 0, 100, resultOK)
+			b.complete("i2", 150, 400, resultOK)
 		},
 		want: []string{checkExclusion, checkAtMostOnce, checkExplained},
 	}, {
 		name: "two stored results with a loss of the store's data between them",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultOK)
+			b.complete("i1", 0, 100, resultOK)
 			b.final("i1", 0, "ok i1")
-			b.reserve("i2", 150, 400)
-			b.effect("i2", 155)
-			b.update("i2", 156, resultOK)
+			b.complete("i2", 150, 400, resultOK)
 			b.final("i2", 150, "ok i2")
 		},
 		losses:    []time.Time{ms(120)},
@@ -175,12 +165,8 @@ func TestCheckKey(t *testing.T) {
 	}, {
 		name: "a local cache replays a result the store lost",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultOK)
-			b.reserve("i2", 150, 400)
-			b.effect("i2", 155)
-			b.update("i2", 156, resultOK)
+			b.complete("i1", 0, 100, resultOK)
+			b.complete("i2", 150, 400, resultOK)
 			b.final("i3", 200, "ok i2")
 			b.final("i4", 210, "ok i1") // from the cache of another environment
 		},
@@ -196,9 +182,7 @@ func TestCheckKey(t *testing.T) {
 	}, {
 		name: "an answer no side effect produced",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultOK)
+			b.complete("i1", 0, 100, resultOK)
 			b.final("i2", 20, "ok i9")
 			b.final("i3", 30, AnswerTooLarge)
 		},
@@ -206,12 +190,8 @@ func TestCheckKey(t *testing.T) {
 	}, {
 		name: "an answer other than the stored one",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultFailed)
-			b.reserve("i2", 101, 400)
-			b.effect("i2", 110)
-			b.update("i2", 111, resultOK)
+			b.complete("i1", 0, 100, resultFailed)
+			b.complete("i2", 101, 400, resultOK)
 			b.final("i3", 200, "ok i1") // produced by i1, but i2's result is stored
 		},
 		want:      []string{checkConsistency},
@@ -219,9 +199,7 @@ func TestCheckKey(t *testing.T) {
 	}, {
 		name: "a response too large to store",
 		build: func(b *logBuilder) {
-			b.reserve("i1", 0, 100)
-			b.effect("i1", 5)
-			b.update("i1", 6, resultOmitted)
+			b.complete("i1", 0, 100, resultOmitted)
 			b.final("i1", 0, "ok i1")
 			b.final("i2", 20, AnswerTooLarge)
 		},

@@ -57,13 +57,12 @@ type Harness struct {
 	// once Run waits on it.
 	running sync.WaitGroup
 
-	mu          sync.Mutex
-	counts      map[string]int
-	events      map[string]int
-	losses      []time.Time // starts of disruptions that lost data
-	disruptions []string
-	report      Report
-	nextInv     int
+	mu      sync.Mutex
+	counts  map[string]int
+	events  map[string]int
+	losses  []time.Time // starts of disruptions that lost data
+	report  Report
+	nextInv int
 }
 
 // Run drives cfg.Clients clients through drivers over backend, injecting
@@ -150,7 +149,6 @@ func (h *Harness) disrupt(done <-chan struct{}) {
 		if d.DataLoss {
 			h.losses = append(h.losses, time.Now())
 		}
-		h.disruptions = append(h.disruptions, d.Kind)
 		h.counts[d.Kind]++
 		h.mu.Unlock()
 		d.Do(rng)

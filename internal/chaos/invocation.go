@@ -9,7 +9,6 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/faultstore"
-	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // invocation is one run of the system under test for one request, in one
@@ -104,7 +103,6 @@ func (inv *invocation) sideEffect(answer string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	at := time.Now()
-	inv.rec.Effect = true
 	k.effects = append(k.effects, effect{Inv: inv.id, At: at, Answer: answer, AfterDeadline: at.After(inv.deadline)})
 }
 
@@ -158,7 +156,6 @@ type invRecord struct {
 	// HandlerStart is when the library let the handler run; zero if it did
 	// not.
 	HandlerStart      time.Time
-	Effect            bool
 	Killed            bool
 	KilledAfterEffect bool
 	// Abandoned is set when the client gave up on the invocation at its
@@ -195,10 +192,9 @@ const (
 // storeCall is one call of the library to its store, as seen just below
 // the library.
 type storeCall struct {
-	Inv    string
-	Op     faultstore.Op
-	Token  string
-	Status persistence.Status
+	Inv   string
+	Op    faultstore.Op
+	Token string
 	// Now is the time Put was given (the writer's clock).
 	Now time.Time
 	// InProgressUntil and ExpiresAt are those of the record written.

@@ -96,7 +96,7 @@ func (p *probe) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	if err != nil {
 		return err
 	}
-	c := storeCall{Op: faultstore.OpPut, Token: rec.Token, Status: rec.Status, Now: now,
+	c := storeCall{Op: faultstore.OpPut, Token: rec.Token, Now: now,
 		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
 	err = p.inner.Put(ctx, rec, now)
 	p.end(inv, c, err)
@@ -124,7 +124,7 @@ func (p *probe) Update(ctx context.Context, rec *persistence.Record) error {
 	if err != nil {
 		return err
 	}
-	c := storeCall{Op: faultstore.OpUpdate, Token: rec.Token, Status: rec.Status,
+	c := storeCall{Op: faultstore.OpUpdate, Token: rec.Token,
 		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
 	err = p.inner.Update(ctx, rec)
 	p.end(inv, c, err)
