@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/examples/orders/order"
+	"github.com/retrysafe/retrysafe/examples/orders/order/ordertest"
 	"github.com/retrysafe/retrysafe/internal/dynalite"
 	"github.com/retrysafe/retrysafe/internal/rie"
 )
@@ -68,7 +69,7 @@ func testStandardQueue(t *testing.T, bootstrap string) {
 	const orders, window, step, environments = 30, 8, 5, 3
 	rng := newRand(t)
 	s := startStack(t, bootstrap, environments)
-	q := newQueue(queueARN)
+	q := newQueue(ordertest.QueueARN)
 
 	var batches [][]string
 	for start := 0; start < orders; start += step {
@@ -256,10 +257,10 @@ func testFIFOQueue(t *testing.T, bootstrap string) {
 	assert.Equal(t, want, got, "orders processed out of their group's order")
 }
 
-// stack is the example deployed locally: its tables in dynalite (setup)
-// and its execution environments.
+// stack is the example deployed locally: its tables in dynalite and its
+// execution environments.
 type stack struct {
-	*env
+	*ordertest.Env
 	environments []*rie.Instance
 }
 
@@ -267,13 +268,13 @@ type stack struct {
 // the function, stopped when t ends.
 func startStack(t *testing.T, bootstrap string, n int) *stack {
 	t.Helper()
-	s := &stack{env: setup(t)}
+	s := &stack{Env: ordertest.Setup(t)}
 	cfg := rie.Config{
 		Bootstrap:    bootstrap,
 		FunctionName: "orders",
-		Env: append(s.srv.Env(),
-			order.EnvOrdersTable+"="+s.ordersTable,
-			order.EnvIdempotencyTable+"="+s.idempotencyTable),
+		Env: append(s.Srv.Env(),
+			order.EnvOrdersTable+"="+s.OrdersTable,
+			order.EnvIdempotencyTable+"="+s.IdempotencyTable),
 	}
 	for range n {
 		s.environments = append(s.environments, rie.Start(t, cfg))
@@ -321,7 +322,7 @@ func (s *stack) deliver(t *testing.T, q *queue, i int, ids []string) map[string]
 // distinct orders, and returns the items.
 func (s *stack) checkOnce(t *testing.T, q *queue, orders int) []order.Processing {
 	t.Helper()
-	items := s.items(t)
+	items := s.Items(t)
 	perOrder := map[string]int{}
 	for _, it := range items {
 		perOrder[it.OrderID]++

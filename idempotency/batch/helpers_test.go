@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -351,10 +350,4 @@ func failedByReason(t testing.TB, logs *testlog.Buffer, reason string) []string 
 		}
 	}
 	return out
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }

@@ -7,12 +7,9 @@ package order_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -25,50 +22,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/examples/orders/order"
+	"github.com/retrysafe/retrysafe/examples/orders/order/ordertest"
 	"github.com/retrysafe/retrysafe/internal/dynalite"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
 func TestMain(m *testing.M) { dynalite.Main(m) }
 
-const queueARN = "arn:aws:sqs:us-east-1:123456789012:OrdersQueue"
+// env is a test's tables, with the handlers of its execution environments.
+type env struct{ *ordertest.Env }
 
-// env is a test's tables on the shared server.
-type env struct {
-	srv              *dynalite.Server
-	ordersTable      string
-	idempotencyTable string
-}
-
-func setup(t *testing.T) *env {
-	t.Helper()
-	srv := dynalite.Shared(t)
-	return &env{
-		srv: srv,
-		ordersTable: srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
-			return order.CreateOrdersTable(ctx, client, name)
-		}),
-		idempotencyTable: srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
-			return dynamodb.CreateTable(ctx, client, name)
-		}),
-	}
-}
+func setup(t *testing.T) *env { return &env{ordertest.Setup(t)} }
 
 // handler returns the handler of one execution environment: clients of its
 // own, as a separate Lambda instance has.
 func (e *env) handler(t *testing.T) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	t.Helper()
-	return e.handlerWith(t, e.srv.NewClient())
+	return e.handlerWith(t, e.Srv.NewClient())
 }
 
 // handlerWith returns a handler that writes orders through orders.
 func (e *env) handlerWith(t *testing.T, orders order.OrdersClient) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	t.Helper()
-	store, err := dynamodb.New(e.srv.NewClient(), e.idempotencyTable)
+	store, err := dynamodb.New(e.Srv.NewClient(), e.IdempotencyTable)
 	require.NoError(t, err)
 	h, err := order.NewHandler(order.Deps{
 		Orders:      orders,
-		OrdersTable: e.ordersTable,
+		OrdersTable: e.OrdersTable,
 		Store:       store,
 		Logger:      slog.New(slog.DiscardHandler),
 	})
@@ -80,36 +60,10 @@ func (e *env) handlerWith(t *testing.T, orders order.OrdersClient) func(context.
 func (e *env) processed(t *testing.T) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
-	for _, p := range e.items(t) {
+	for _, p := range e.Items(t) {
 		counts[p.OrderID]++
 	}
 	return counts
-}
-
-// items returns the items of the orders table, and checks the key that
-// every processing writes.
-func (e *env) items(t *testing.T) []order.Processing {
-	t.Helper()
-	items, err := order.ScanOrders(t.Context(), e.srv.NewClient(), e.ordersTable)
-	require.NoError(t, err)
-	for _, p := range items {
-		assert.Regexp(t, `^orders#[0-9a-f]{64}$`, p.IdempotencyKey)
-	}
-	return items
-}
-
-// message returns an SQS message of the queue, shaped as the sample event
-// of aws-lambda-go, with a JSON order body.
-func message(t *testing.T, id, orderID string) events.SQSMessage {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "events", "sqs-event.json"))
-	require.NoError(t, err)
-	var sample events.SQSEvent
-	require.NoError(t, json.Unmarshal(b, &sample))
-	m := sample.Records[0]
-	m.MessageId, m.EventSourceARN = id, queueARN
-	m.Body = fmt.Sprintf(`{"order_id": %q, "customer": "c-1", "amount": 4200}`, orderID)
-	return m
 }
 
 func failedIDs(resp events.SQSEventResponse) []string {
@@ -127,9 +81,9 @@ func TestRedelivery(t *testing.T) {
 	handler := e.handler(t)
 	var event events.SQSEvent
 	for i := range 6 {
-		event.Records = append(event.Records, message(t, fmt.Sprintf("m-%d", i), fmt.Sprintf("ord-%d", i)))
+		event.Records = append(event.Records, ordertest.Message(t, fmt.Sprintf("m-%d", i), fmt.Sprintf("ord-%d", i)))
 	}
-	bad := message(t, "m-bad", "")
+	bad := ordertest.Message(t, "m-bad", "")
 	bad.Body = `{"customer": "c-1"}`
 	event.Records = append(event.Records, bad)
 
@@ -154,10 +108,10 @@ func TestOverlappingBatches(t *testing.T) {
 	e := setup(t)
 	var a, b events.SQSEvent
 	for i := 0; i <= 5; i++ {
-		a.Records = append(a.Records, message(t, fmt.Sprintf("a-%d", i), fmt.Sprintf("ord-%d", i)))
+		a.Records = append(a.Records, ordertest.Message(t, fmt.Sprintf("a-%d", i), fmt.Sprintf("ord-%d", i)))
 	}
 	for i := 3; i <= 9; i++ {
-		b.Records = append(b.Records, message(t, fmt.Sprintf("b-%d", i), fmt.Sprintf("ord-%d", i)))
+		b.Records = append(b.Records, ordertest.Message(t, fmt.Sprintf("b-%d", i), fmt.Sprintf("ord-%d", i)))
 	}
 	envs := []func(context.Context, events.SQSEvent) (events.SQSEventResponse, error){e.handler(t), e.handler(t)}
 
@@ -211,9 +165,9 @@ func failedOf(event events.SQSEvent, resp events.SQSEventResponse) []events.SQSM
 // write whose reply was lost and that the SDK sent again writes one item.
 func TestDownstreamFailure(t *testing.T) {
 	e := setup(t)
-	event := events.SQSEvent{Records: []events.SQSMessage{message(t, "m-1", "ord-1"), message(t, "m-2", "ord-2")}}
+	event := events.SQSEvent{Records: []events.SQSMessage{ordertest.Message(t, "m-1", "ord-1"), ordertest.Message(t, "m-2", "ord-2")}}
 
-	down := &failingOrders{OrdersClient: e.srv.NewClient(), order: "ord-1"}
+	down := &failingOrders{OrdersClient: e.Srv.NewClient(), order: "ord-1"}
 	resp, err := e.handlerWith(t, down)(t.Context(), event)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"m-1"}, failedIDs(resp))
@@ -223,7 +177,7 @@ func TestDownstreamFailure(t *testing.T) {
 	// the SDK sends the same item again.
 	faults := &dynalite.Faults{}
 	faults.LoseReply("PutItem", 1)
-	resp, err = e.handlerWith(t, e.srv.NewClient(faults.Register))(t.Context(), event)
+	resp, err = e.handlerWith(t, e.Srv.NewClient(faults.Register))(t.Context(), event)
 	require.NoError(t, err)
 	assert.Empty(t, failedIDs(resp))
 	assert.Equal(t, 1, faults.Fired(dynalite.LostReply))
@@ -254,15 +208,15 @@ func TestNewHandlerChecksDeps(t *testing.T) {
 // write is reported, not read as an order.
 func TestScanOrdersRejectsForeignItems(t *testing.T) {
 	e := setup(t)
-	client := e.srv.NewClient()
+	client := e.Srv.NewClient()
 	_, err := client.PutItem(t.Context(), &awsdynamodb.PutItemInput{
-		TableName: aws.String(e.ordersTable),
+		TableName: aws.String(e.OrdersTable),
 		Item: map[string]types.AttributeValue{
 			order.OrdersKeyAttr: &types.AttributeValueMemberS{Value: "p-1"},
 			"order_id":          &types.AttributeValueMemberS{Value: "ord-1"},
 		},
 	})
 	require.NoError(t, err)
-	_, err = order.ScanOrders(t.Context(), client, e.ordersTable)
+	_, err = order.ScanOrders(t.Context(), client, e.OrdersTable)
 	require.ErrorContains(t, err, `item "p-1" without string message_id, idempotency_key, body, processed_at`)
 }
