@@ -622,10 +622,29 @@ func emptiness(t reflect.Type) func(p unsafe.Pointer) bool {
 		return func(unsafe.Pointer) bool { return t.Len() == 0 }
 	case reflect.Struct:
 		return func(unsafe.Pointer) bool { return false }
+	case reflect.Interface:
+		return func(p unsafe.Pointer) bool { return reflect.NewAt(t, p).Elem().IsZero() }
+	case reflect.Float32:
+		return func(p unsafe.Pointer) bool { return *(*float32)(p) == 0 } // -0 too
+	case reflect.Float64:
+		return func(p unsafe.Pointer) bool { return *(*float64)(p) == 0 }
 	}
-	// Bools, numbers, pointers and interfaces: the zero value (for floats,
-	// +0 only, as reflect.Value.IsZero says).
-	return func(p unsafe.Pointer) bool { return reflect.NewAt(t, p).Elem().IsZero() }
+	// Bools, integers and pointers: the zero value, all zero bits.
+	return zeroBits(t.Size())
+}
+
+// zeroBits returns the test for a value of size bytes (1, 2, 4 or 8) whose
+// bits are all zero.
+func zeroBits(size uintptr) func(p unsafe.Pointer) bool {
+	switch size {
+	case 1:
+		return func(p unsafe.Pointer) bool { return *(*uint8)(p) == 0 }
+	case 2:
+		return func(p unsafe.Pointer) bool { return *(*uint16)(p) == 0 }
+	case 4:
+		return func(p unsafe.Pointer) bool { return *(*uint32)(p) == 0 }
+	}
+	return func(p unsafe.Pointer) bool { return *(*uint64)(p) == 0 }
 }
 
 // decodeStruct decodes the object at the current position into the struct
@@ -671,13 +690,14 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 	elemType := t.Elem()
 	elem := b.compile(elemType)
 	c.enc = func(dst []byte, p unsafe.Pointer, depth int) ([]byte, error) {
-		m := reflect.NewAt(t, p).Elem()
-		if m.IsNil() {
+		// A map variable is one pointer: nil needs no reflect.
+		if *(*unsafe.Pointer)(p) == nil {
 			return append(dst, "null"...), nil
 		}
 		if depth >= maxEncodeDepth {
 			return dst, errFallback
 		}
+		m := reflect.NewAt(t, p).Elem()
 		// Map elements are not addressable: each is copied into one
 		// addressable value to be encoded from there.
 		tmp := reflect.New(elemType).Elem()
@@ -699,15 +719,14 @@ func (b *codecBuilder) mapping(c *codec, t reflect.Type) {
 		return append(dst, '}'), nil
 	}
 	c.dec = func(d *decoder, p unsafe.Pointer) error {
-		m := reflect.NewAt(t, p).Elem()
 		if d.null() {
-			m.SetZero()
+			*(*unsafe.Pointer)(p) = nil
 			return nil
 		}
 		if d.at() != '{' {
 			return errFallback
 		}
-		return d.mapInto(m, func(value reflect.Value) error {
+		return d.mapInto(reflect.NewAt(t, p).Elem(), func(value reflect.Value) error {
 			return elem.dec(d, value.Addr().UnsafePointer())
 		})
 	}
@@ -800,15 +819,14 @@ func (b *codecBuilder) slice(c *codec, t reflect.Type) {
 		return encodeElements(dst, elem, s.data, s.len, size, depth+1)
 	}
 	c.dec = func(d *decoder, p unsafe.Pointer) error {
-		v := reflect.NewAt(t, p).Elem()
 		if d.null() {
-			v.SetZero()
+			*(*sliceHeader)(p) = sliceHeader{}
 			return nil
 		}
 		if d.at() != '[' {
 			return errFallback
 		}
-		return d.sliceInto(v, func(el reflect.Value) error {
+		return d.sliceInto(reflect.NewAt(t, p).Elem(), func(el reflect.Value) error {
 			return elem.dec(d, el.Addr().UnsafePointer())
 		})
 	}

@@ -68,6 +68,11 @@ type codecAll struct {
 	OA       [0]int            `json:"oa,omitempty"`
 	OSt      codecInner        `json:"ost,omitempty"`
 	OAny     any               `json:"oany,omitempty"`
+	O8       int8              `json:"o8,omitempty"`
+	O16      uint16            `json:"o16,omitempty"`
+	O32      float32           `json:"o32,omitempty"`
+	OU32     uint32            `json:"ou32,omitempty"`
+	OPtr     uintptr           `json:"optr,omitempty"`
 	ZSt      codecInner        `json:"zst,omitzero"`
 	ZF       float64           `json:"zf,omitzero"`
 	ZL       []int             `json:"zl,omitzero"`
@@ -98,6 +103,7 @@ func codecValues() []codecAll {
 		PInner: &codecInner{N: 4}, Any: map[string]any{"n": 1.5, "l": []any{"x", nil, true}}, Named: 7,
 		Skip: "skipped", Dash: "dash", NoTag: "notag", OS: "os", OI: 1, OF: math.Copysign(0, -1), OB: true,
 		OP: &one, OL: []int{1}, OM: map[string]int{"m": 1}, OSt: codecInner{}, OAny: 0,
+		O8: -1, O16: 1 << 15, O32: float32(math.Copysign(0, -1)), OPtr: 1 << 40,
 		ZSt: codecInner{N: 1}, ZF: math.Copysign(0, -1), ZL: []int{}, ZE: map[string]string{}, hidden: 9,
 	}
 	floats := codecAll{F32: 1e-7, F64: 1e-7}
