@@ -3,7 +3,6 @@ package idempotency
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -100,7 +99,7 @@ func hashKey(prefix string, material []byte) string {
 	b := make([]byte, len(prefix)+1+2*sha256.Size)
 	n := copy(b, prefix)
 	b[n] = '#'
-	hex.Encode(b[n+1:], sum[:])
+	encodeHex(b[n+1:], &sum)
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
@@ -108,7 +107,30 @@ func hashKey(prefix string, material []byte) string {
 // Do compares between calls with one key.
 func Fingerprint(material []byte) string {
 	sum := sha256.Sum256(material)
-	return hex.EncodeToString(sum[:])
+	b := make([]byte, 2*sha256.Size)
+	encodeHex(b, &sum)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// hexPairs holds the two lower-case hex digits of every byte value.
+const hexPairs = "" +
+	"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f" +
+	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f" +
+	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f" +
+	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f" +
+	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f" +
+	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf" +
+	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf" +
+	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
+
+// encodeHex writes sum in lower-case hex to dst, as hex.Encode does, with
+// one look-up per byte rather than two: keys are derived on every call.
+func encodeHex(dst []byte, sum *[sha256.Size]byte) {
+	_ = dst[2*sha256.Size-1]
+	for i, c := range sum {
+		dst[2*i] = hexPairs[2*int(c)]
+		dst[2*i+1] = hexPairs[2*int(c)+1]
+	}
 }
 
 // Do runs fn at most once for key, and returns its encoded result, or the

@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -132,6 +134,20 @@ func TestMissingKeyRules(t *testing.T) {
 			case !missing && err != nil:
 				t.Errorf("%s: key %s: %v", name, v, err)
 			}
+		}
+	}
+}
+
+func TestEncodeHexMatchesEncodingHex(t *testing.T) {
+	var sum [sha256.Size]byte
+	for v := range 256 {
+		for i := range sum {
+			sum[i] = byte(v + 7*i)
+		}
+		got := make([]byte, 2*sha256.Size)
+		encodeHex(got, &sum)
+		if want := hex.EncodeToString(sum[:]); string(got) != want {
+			t.Fatalf("encodeHex(%x) = %s", sum, got)
 		}
 	}
 }
