@@ -37,6 +37,7 @@ func TestAdapters(t *testing.T) {
 		{"in-flight duplicate", testInFlight},
 		{"completed replay", testReplay},
 		{"payload mismatch", testPayloadMismatch},
+		{"query strings", testQueryStrings},
 		{"released statuses", testReleasedStatuses},
 		{"stored statuses", testStoredStatuses},
 		{"store server errors", testStoreServerErrors},
@@ -269,10 +270,13 @@ func testPayloadMismatch(t *testing.T, et eventType) {
 	otherPath.path = "/refunds"
 	otherMethod := post("k1", orderA)
 	otherMethod.method = "PATCH"
+	withQuery := post("k1", orderA)
+	withQuery.query = []header{{"dry_run", "true"}}
 	for name, req := range map[string]httpReq{
 		"body":   post("k1", `{"item":"book","qty":2}`),
 		"path":   otherPath,
 		"method": otherMethod,
+		"query":  withQuery,
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp, err := send(t.Context(), req)
@@ -280,13 +284,44 @@ func testPayloadMismatch(t *testing.T, et eventType) {
 			assert.Equal(t, http.StatusUnprocessableEntity, resp.status)
 			p := problemOf(t, resp)
 			assert.Equal(t, httpapi.ProblemKeyReused, p.Type)
-			assert.Equal(t, "The Idempotency-Key was already used for a request that differs from this one (method, path or body). "+
+			assert.Equal(t, "The Idempotency-Key was already used for a request that differs from this one (method, path, query or body). "+
 				"Use a new key for a new request.", p.Detail)
 		})
 	}
 	replay, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, "true", replay.headers.Get(httpapi.HeaderReplayed), "the original request still replays")
+	assert.Equal(t, 1, a.count())
+}
+
+// testQueryStrings checks that query parameters are part of the request
+// that a key stands for, whatever their order.
+func testQueryStrings(t *testing.T, et eventType) {
+	var a app
+	send := et.wrap(t, a.handle, memory.New())
+	withQuery := func(params ...header) httpReq {
+		req := post("k1", orderA)
+		req.query = params
+		return req
+	}
+	first, err := send(t.Context(), withQuery(header{"a", "1"}, header{"b", "2"}, header{"b", "3"}))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.status)
+
+	reordered, err := send(t.Context(), withQuery(header{"b", "2"}, header{"b", "3"}, header{"a", "1"}))
+	require.NoError(t, err)
+	assert.Equal(t, "true", reordered.headers.Get(httpapi.HeaderReplayed), "the same parameters in another order replay")
+	for name, req := range map[string]httpReq{
+		"another value": withQuery(header{"a", "1"}, header{"b", "2"}, header{"b", "4"}),
+		"none":          post("k1", orderA),
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp, err := send(t.Context(), req)
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusUnprocessableEntity, resp.status)
+			assert.Equal(t, httpapi.ProblemKeyReused, problemOf(t, resp).Type)
+		})
+	}
 	assert.Equal(t, 1, a.count())
 }
 
@@ -539,7 +574,7 @@ func testMixedCase(t *testing.T, et eventType) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusUnprocessableEntity, other.status, "a fingerprinted header differs")
 	assert.Equal(t, "The Idempotency-Key was already used for a request that differs from this one "+
-		"(method, path, body or headers x-api-version). Use a new key for a new request.", problemOf(t, other).Detail)
+		"(method, path, query, body or headers x-api-version). Use a new key for a new request.", problemOf(t, other).Detail)
 
 	missing, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)

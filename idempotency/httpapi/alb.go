@@ -43,6 +43,8 @@ var albBinding = &binding[events.ALBTargetGroupRequest, events.ALBTargetGroupRes
 			Event:              ev,
 			headers:            ev.Headers,
 			multiHeaders:       ev.MultiValueHeaders,
+			query:              ev.QueryStringParameters,
+			multiQuery:         ev.MultiValueQueryStringParameters,
 			body:               ev.Body,
 			base64:             ev.IsBase64Encoded,
 			multiValueResponse: ev.MultiValueHeaders != nil,

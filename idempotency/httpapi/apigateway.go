@@ -70,6 +70,8 @@ var restBinding = &binding[events.APIGatewayProxyRequest, events.APIGatewayProxy
 			Event:        ev,
 			headers:      ev.Headers,
 			multiHeaders: ev.MultiValueHeaders,
+			query:        ev.QueryStringParameters,
+			multiQuery:   ev.MultiValueQueryStringParameters,
 			body:         ev.Body,
 			base64:       ev.IsBase64Encoded,
 		}
@@ -102,6 +104,7 @@ var v2Binding = &binding[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTP
 			Path:    rawPath(ev.RawPath, ev.RequestContext.HTTP.Path),
 			Event:   ev,
 			headers: ev.Headers,
+			query:   ev.QueryStringParameters,
 			body:    ev.Body,
 			base64:  ev.IsBase64Encoded,
 		}

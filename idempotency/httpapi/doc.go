@@ -33,8 +33,9 @@
 //
 // The record of a key is found by hashing [scope, key] (see WithScope), so
 // two callers never share a record. The request's fingerprint is the hash of
-// its method, path, body (base64-decoded when the event says it is encoded)
-// and any headers named with WithFingerprintHeaders. These two hashes are
+// its method, path, query string parameters, body (base64-decoded when the
+// event says it is encoded) and any headers named with
+// WithFingerprintHeaders. These two hashes are
 // all that is stored of a request: never its headers, never Authorization.
 //
 // # Answers

@@ -46,7 +46,7 @@ func ExampleWrapAPIGatewayV2() {
 	// 201 {"order":1} replayed: false
 	// 201 {"order":1} replayed: true
 	// 422 application/problem+json
-	// {"type":"https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-reused","title":"Idempotency key reused for a different request","status":422,"detail":"The Idempotency-Key was already used for a request that differs from this one (method, path or body). Use a new key for a new request."}
+	// {"type":"https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-reused","title":"Idempotency key reused for a different request","status":422,"detail":"The Idempotency-Key was already used for a request that differs from this one (method, path, query or body). Use a new key for a new request."}
 	// orders: 1
 }
 

@@ -37,6 +37,7 @@ var functionURLBinding = &binding[events.LambdaFunctionURLRequest, events.Lambda
 			Path:    rawPath(ev.RawPath, ev.RequestContext.HTTP.Path),
 			Event:   ev,
 			headers: ev.Headers,
+			query:   ev.QueryStringParameters,
 			body:    ev.Body,
 			base64:  ev.IsBase64Encoded,
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ type httpReq struct {
 	method  string
 	path    string
 	headers []header
+	query   []header // query string parameters, in order, as name and value
 	body    string
 	base64  bool // the event carries the body base64-encoded
 }
@@ -129,6 +131,15 @@ func multiHeaders(hs []header) map[string][]string {
 	return m
 }
 
+// rawQuery returns the query string of HTTP APIs and Function URLs.
+func rawQuery(params []header) string {
+	parts := make([]string, len(params))
+	for i, p := range params {
+		parts[i] = url.QueryEscape(p.name) + "=" + url.QueryEscape(p.value)
+	}
+	return strings.Join(parts, "&")
+}
+
 func headerList(single map[string]string, multi map[string][]string) []header {
 	var hs []header
 	for k, vs := range multi {
@@ -205,6 +216,7 @@ func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...http
 		ev := base
 		ev.HTTPMethod, ev.Path, ev.Body, ev.IsBase64Encoded = req.method, req.path, req.body, req.base64
 		ev.Headers, ev.MultiValueHeaders = singleHeaders(req.headers), multiHeaders(req.headers)
+		ev.QueryStringParameters, ev.MultiValueQueryStringParameters = singleHeaders(req.query), multiHeaders(req.query)
 		out, err := wrapped(ctx, roundTrip(t, ev))
 		out = roundTrip(t, out)
 		h := mergeHeaders(out.Headers, out.MultiValueHeaders)
@@ -226,6 +238,7 @@ func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpap
 		ev.RequestContext.HTTP.Method, ev.RawPath, ev.RequestContext.HTTP.Path = req.method, req.path, req.path
 		ev.Body, ev.IsBase64Encoded = req.body, req.base64
 		ev.Headers = joinedHeaders(req.headers)
+		ev.RawQueryString, ev.QueryStringParameters = rawQuery(req.query), joinedHeaders(req.query)
 		out, err := wrapped(ctx, roundTrip(t, ev))
 		out = roundTrip(t, out)
 		return httpResp{status: out.StatusCode, headers: mergeHeaders(out.Headers, nil), cookies: out.Cookies, body: out.Body, base64: out.IsBase64Encoded}, err
@@ -244,6 +257,7 @@ func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts 
 		ev.RequestContext.HTTP.Method, ev.RawPath, ev.RequestContext.HTTP.Path = req.method, req.path, req.path
 		ev.Body, ev.IsBase64Encoded = req.body, req.base64
 		ev.Headers = joinedHeaders(req.headers)
+		ev.RawQueryString, ev.QueryStringParameters = rawQuery(req.query), joinedHeaders(req.query)
 		out, err := wrapped(ctx, roundTrip(t, ev))
 		out = roundTrip(t, out)
 		return httpResp{status: out.StatusCode, headers: mergeHeaders(out.Headers, nil), cookies: out.Cookies, body: out.Body, base64: out.IsBase64Encoded}, err
@@ -282,8 +296,10 @@ func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistenc
 			ev.HTTPMethod, ev.Path, ev.Body, ev.IsBase64Encoded = req.method, req.path, req.body, req.base64
 			if multiValue {
 				ev.Headers, ev.MultiValueHeaders = nil, multiHeaders(req.headers)
+				ev.QueryStringParameters, ev.MultiValueQueryStringParameters = nil, multiHeaders(req.query)
 			} else {
 				ev.Headers, ev.MultiValueHeaders = singleHeaders(req.headers), nil
+				ev.QueryStringParameters, ev.MultiValueQueryStringParameters = singleHeaders(req.query), nil
 			}
 			out, err := wrapped(ctx, roundTrip(t, ev))
 			out = roundTrip(t, out)

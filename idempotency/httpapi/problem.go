@@ -29,7 +29,7 @@ const (
 	// is still being processed.
 	ProblemKeyInUse = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-in-use"
 	// ProblemKeyReused (422): the key was used before for a different
-	// request (method, path, body or fingerprinted headers differ).
+	// request (method, path, query, body or fingerprinted headers differ).
 	ProblemKeyReused = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-reused"
 	// ProblemStoreUnavailable (503, with Retry-After): the idempotency store
 	// failed before the handler ran; nothing happened.

@@ -23,12 +23,43 @@ type Request struct {
 
 	headers      map[string]string
 	multiHeaders map[string][]string
-	body         string
-	base64       bool
+	// query and multiQuery are the query string parameters as the event
+	// carries them (multi-value where the event has them).
+	query      map[string]string
+	multiQuery map[string][]string
+	body       string
+	base64     bool
 	// multiValueResponse is set when the response must carry its headers in
 	// MultiValueHeaders: an ALB target group with multi-value headers on
 	// ignores the single-value map.
 	multiValueResponse bool
+}
+
+// queryValues returns the query string parameters as canonical JSON
+// values: each name with the list of its values, from the multi-value
+// parameters where the event has them (REST APIs, ALB with multi-value
+// headers on). HTTP APIs and Function URLs join repeated parameters with
+// commas into one value.
+func (r *Request) queryValues() map[string]any {
+	if len(r.multiQuery) > 0 {
+		out := make(map[string]any, len(r.multiQuery))
+		for name, values := range r.multiQuery {
+			list := make([]any, len(values))
+			for i, v := range values {
+				list[i] = v
+			}
+			out[name] = list
+		}
+		return out
+	}
+	if len(r.query) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(r.query))
+	for name, v := range r.query {
+		out[name] = []any{v}
+	}
+	return out
 }
 
 // Values returns the values of the request header name, matched without

@@ -203,9 +203,9 @@ func (e *engine) detail(k problemKind) string {
 	case keyInUse:
 		return "A request with the same " + h + " is still being processed. Retry after the delay in Retry-After to get its response."
 	case keyReused:
-		parts := "method, path or body"
+		parts := "method, path, query or body"
 		if len(e.cfg.fingerprintHeaders) > 0 {
-			parts = "method, path, body or headers " + strings.Join(e.cfg.fingerprintHeaders, ", ")
+			parts = "method, path, query, body or headers " + strings.Join(e.cfg.fingerprintHeaders, ", ")
 		}
 		return "The " + h + " was already used for a request that differs from this one (" + parts + "). Use a new key for a new request."
 	case storeUnavailable:
@@ -272,11 +272,13 @@ func (e *engine) key(scope any, idemKey string) (string, error) {
 }
 
 // fingerprint returns the payload hash of r: the canonical JSON of
-// [method, path, hex SHA-256 of the body, {header: [values]}] hashed. The
+// [method, path, hex SHA-256 of the body, {header: [values]}], followed by
+// {parameter: [values]} when the request has a query string, hashed. The
 // body is hashed as the client sent it, after base64 decoding when the
 // event says it is encoded (a body that does not decode is hashed as it
 // is), so that a retry's body compares equal whether or not API Gateway
-// chose to encode it. The scope is in the key, not here.
+// chose to encode it. Query parameters are compared as the event carries
+// them, in any order. The scope is in the key, not here.
 func (e *engine) fingerprint(r *Request) (string, error) {
 	body := []byte(r.body)
 	if r.base64 {
@@ -295,7 +297,13 @@ func (e *engine) fingerprint(r *Request) (string, error) {
 			headers[name] = list
 		}
 	}
-	material, err := jsonvalue.AppendCanonical(nil, []any{r.Method, r.Path, hex.EncodeToString(sum[:]), headers})
+	parts := []any{r.Method, r.Path, hex.EncodeToString(sum[:]), headers}
+	// Without a query string the material is what it was before queries
+	// counted, so that such requests keep their fingerprints.
+	if query := r.queryValues(); len(query) > 0 {
+		parts = append(parts, query)
+	}
+	material, err := jsonvalue.AppendCanonical(nil, parts)
 	return idempotency.Fingerprint(material), err
 }
 
