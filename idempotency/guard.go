@@ -19,7 +19,10 @@ import (
 //
 // A Guard is safe for concurrent use.
 type Guard struct {
-	store    persistence.Store
+	store persistence.Store
+	// local is store, when it can be read in the process without a
+	// request.
+	local    persistence.LocalReader
 	cfg      *config
 	prefix   string
 	disabled bool
@@ -68,7 +71,8 @@ func newGuard(store persistence.Store, cfg *config, handlerName string) (*Guard,
 	if prefix == "" {
 		prefix = defaultPrefix(handlerName)
 	}
-	return &Guard{store: store, cfg: cfg, prefix: prefix, disabled: Disabled()}, nil
+	local, _ := store.(persistence.LocalReader)
+	return &Guard{store: store, local: local, cfg: cfg, prefix: prefix, disabled: Disabled()}, nil
 }
 
 // Prefix returns the prefix of the keys the Guard builds with Key.
@@ -179,6 +183,15 @@ func (g *Guard) Do(ctx context.Context, key, payloadHash string, fn func(context
 // replay, or why the call cannot go on.
 func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persistence.Record, Result, error) {
 	now := g.Now()
+	if g.local != nil {
+		// A store in the process answers a completed key without the
+		// write. A payload that differs goes on to the write, so that the
+		// stored record, not a cached copy, decides the mismatch.
+		if existing := g.local.ReadLocal(key, now); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
+			replay, err := g.answer(ctx, key, payloadHash, existing)
+			return nil, replay, err
+		}
+	}
 	rec := &persistence.Record{
 		Key:         key,
 		Status:      persistence.StatusInProgress,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,6 +178,48 @@ func TestInProgressElsewhere(t *testing.T) {
 	_, err = second(t.Context(), o1)
 	require.NoError(t, err)
 	assert.Equal(t, 1, c.count())
+}
+
+// writeCounter counts the reservations written to a memory store, and
+// reads it in the process as the memory store does.
+type writeCounter struct {
+	*memory.Store
+	puts atomic.Int32
+}
+
+func (s *writeCounter) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	s.puts.Add(1)
+	return s.Store.Put(ctx, rec, now)
+}
+
+// TestLocalStoreReplaysWithoutWrites: a store that can be read in the
+// process answers a completed key before the reservation write, and leaves
+// payload mismatches to the write.
+func TestLocalStoreReplaysWithoutWrites(t *testing.T) {
+	store := &writeCounter{Store: memory.New()}
+	var c counter
+	var ev eventLog
+	charge := mustWrap(t, c.handle, store, idempotency.WithKey("order_id"),
+		idempotency.WithPayloadValidation("amount"), idempotency.WithObserver(ev.observe))
+
+	first, err := charge(t.Context(), o1)
+	require.NoError(t, err)
+	for range 3 {
+		again, err := charge(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, first, again)
+	}
+	assert.Equal(t, int32(1), store.puts.Load(), "replays write nothing")
+
+	_, err = charge(t.Context(), order{OrderID: o1.OrderID, Amount: 999})
+	assert.ErrorIs(t, err, idempotency.ErrPayloadMismatch)
+	assert.Equal(t, int32(2), store.puts.Load(), "a mismatch is decided by the write")
+	assert.Equal(t, 1, c.count())
+	assert.Equal(t, []idempotency.EventKind{
+		idempotency.EventReserved, idempotency.EventCompleted,
+		idempotency.EventReplayed, idempotency.EventReplayed, idempotency.EventReplayed,
+		idempotency.EventPayloadMismatch,
+	}, ev.list())
 }
 
 func TestPayloadValidation(t *testing.T) {

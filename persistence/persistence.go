@@ -5,7 +5,9 @@
 // A Store is deliberately small: four methods, each one request to the
 // backing service. All policy (when to retry, what a conflict means, how a
 // response is encoded) lives in package idempotency; a Store only has to make
-// each method atomic. The conformance suite in package storetest checks an
+// each method atomic. Stores that hold their records in the process may
+// also implement LocalReader, so that completed keys are answered without
+// a write. The conformance suite in package storetest checks an
 // implementation against this contract.
 //
 // This package imports only the standard library, so stores can be written
@@ -123,6 +125,19 @@ type Store interface {
 	// token. Deleting a record that does not exist succeeds, so a retried
 	// Delete whose first reply was lost is not an error.
 	Delete(ctx context.Context, key, token string) error
+}
+
+// LocalReader is implemented by stores that hold records, or a cache of
+// them, in the process: the memory store and the local cache. Such a store
+// can be read before a reservation at no cost, and a key that has already
+// completed can then be answered without the reservation write. Stores
+// that would make a request to read must not implement it, since the read
+// would add a request to every call.
+type LocalReader interface {
+	// ReadLocal returns a copy of the record for key that the store holds
+	// in the process, if it is completed and live at now; otherwise nil.
+	// It makes no request to any service.
+	ReadLocal(key string, now time.Time) *Record
 }
 
 var (

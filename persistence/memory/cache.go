@@ -29,7 +29,10 @@ type Cache struct {
 	entries map[string]*list.Element
 }
 
-var _ persistence.Store = (*Cache)(nil)
+var (
+	_ persistence.Store       = (*Cache)(nil)
+	_ persistence.LocalReader = (*Cache)(nil)
+)
 
 // NewCache returns a Cache of at most capacity completed records in front
 // of store. It panics if capacity is not positive or store is nil.
@@ -68,6 +71,12 @@ func (c *Cache) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		c.remember(conflict.Existing)
 	}
 	return err
+}
+
+// ReadLocal implements persistence.LocalReader: it returns the live cached
+// record for key, without asking the store.
+func (c *Cache) ReadLocal(key string, now time.Time) *persistence.Record {
+	return c.lookup(key, now)
 }
 
 // Get reads through to the store, and caches a completed record.

@@ -31,7 +31,10 @@ type Store struct {
 // New returns an empty Store.
 func New() *Store { return &Store{} }
 
-var _ persistence.Store = (*Store)(nil)
+var (
+	_ persistence.Store       = (*Store)(nil)
+	_ persistence.LocalReader = (*Store)(nil)
+)
 
 // Reservations sweep the store: they inspect records at random and drop
 // those that are no longer live, so that a long-running process does not
@@ -87,6 +90,18 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 	}
 	rec := *old
 	return &rec, nil
+}
+
+// ReadLocal implements persistence.LocalReader.
+func (s *Store) ReadLocal(key string, now time.Time) *persistence.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[key]
+	if !ok || old.Status != persistence.StatusCompleted || !old.Live(now) {
+		return nil
+	}
+	rec := *old
+	return &rec
 }
 
 // Update implements persistence.Store.

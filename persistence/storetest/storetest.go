@@ -66,6 +66,7 @@ var cases = []struct {
 	{"KeysAreIndependent", testKeysAreIndependent},
 	{"StoreKeepsItsOwnCopy", testStoreKeepsItsOwnCopy},
 	{"ParallelPutsOneWinner", testParallelPuts},
+	{"LocalReads", testLocalReads},
 }
 
 // now is the suite's reference time: a whole second, so that stores that keep
@@ -452,6 +453,39 @@ func testStoreKeepsItsOwnCopy(t *testing.T, s persistence.Store) {
 	response[2] = 'X'
 	done.Status = persistence.StatusInProgress
 	checkRecord(t, "Get after the caller changed its copy", mustGet(t, s, rec.Key), &want)
+}
+
+// testLocalReads checks persistence.LocalReader, for the stores that
+// implement it: only live completed records, as copies.
+func testLocalReads(t *testing.T, s persistence.Store) {
+	local, ok := s.(persistence.LocalReader)
+	if !ok {
+		t.Skip("the store does not implement persistence.LocalReader")
+	}
+	now := now()
+	rec := inProgress(newKey(t), now)
+	if got := local.ReadLocal(rec.Key, now); got != nil {
+		t.Fatalf("ReadLocal of a missing key: %+v, want nil", got)
+	}
+	mustPut(t, s, rec, now)
+	if got := local.ReadLocal(rec.Key, now); got != nil {
+		t.Fatalf("ReadLocal of an in-progress record: %+v, want nil", got)
+	}
+	done := completed(rec, now, []byte(`{"id":"p_1"}`))
+	mustUpdate(t, s, done)
+	got := local.ReadLocal(rec.Key, now.Add(time.Minute))
+	if got == nil {
+		t.Fatal("ReadLocal of a live completed record: nil")
+	}
+	checkRecord(t, "ReadLocal", got, done)
+
+	// The record is the caller's copy.
+	got.Status, got.PayloadHash = persistence.StatusInProgress, "changed"
+	checkRecord(t, "ReadLocal after the caller changed its copy", local.ReadLocal(rec.Key, now), done)
+
+	if got := local.ReadLocal(rec.Key, done.ExpiresAt.Add(time.Second)); got != nil {
+		t.Fatalf("ReadLocal of an expired record: %+v, want nil", got)
+	}
 }
 
 func testParallelPuts(t *testing.T, s persistence.Store) {
