@@ -142,6 +142,9 @@ func encodeHex(dst []byte, sum *[sha256.Size]byte) {
 //
 //   - The key is reserved first, with a conditional write that fails if a
 //     live record exists, so fn never runs twice concurrently for one key.
+//     A store that implements persistence.LocalReader is read before that:
+//     a completed key with the same payload hash is answered without the
+//     write.
 //   - If the key has completed, fn does not run and the stored result is
 //     returned with Replayed set (or the recorded error, or
 //     *ResponseTooLargeError). If payloadHash is not empty and differs from
