@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"unicode/utf8"
 )
 
 // Sentinel errors, matched with errors.Is by the typed errors of this
@@ -149,9 +150,9 @@ func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
 
 // StoredError is a handler error that was recorded instead of releasing the
 // key (see Permanent and WithPermanentErrors), replayed to every retry. Its
-// message is the original error's; Type is the original error's type name,
-// as Lambda reports it. Use WithErrorDecoder to turn it back into an error
-// of your own.
+// message is the original error's, cut to MaxRecordedErrorMessage bytes;
+// Type is the original error's type name, as Lambda reports it. Use
+// WithErrorDecoder to turn it back into an error of your own.
 type StoredError struct {
 	Key     string
 	Type    string
@@ -180,6 +181,29 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
+
+// MaxRecordedErrorMessage is the longest error message recorded, in bytes.
+// A longer one is cut at a character boundary and ends with
+// truncatedSuffix, so that a recorded error always fits in a store's item,
+// whose size is limited (400 KB in DynamoDB): a completion that failed for
+// its size would leave the key to a retry that runs the handler again.
+const MaxRecordedErrorMessage = 8 << 10
+
+// truncatedSuffix ends a recorded error message that was cut.
+const truncatedSuffix = " … (truncated)"
+
+// recordedMessage returns msg as it is recorded: cut to
+// MaxRecordedErrorMessage bytes if longer, on a UTF-8 boundary.
+func recordedMessage(msg string) string {
+	if len(msg) <= MaxRecordedErrorMessage {
+		return msg
+	}
+	cut := MaxRecordedErrorMessage - len(truncatedSuffix)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + truncatedSuffix
+}
 
 // errorTypeName names err's dynamic type the way Lambda names an error's
 // errorType: the type name, without the pointer.

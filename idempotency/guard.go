@@ -393,7 +393,7 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 	kind := EventCompleted
 	if handlerErr != nil {
 		rec.ErrorType = errorTypeName(handlerErr)
-		rec.ErrorMessage = handlerErr.Error()
+		rec.ErrorMessage = recordedMessage(handlerErr.Error())
 		kind = EventErrorRecorded
 	}
 	wctx := g.finalContext(ctx, start)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe/internal/jsonvalue"
 	"github.com/retrysafe/retrysafe/jmespath"
@@ -148,6 +149,27 @@ func TestEncodeHexMatchesEncodingHex(t *testing.T) {
 		encodeHex(got, &sum)
 		if want := hex.EncodeToString(sum[:]); string(got) != want {
 			t.Fatalf("encodeHex(%x) = %s", sum, got)
+		}
+	}
+}
+
+func TestRecordedMessage(t *testing.T) {
+	short := "card declined"
+	if got := recordedMessage(short); got != short {
+		t.Errorf("a short message changed: %q", got)
+	}
+	exact := strings.Repeat("x", MaxRecordedErrorMessage)
+	if got := recordedMessage(exact); got != exact {
+		t.Error("a message of exactly the limit was cut")
+	}
+	for _, unit := range []string{"x", "é", "€", "😀"} {
+		long := strings.Repeat(unit, 2*MaxRecordedErrorMessage)
+		got := recordedMessage(long)
+		if len(got) > MaxRecordedErrorMessage || !strings.HasSuffix(got, truncatedSuffix) || !utf8.ValidString(got) {
+			t.Errorf("%q repeated: cut to %d bytes, suffix %v, valid UTF-8 %v", unit, len(got), strings.HasSuffix(got, truncatedSuffix), utf8.ValidString(got))
+		}
+		if body := strings.TrimSuffix(got, truncatedSuffix); strings.Trim(body, unit) != "" || len(body) < MaxRecordedErrorMessage-len(truncatedSuffix)-utf8.UTFMax {
+			t.Errorf("%q repeated: kept %d bytes of whole characters", unit, len(body))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,6 +388,26 @@ func TestWrapResponseTooLarge(t *testing.T) {
 	var tooLarge *idempotency.ResponseTooLargeError
 	require.ErrorAs(t, err, &tooLarge)
 	require.Equal(t, int32(1), runs.Load(), "the side effect did not run again")
+}
+
+// TestWrapLargeRecordedError: a permanent error whose message alone is
+// larger than an item is recorded cut short, so the key completes and
+// retries replay it instead of running the handler again.
+func TestWrapLargeRecordedError(t *testing.T) {
+	_, _, store, _ := setup(t)
+	declined := errors.New(strings.Repeat("declined ", 60<<10)) // 540 KB
+	h := &handler{err: idempotency.Permanent(declined)}
+	pay := wrap(t, h.charge, store, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	p := newPayment()
+	_, err := pay(t.Context(), p)
+	require.ErrorIs(t, err, declined, "the first call returns the handler's own error")
+
+	_, err = pay(t.Context(), p)
+	var stored *idempotency.StoredError
+	require.ErrorAs(t, err, &stored, "the error was recorded")
+	assert.Len(t, stored.Message, idempotency.MaxRecordedErrorMessage)
+	assert.True(t, strings.HasPrefix(stored.Message, "declined declined"))
+	assert.Equal(t, int32(1), h.runs.Load(), "the handler did not run again")
 }
 
 // BenchmarkWrapDynalite measures invocations of a wrapped handler against
