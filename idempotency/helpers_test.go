@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -48,6 +51,19 @@ func (c *counter) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.runs
+}
+
+// callAndRetry calls charge with in, then retries it n times, and checks
+// that every retry gets the first call's result.
+func callAndRetry(t *testing.T, charge func(context.Context, order) (receipt, error), in order, n int) {
+	t.Helper()
+	first, err := charge(t.Context(), in)
+	require.NoError(t, err)
+	for range n {
+		again, err := charge(t.Context(), in)
+		require.NoError(t, err)
+		assert.Equal(t, first, again)
+	}
 }
 
 // eventLog records what the observer reports.

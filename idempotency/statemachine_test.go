@@ -26,13 +26,7 @@ func TestFirstCallRunsAndRetriesReplay(t *testing.T) {
 	var ev eventLog
 	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe))
 
-	first, err := charge(t.Context(), o1)
-	require.NoError(t, err)
-	for range 3 {
-		again, err := charge(t.Context(), o1)
-		require.NoError(t, err)
-		assert.Equal(t, first, again)
-	}
+	callAndRetry(t, charge, o1, 3)
 	assert.Equal(t, 1, c.count())
 	assert.Equal(t, []idempotency.EventKind{
 		idempotency.EventReserved, idempotency.EventCompleted,
@@ -40,7 +34,7 @@ func TestFirstCallRunsAndRetriesReplay(t *testing.T) {
 	}, ev.list())
 
 	// Another input is another key.
-	_, err = charge(t.Context(), order{OrderID: "o-2", Amount: 5})
+	_, err := charge(t.Context(), order{OrderID: "o-2", Amount: 5})
 	require.NoError(t, err)
 	assert.Equal(t, 2, c.count())
 	assert.Equal(t, 2, store.Len())
@@ -202,16 +196,10 @@ func TestLocalStoreReplaysWithoutWrites(t *testing.T) {
 	charge := mustWrap(t, c.handle, store, idempotency.WithKey("order_id"),
 		idempotency.WithPayloadValidation("amount"), idempotency.WithObserver(ev.observe))
 
-	first, err := charge(t.Context(), o1)
-	require.NoError(t, err)
-	for range 3 {
-		again, err := charge(t.Context(), o1)
-		require.NoError(t, err)
-		assert.Equal(t, first, again)
-	}
+	callAndRetry(t, charge, o1, 3)
 	assert.Equal(t, int32(1), store.puts.Load(), "replays write nothing")
 
-	_, err = charge(t.Context(), order{OrderID: o1.OrderID, Amount: 999})
+	_, err := charge(t.Context(), order{OrderID: o1.OrderID, Amount: 999})
 	assert.ErrorIs(t, err, idempotency.ErrPayloadMismatch)
 	assert.Equal(t, int32(2), store.puts.Load(), "a mismatch is decided by the write")
 	assert.Equal(t, 1, c.count())
