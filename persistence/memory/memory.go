@@ -21,6 +21,7 @@ type Store struct {
 	mu      sync.Mutex
 	records map[string]*persistence.Record
 	unswept int // reservations since the last sweep
+	every   int // reservations between sweeps; 0 means sweepEveryMin
 
 	// MaxResponseSize, when positive, is the largest response the store keeps:
 	// larger ones are completed without their response, as a store with an
@@ -41,16 +42,23 @@ var (
 // keep every key forever. Sampling keeps the cost of a Put constant
 // whatever the size of the store, as Redis does with its keys.
 //
-// Every sweepEvery-th reservation inspects sweepSample records, four per
-// reservation on average. Inspecting more records than are added bounds
-// the share of dead ones: when a fraction f of the store is dead, a
-// reservation drops 4f records on average and adds one, so the store
-// settles with at most about a quarter of its records dead. The records
-// are inspected in batches because starting a map iteration costs more
-// than inspecting a record.
+// A sweep inspects sweepSample records, every sweepEveryMin-th
+// reservation while sweeps find dead records: four per reservation on
+// average. Inspecting more records than are added bounds the share of dead
+// ones: when a fraction f of the store is dead, a reservation drops 4f
+// records on average and adds one, so the store settles with at most about
+// a quarter of its records dead. The records are inspected in batches
+// because starting a map iteration costs more than inspecting a record.
+//
+// A sweep that finds nothing dead doubles the interval, up to
+// sweepEveryMax reservations, so that a store whose records are all live
+// (an hour's expiry, and a process younger than that) does not keep paying
+// for sweeps; the first sweep that finds a dead record goes back to
+// sweepEveryMin.
 const (
-	sweepEvery  = 16
-	sweepSample = 4 * sweepEvery
+	sweepEveryMin = 16
+	sweepEveryMax = 1024
+	sweepSample   = 4 * sweepEveryMin
 )
 
 // Put implements persistence.Store.
@@ -69,9 +77,13 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	if s.records == nil {
 		s.records = make(map[string]*persistence.Record)
 	}
-	if s.unswept++; s.unswept == sweepEvery {
+	if s.unswept++; s.unswept >= max(s.every, sweepEveryMin) {
 		s.unswept = 0
-		s.sweep(now)
+		if s.sweep(now) > 0 {
+			s.every = sweepEveryMin
+		} else {
+			s.every = min(2*max(s.every, sweepEveryMin), sweepEveryMax)
+		}
 	}
 	s.records[rec.Key] = clone(rec)
 	return nil
@@ -156,18 +168,21 @@ func (s *Store) Len() int {
 	return len(s.records)
 }
 
-// sweep inspects sweepSample records, from a random place in the map, and
-// drops those that are no longer live. s.mu must be held.
-func (s *Store) sweep(now time.Time) {
+// sweep inspects sweepSample records, from a random place in the map,
+// drops those that are no longer live, and returns how many it dropped.
+// s.mu must be held.
+func (s *Store) sweep(now time.Time) (dropped int) {
 	n := 0
 	for key, rec := range s.records {
 		if !rec.Live(now) {
 			delete(s.records, key)
+			dropped++
 		}
 		if n++; n == sweepSample {
-			return
+			break
 		}
 	}
+	return dropped
 }
 
 type conflict struct {
