@@ -93,13 +93,7 @@ func (d *decoder) skipSpace() {
 	d.skipSpaces()
 }
 
-func (d *decoder) skipSpaces() {
-	data, i := d.data, d.pos
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	d.pos = i
-}
+func (d *decoder) skipSpaces() { d.pos = skipSpaceAt(d.data, d.pos) }
 
 func (d *decoder) value(sel *Selection) (any, error) {
 	if d.pos >= len(d.data) {
@@ -644,10 +638,7 @@ func (d *decoder) scanString() (raw []byte, escaped bool, err error) {
 	start := d.pos + 1 // after '"'
 	i := start
 	for {
-		for i < len(data) && plainByte[data[i]] {
-			i++
-		}
-		if i >= len(data) {
+		if i = plainEnd(data, i); i >= len(data) {
 			d.pos = i
 			return nil, false, d.unexpectedEnd()
 		}
@@ -674,15 +665,6 @@ func (d *decoder) scanString() (raw []byte, escaped bool, err error) {
 		}
 	}
 }
-
-// plainByte marks the bytes a string scan passes over without a second
-// look: ASCII other than controls, quotes and backslashes.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 func (d *decoder) scanEscape() error {
 	d.pos++ // '\\'
