@@ -263,8 +263,8 @@ func (d *decoder) at() byte {
 
 // null passes over a null at the current position, if there is one.
 func (d *decoder) null() bool {
-	if len(d.data)-d.pos >= 4 && string(d.data[d.pos:d.pos+4]) == "null" {
-		d.pos += 4
+	if hasLiteral(d.data, d.pos, "null") {
+		d.pos += len("null")
 		return true
 	}
 	return false
@@ -280,14 +280,13 @@ func encodeBool(dst []byte, p unsafe.Pointer, _ int) ([]byte, error) {
 }
 
 func decodeBool(d *decoder, p unsafe.Pointer) error {
-	rest := d.data[d.pos:]
 	switch {
-	case len(rest) >= 4 && string(rest[:4]) == "true":
+	case hasLiteral(d.data, d.pos, "true"):
 		*(*bool)(p) = true
-		d.pos += 4
-	case len(rest) >= 5 && string(rest[:5]) == "false":
+		d.pos += len("true")
+	case hasLiteral(d.data, d.pos, "false"):
 		*(*bool)(p) = false
-		d.pos += 5
+		d.pos += len("false")
 	case d.null():
 	default:
 		return errFallback
@@ -320,7 +319,7 @@ func decodeString(d *decoder, p unsafe.Pointer) error {
 	return errFallback
 }
 
-// number returns the number literal at the current position, or false if
+// numberAt returns the number literal at the current position, or false if
 // there is none (null included: decoding null into a number does nothing).
 func (d *decoder) numberAt() (lit []byte, ok bool) {
 	c := d.at()
@@ -619,7 +618,8 @@ func emptiness(t reflect.Type) func(p unsafe.Pointer) bool {
 	case reflect.Map:
 		return func(p unsafe.Pointer) bool { return reflect.NewAt(t, p).Elem().Len() == 0 }
 	case reflect.Array:
-		return func(unsafe.Pointer) bool { return t.Len() == 0 }
+		empty := t.Len() == 0
+		return func(unsafe.Pointer) bool { return empty }
 	case reflect.Struct:
 		return func(unsafe.Pointer) bool { return false }
 	case reflect.Interface:
