@@ -87,9 +87,10 @@ type wrapped[In, Out any] struct {
 	// expression.
 	wholeInput *jsonvalue.CanonicalEncoder[In]
 	// inputs and replays hold zero *In and *Out values: the input to
-	// select keys from and the target to decode replays into. Reflection
-	// makes both escape; pooled ones save an allocation (and, for an
-	// event, a kilobyte) per call.
+	// select keys from and the target to decode replays into. Both escape
+	// (through reflection and the compiled functions, which are called
+	// through function values); pooled ones save an allocation (and, for
+	// an event, a kilobyte) per call.
 	inputs, replays sync.Pool
 }
 

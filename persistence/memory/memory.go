@@ -77,12 +77,13 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	if s.records == nil {
 		s.records = make(map[string]*persistence.Record)
 	}
-	if s.unswept++; s.unswept >= max(s.every, sweepEveryMin) {
+	interval := max(s.every, sweepEveryMin) // the zero Store starts at the minimum
+	if s.unswept++; s.unswept >= interval {
 		s.unswept = 0
 		if s.sweep(now) > 0 {
 			s.every = sweepEveryMin
 		} else {
-			s.every = min(2*max(s.every, sweepEveryMin), sweepEveryMax)
+			s.every = min(2*interval, sweepEveryMax)
 		}
 	}
 	s.records[rec.Key] = clone(rec)
