@@ -44,11 +44,7 @@ func (r *Request) queryValues() map[string]any {
 	if len(r.multiQuery) > 0 {
 		out := make(map[string]any, len(r.multiQuery))
 		for name, values := range r.multiQuery {
-			list := make([]any, len(values))
-			for i, v := range values {
-				list[i] = v
-			}
-			out[name] = list
+			out[name] = anyList(values)
 		}
 		return out
 	}
@@ -60,6 +56,16 @@ func (r *Request) queryValues() map[string]any {
 		out[name] = []any{v}
 	}
 	return out
+}
+
+// anyList returns values as the generic list that jsonvalue.AppendCanonical
+// writes.
+func anyList(values []string) []any {
+	list := make([]any, len(values))
+	for i, v := range values {
+		list[i] = v
+	}
+	return list
 }
 
 // Values returns the values of the request header name, matched without

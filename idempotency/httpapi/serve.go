@@ -290,11 +290,7 @@ func (e *engine) fingerprint(r *Request) (string, error) {
 	headers := make(map[string]any, len(e.cfg.fingerprintHeaders))
 	for _, name := range e.cfg.fingerprintHeaders {
 		if values := r.Values(name); len(values) > 0 {
-			list := make([]any, len(values))
-			for i, v := range values {
-				list[i] = v
-			}
-			headers[name] = list
+			headers[name] = anyList(values)
 		}
 	}
 	parts := []any{r.Method, r.Path, hex.EncodeToString(sum[:]), headers}
