@@ -97,7 +97,9 @@ func Start(tb testing.TB) *Server {
 
 // StartReplica starts a redis-server that replicates primary (a read-only
 // replica, as REPLICAOF makes it) and waits until its link to the primary is
-// up, so that it holds the primary's data.
+// up, so that it holds the primary's data, and the primary counts it as
+// online, so that WAIT counts its acknowledgements (after a diskless sync,
+// only once the replica's first one, up to a second later, has arrived).
 func StartReplica(tb testing.TB, primary *Server) *Server {
 	tb.Helper()
 	ctx := context.Background()
@@ -107,12 +109,17 @@ func StartReplica(tb testing.TB, primary *Server) *Server {
 		tb.Fatalf("redisserver: configuring primary %s: %v", primary.Addr, err)
 	}
 	s := start(tb, func(*Server) []string { return []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)} })
-	c := s.NewClient()
+	c, pc := s.NewClient(), primary.NewClient()
+	online := "port=" + strconv.Itoa(s.Port) + ",state=online"
 	deadline := time.Now().Add(startTimeout)
 	for {
 		info, err := c.Info(ctx, "replication").Result()
 		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return s
+			var onPrimary string
+			if onPrimary, err = pc.Info(ctx, "replication").Result(); err == nil && strings.Contains(onPrimary, online) {
+				return s
+			}
+			info += onPrimary
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("redisserver: replica %s did not connect to primary %s: %v\n%s", s.Addr, primary.Addr, err, info)
