@@ -213,3 +213,29 @@ func BenchmarkWrapInterleaved(b *testing.B) {
 	reportPercentiles(b, "first-", first)
 	reportPercentiles(b, "replay-", replay)
 }
+
+// BenchmarkWaitReplicas measures a first call's writes (Put and Update) on
+// a primary with one replica, without and with Options.WaitReplicas, so
+// that the cost of waiting for the replica's acknowledgements shows.
+func BenchmarkWaitReplicas(b *testing.B) {
+	primary := redisserver.Start(b)
+	redisserver.StartReplica(b, primary)
+	client := primary.NewClient()
+	ctx := b.Context()
+	now := testNow()
+	for _, replicas := range []int{0, 1} {
+		store := newStore(b, client, withWait(replicas, 0))
+		b.Run("FirstCall/wait_"+strconv.Itoa(replicas), func(b *testing.B) {
+			base := "wait#" + rand.Text() + "-"
+			measure(b, func(i int) {
+				rec := inProgress(base+strconv.Itoa(i), now)
+				if err := store.Put(ctx, rec, now); err != nil {
+					b.Fatal(err)
+				}
+				if err := store.Update(ctx, completed(rec, `{"id":"p_1"}`)); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}

@@ -94,7 +94,9 @@
 // it. After the server has lost its script cache (a restart, a failover to a
 // node that never ran the script, SCRIPT FLUSH), the first run of each script
 // costs one more round trip: EVALSHA answers NOSCRIPT and go-redis sends the
-// script itself with EVAL, which caches it again.
+// script itself with EVAL, which caches it again. With Options.WaitReplicas,
+// the writes are sent as a pipeline of the script and WAIT: still one round
+// trip each.
 //
 // # Durability
 //
@@ -106,8 +108,22 @@
 // blocks retries until its in-progress expiry and then lets one run again.
 // Idempotency holds across failovers only as far as the data survives them:
 // MemoryDB acknowledges a write once it is in its multi-AZ transaction log,
-// and so keeps it; where a second run after a failover is not acceptable and
-// you do not use MemoryDB, use the DynamoDB store.
+// and so keeps it.
+//
+// On Redis, Valkey or ElastiCache with replicas, Options.WaitReplicas closes
+// most of that window: every write is followed, in the same round trip, by
+// WAIT, and counts as done only once that many replicas have acknowledged
+// it. A reservation that is not acknowledged in time fails (the wrapped
+// handler does not run, and the caller gets a *idempotency.StoreError it can
+// retry); a completion that is not is logged as a failed completion, as any
+// other. Each write then costs the replicas' acknowledgement as well, well
+// under a millisecond on one network. WAIT does not make Redis strongly
+// consistent: a failover can still promote a replica that had not
+// acknowledged a write. With WaitReplicas equal to the number of replicas,
+// every replica holds every acknowledged write; with fewer, Sentinel and
+// Redis Cluster prefer the replica with the most data but do not promise it.
+// Where a second run after a failover is not acceptable, use MemoryDB or the
+// DynamoDB store.
 //
 // # Responses
 //
@@ -123,7 +139,9 @@
 // carries another token (or, for Update, when there is none); Get returns
 // persistence.ErrNotFound only when there is no record; Update returns
 // persistence.ErrResponseOmitted only when Options.MaxResponseSize made it
-// drop the response. These sentinels are returned as they are.
+// drop the response. These sentinels are returned as they are. With
+// Options.WaitReplicas, a write that too few replicas acknowledged returns an
+// error that wraps ErrNotReplicated.
 //
 // Every other failure is returned as an error that starts with
 // "persistence/redis: " and the operation and key, and wraps the cause, so

@@ -91,6 +91,28 @@ func ExampleNew_sentinel() {
 	_ = store
 }
 
+// A primary with two replicas (ElastiCache with replicas, or Sentinel):
+// each write waits until both replicas have it, so that a failover keeps
+// the reservations and results.
+func ExampleNew_waitReplicas() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "primary.example:6379",
+		ContextTimeoutEnabled: true,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+	})
+	defer client.Close()
+
+	store, err := redisstore.New(client, func(o *redisstore.Options) {
+		o.WaitReplicas = 2
+		o.WaitTimeout = 500 * time.Millisecond // shorter than ReadTimeout
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = store
+}
+
 // RedisKey shows where a record lives, for redis-cli (HGETALL, PTTL).
 func ExampleStore_RedisKey() {
 	// New makes no request: no server is needed here.

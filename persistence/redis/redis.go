@@ -75,7 +75,31 @@ type Options struct {
 	// holds up to 512 MB, far more than a Lambda response (6 MB), so there is
 	// no limit to work around.
 	MaxResponseSize int
+
+	// WaitReplicas, when positive, makes every write (Put that reserves,
+	// Update, Delete) wait until at least that many replicas have
+	// acknowledged it, with the WAIT command sent in the same round trip as
+	// the write, so that a failover to one of those replicas keeps the
+	// record. A write that fewer replicas acknowledge within WaitTimeout
+	// fails with an error that wraps ErrNotReplicated; it has been applied
+	// on the primary. Zero, the default, does not wait: replication is
+	// asynchronous (see the package documentation, Durability).
+	//
+	// It needs a *redis.Client (one primary, or Sentinel) or a
+	// *redis.ClusterClient, whose commands for one key can be sent on one
+	// connection: WAIT counts the writes of the connection it is sent on.
+	WaitReplicas int
+
+	// WaitTimeout bounds the wait for WaitReplicas, and is shortened to the
+	// context's deadline. It must be shorter than the client's ReadTimeout,
+	// which bounds the whole round trip. Zero means one second.
+	WaitTimeout time.Duration
 }
+
+// defaultWaitTimeout is Options.WaitTimeout's default: replicas on the same
+// network acknowledge in well under a millisecond, so a second is ample, and
+// a Lambda invocation can afford it when a replica is gone.
+const defaultWaitTimeout = time.Second
 
 // Store is a persistence.Store backed by Redis or Valkey. It is safe for
 // concurrent use. Create one with New.
@@ -84,6 +108,7 @@ type Store struct {
 	prefix string
 	fields Fields
 	max    int
+	wait   replicaWait
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -94,7 +119,8 @@ var _ persistence.Store = (*Store)(nil)
 // not take ownership of client; close it yourself when you are done.
 //
 // New makes no request. It returns an error when client is nil or the
-// options are invalid: a negative MaxResponseSize, or field names that clash.
+// options are invalid: a negative MaxResponseSize, field names that clash,
+// or a WaitReplicas that the client cannot honour (see Options).
 func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("persistence/redis: New: nil client")
@@ -110,7 +136,11 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, prefix: o.KeyPrefix, fields: f, max: o.MaxResponseSize}, nil
+	wait, err := newReplicaWait(client, o.WaitReplicas, o.WaitTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{client: client, prefix: o.KeyPrefix, fields: f, max: o.MaxResponseSize, wait: wait}, nil
 }
 
 // resolve returns f with defaults for its empty names, or an error when two
@@ -171,14 +201,14 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		guardField,
 	)
 	args = append(args, s.fields.encode(rec, rec.Response, rec.ResponseOmitted)...)
-	reply, err := putScript.Run(ctx, s.client, []string{s.RedisKey(rec.Key)}, args...).Result()
+	reply, acks, err := s.runScript(ctx, putScript, rec.Key, args...)
 	if err != nil {
 		return s.opError("put", rec.Key, err)
 	}
 	switch reply := reply.(type) {
 	case int64:
 		if reply == 1 {
-			return nil
+			return s.replicated("put", rec.Key, acks)
 		}
 	case []any:
 		existing, err := s.fields.decode(rec.Key, reply)
@@ -230,37 +260,42 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	args := make([]any, 0, 4+18)
 	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField)
 	args = append(args, s.fields.encode(rec, response, omitted)...)
-	reply, err := updateScript.Run(ctx, s.client, []string{s.RedisKey(rec.Key)}, args...).Int64()
+	reply, acks, err := s.runScript(ctx, updateScript, rec.Key, args...)
 	if err != nil {
 		return s.opError("update", rec.Key, err)
 	}
 	switch reply {
-	case 1:
+	case int64(1):
+		if err := s.replicated("update", rec.Key, acks); err != nil {
+			return err
+		}
 		if tooLarge {
 			return persistence.ErrResponseOmitted
 		}
 		return nil
-	case 0, -1:
+	case int64(0), int64(-1):
 		return persistence.ErrFenced
 	}
-	return s.opError("update", rec.Key, fmt.Errorf("unexpected script reply %d", reply))
+	return s.opError("update", rec.Key, fmt.Errorf("unexpected script reply %#v", reply))
 }
 
 // Delete implements persistence.Store. With one script run, it deletes the
 // record if it carries token, returns persistence.ErrFenced if it carries
 // another, and succeeds when there is none.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
-	reply, err := deleteScript.Run(ctx, s.client, []string{s.RedisKey(key)}, token, s.fields.Token, guardField).Int64()
+	reply, acks, err := s.runScript(ctx, deleteScript, key, token, s.fields.Token, guardField)
 	if err != nil {
 		return s.opError("delete", key, err)
 	}
 	switch reply {
-	case 0, 1:
+	case int64(1):
+		return s.replicated("delete", key, acks)
+	case int64(0):
 		return nil
-	case -1:
+	case int64(-1):
 		return persistence.ErrFenced
 	}
-	return s.opError("delete", key, fmt.Errorf("unexpected script reply %d", reply))
+	return s.opError("delete", key, fmt.Errorf("unexpected script reply %#v", reply))
 }
 
 // opError wraps an error of operation op on key. The result wraps err, so
