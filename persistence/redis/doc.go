@@ -116,8 +116,9 @@
 // it. A reservation that is not acknowledged in time fails (the wrapped
 // handler does not run, and the caller gets a *idempotency.StoreError it can
 // retry); a completion that is not is logged as a failed completion, as any
-// other. Each write then costs the replicas' acknowledgement as well, well
-// under a millisecond on one network. WAIT does not make Redis strongly
+// other; while fewer replicas than that are connected, every write fails.
+// Each write then costs the replicas' acknowledgement as well, well under a
+// millisecond on one network. WAIT does not make Redis strongly
 // consistent: a failover can still promote a replica that had not
 // acknowledged a write. With WaitReplicas equal to the number of replicas,
 // every replica holds every acknowledged write; with fewer, Sentinel and

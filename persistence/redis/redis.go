@@ -85,6 +85,10 @@ type Options struct {
 	// on the primary. Zero, the default, does not wait: replication is
 	// asynchronous (see the package documentation, Durability).
 	//
+	// While fewer replicas are connected (one is down, or a failover has
+	// promoted one and no other has taken its place), every write fails.
+	// Set it below the number of replicas to keep serving with one gone.
+	//
 	// It needs a *redis.Client (one primary, or Sentinel) or a
 	// *redis.ClusterClient, whose commands for one key can be sent on one
 	// connection: WAIT counts the writes of the connection it is sent on.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/internal/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
 
 // TestSentinelFailover reserves a key, stops the primary so that Sentinel
@@ -68,4 +69,63 @@ func TestSentinelFailover(t *testing.T) {
 	var conflict *persistence.ConflictError
 	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, done, conflict.Existing)
+}
+
+// TestSentinelFailoverWaitReplicas reserves a key with WaitReplicas set to
+// both replicas, stops the primary at once (without waiting for
+// replication, as a crash would), and finds the reservation on the replica
+// Sentinel promotes. The new primary has one replica left: a store that
+// waits for two fails its writes with ErrNotReplicated, one that waits for
+// one goes on once Sentinel has pointed the other replica at it.
+func TestSentinelFailoverWaitReplicas(t *testing.T) {
+	primary := redisserver.Start(t)
+	replicas := []*redisserver.Server{redisserver.StartReplica(t, primary), redisserver.StartReplica(t, primary)}
+	sentinel := redisserver.StartSentinel(t, primary)
+	ctx := t.Context()
+	now := testNow()
+
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redisserver.SentinelMaster,
+		SentinelAddrs: []string{sentinel.Addr},
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	both := newStore(t, client, withWait(2, 0))
+	one := newStore(t, client, withWait(1, 4*time.Second))
+
+	rec := inProgress("failover-wait#"+rand.Text(), now)
+	require.NoError(t, both.Put(ctx, rec, now))
+	primary.Stop()
+
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	t.Cleanup(func() { _ = sc.Close() })
+	var promoted *redisserver.Server
+	require.Eventually(t, func() bool {
+		addr, err := sc.GetMasterAddrByName(ctx, redisserver.SentinelMaster).Result()
+		if err != nil {
+			return false
+		}
+		for _, r := range replicas {
+			if net.JoinHostPort(addr[0], addr[1]) == r.Addr {
+				role, err := r.NewClient().Do(ctx, "ROLE").Slice()
+				if err == nil && role[0] == "master" {
+					promoted = r
+					return true
+				}
+			}
+		}
+		return false
+	}, 60*time.Second, 10*time.Millisecond, "Sentinel did not promote a replica")
+
+	token, err := promoted.NewClient().HGet(ctx, rec.Key, "token").Result()
+	require.NoError(t, err, "the acknowledged reservation was lost in the failover")
+	require.Equal(t, rec.Token, token)
+	got, err := both.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	requireRecord(t, rec, got)
+
+	done := completed(rec, `{"id":"p_1"}`)
+	require.ErrorIs(t, both.Update(ctx, done), redisstore.ErrNotReplicated)
+	require.Eventually(t, func() bool {
+		return one.Update(ctx, done) == nil
+	}, 60*time.Second, 100*time.Millisecond, "the remaining replica did not follow the new primary")
 }
