@@ -75,35 +75,35 @@ func (w *replicaWait) run(ctx context.Context, script *redis.Script, keys []stri
 		// WAIT 0 waits forever: never send less than a millisecond.
 		timeout = max(min(timeout, time.Until(deadline)), time.Millisecond)
 	}
-	for _, withText := range [...]bool{false, true} {
-		pipe := primary.Pipeline()
-		var cmd *redis.Cmd
-		if withText {
-			cmd = script.Eval(ctx, pipe, keys, args...)
-		} else {
-			cmd = script.EvalSha(ctx, pipe, keys, args...)
-		}
-		// (Pipeliner has no Wait method.)
-		wait := redis.NewIntCmd(ctx, "wait", w.replicas, timeout.Milliseconds())
-		_ = pipe.Process(ctx, wait)
-		_, _ = pipe.Exec(ctx) // the errors are the commands' own
-		if err := cmd.Err(); err != nil {
-			if !withText && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				continue
-			}
-			if w.cluster != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
-				// The slot has moved: the cluster client follows it on its
-				// own commands, but these went to a node it picked.
-				w.cluster.ReloadState(ctx)
-			}
-			return nil, 0, err
-		}
-		if err := wait.Err(); err != nil {
-			return nil, 0, fmt.Errorf("WAIT: %w", err)
-		}
-		return cmd.Val(), int(wait.Val()), nil
+	cmd, wait := w.send(ctx, primary, script.EvalSha, keys, args, timeout)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait = w.send(ctx, primary, script.Eval, keys, args, timeout)
 	}
-	panic("unreachable")
+	if err := cmd.Err(); err != nil {
+		if w.cluster != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
+			// The slot has moved: the cluster client follows it on its own
+			// commands, but these went to the node it named before.
+			w.cluster.ReloadState(ctx)
+		}
+		return nil, 0, err
+	}
+	if err := wait.Err(); err != nil {
+		return nil, 0, fmt.Errorf("WAIT: %w", err)
+	}
+	return cmd.Val(), int(wait.Val()), nil
+}
+
+// send sends the script, with eval (its EvalSha or Eval), and WAIT as one
+// pipeline, and returns their commands, which hold the replies or errors.
+func (w *replicaWait) send(ctx context.Context, primary *redis.Client, eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,
+	keys []string, args []any, timeout time.Duration) (*redis.Cmd, *redis.IntCmd) {
+	pipe := primary.Pipeline()
+	cmd := eval(ctx, pipe, keys, args...)
+	// (Pipeliner has no Wait method.)
+	wait := redis.NewIntCmd(ctx, "wait", w.replicas, timeout.Milliseconds())
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx) // the errors are the commands' own
+	return cmd, wait
 }
 
 // runScript runs script on the record key's Redis key: with WaitReplicas,
