@@ -196,13 +196,14 @@ func (s *Store) RedisKey(key string) string { return s.prefix + key }
 // lost): the key then holds rec, with rec.Token, until its in-progress expiry
 // or a Delete with that token.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
-	args := make([]any, 0, 7+18)
+	args := make([]any, 0, 9+18)
 	args = append(args,
 		ceilMilli(now),
 		rec.ExpiresAt.UnixMilli(),
 		string(persistence.StatusInProgress),
 		s.fields.Status, s.fields.Expiration, s.fields.InProgressExpiration,
 		guardField,
+		s.fields.Token, rec.Token,
 	)
 	args = append(args, s.fields.encode(rec, rec.Response, rec.ResponseOmitted)...)
 	reply, acks, err := s.runScript(ctx, putScript, rec.Key, args...)
@@ -218,6 +219,14 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		existing, err := s.fields.decode(rec.Key, reply)
 		if err != nil {
 			return s.opError("put", rec.Key, err)
+		}
+		if existing.Token == rec.Token {
+			// The caller's own reservation, from an attempt whose reply
+			// was lost (go-redis retries): the script wrote to it again,
+			// so that WAIT tells whether it is replicated.
+			if err := s.replicated("put", rec.Key, acks); err != nil {
+				return err
+			}
 		}
 		return &persistence.ConflictError{Existing: existing}
 	}

@@ -24,10 +24,21 @@ import "github.com/redis/go-redis/v9"
 //	ARGV[4..6] field names: status, expiration (epoch seconds),
 //	           in_progress_expiration (epoch milliseconds)
 //	ARGV[7]    the guard field
-//	ARGV[8..]  the new record's fields and values
+//	ARGV[8]    the token field name
+//	ARGV[9]    the caller's token
+//	ARGV[10..] the new record's fields and values
 //
 // It returns 1 when it wrote the record, or the existing record's fields and
 // values (as HGETALL) when a live record holds the key.
+//
+// A live record with the caller's token is the caller's own, written by an
+// earlier attempt whose reply was lost, perhaps on another connection. The
+// script then sets the token to the value it has: a write that changes
+// nothing but is replicated, so that a WAIT after the script on this
+// connection (Options.WaitReplicas) covers the record written before it
+// too, replication being one ordered stream. (WAIT counts a connection's
+// writes; Redis 7.0 also waits on a connection without any, but that is
+// not documented.)
 //
 // A record is live at now unless expiration < now, or it is in progress and
 // in_progress_expiration < now: persistence.Record.Live. With integers
@@ -52,14 +63,18 @@ if kind == 'hash' then
     live = until_ms >= now
   end
   if live then
-    redis.call('HDEL', key, ARGV[7])
+    if redis.call('HGET', key, ARGV[8]) == ARGV[9] then
+      redis.call('HSET', key, ARGV[8], ARGV[9])
+    else
+      redis.call('HDEL', key, ARGV[7])
+    end
     return redis.call('HGETALL', key)
   end
   redis.call('DEL', key)
 elseif kind ~= 'none' then
   return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
 end
-redis.call('HSET', key, unpack(ARGV, 8))
+redis.call('HSET', key, unpack(ARGV, 10))
 redis.call('PEXPIREAT', key, ARGV[2])
 return 1
 `)

@@ -99,15 +99,25 @@ func TestWaitReplicasUnacknowledged(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token, "the reservation is not on the primary")
 
+	// The same Put again on another connection, as go-redis retries one
+	// whose reply was lost: it finds its own reservation, which is not
+	// replicated either.
+	retried := newStore(t, primary.NewClient(), withWait(1, 100*time.Millisecond))
+	require.ErrorIs(t, retried.Put(ctx, rec, now), redisstore.ErrNotReplicated)
 	require.ErrorIs(t, store.Update(ctx, completed(rec, `"ok"`)), redisstore.ErrNotReplicated)
 	require.ErrorIs(t, store.Delete(ctx, rec.Key, rec.Token), redisstore.ErrNotReplicated)
 	// Nothing to delete, nothing to wait for.
 	require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
 	replica.Thaw()
 
-	// Once the replica has caught up, writes are acknowledged again.
+	// Once the replica has caught up, writes are acknowledged again, and a
+	// repeated Put finds its own replicated reservation.
 	patient := newStore(t, client, withWait(1, 4*time.Second))
-	require.NoError(t, patient.Put(ctx, inProgress("acknowledged#"+rand.Text(), now), now))
+	again := inProgress("acknowledged#"+rand.Text(), now)
+	require.NoError(t, patient.Put(ctx, again, now))
+	var conflict *persistence.ConflictError
+	require.ErrorAs(t, patient.Put(ctx, again, now), &conflict)
+	require.Equal(t, again.Token, conflict.Existing.Token)
 }
 
 // TestWaitReplicasWrap runs a handler over a store whose replica has
