@@ -25,11 +25,7 @@ func TestSentinelFailover(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 
-	client := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    redisserver.SentinelMaster,
-		SentinelAddrs: []string{sentinel.Addr},
-	})
-	t.Cleanup(func() { _ = client.Close() })
+	client := failoverClient(t, sentinel)
 	rt := countRoundTrips(t, client)
 	store := newStore(t, client)
 
@@ -43,16 +39,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	// The primary crashes; Sentinel promotes the replica.
 	primary.Stop()
-	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
-	t.Cleanup(func() { _ = sc.Close() })
-	require.Eventually(t, func() bool {
-		addr, err := sc.GetMasterAddrByName(ctx, redisserver.SentinelMaster).Result()
-		if err != nil || net.JoinHostPort(addr[0], addr[1]) != replica.Addr {
-			return false
-		}
-		role, err := replicaClient.Do(ctx, "ROLE").Slice()
-		return err == nil && role[0] == "master"
-	}, 60*time.Second, 10*time.Millisecond, "Sentinel did not promote the replica")
+	awaitPromotion(t, sentinel, replica)
 
 	rt.reset()
 	done := completed(rec, `{"id":"p_1"}`)
@@ -84,11 +71,7 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 
-	client := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    redisserver.SentinelMaster,
-		SentinelAddrs: []string{sentinel.Addr},
-	})
-	t.Cleanup(func() { _ = client.Close() })
+	client := failoverClient(t, sentinel)
 	both := newStore(t, client, withWait(2, 0))
 	one := newStore(t, client, withWait(1, 4*time.Second))
 
@@ -96,25 +79,7 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 	require.NoError(t, both.Put(ctx, rec, now))
 	primary.Stop()
 
-	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
-	t.Cleanup(func() { _ = sc.Close() })
-	var promoted *redisserver.Server
-	require.Eventually(t, func() bool {
-		addr, err := sc.GetMasterAddrByName(ctx, redisserver.SentinelMaster).Result()
-		if err != nil {
-			return false
-		}
-		for _, r := range replicas {
-			if net.JoinHostPort(addr[0], addr[1]) == r.Addr {
-				role, err := r.NewClient().Do(ctx, "ROLE").Slice()
-				if err == nil && role[0] == "master" {
-					promoted = r
-					return true
-				}
-			}
-		}
-		return false
-	}, 60*time.Second, 10*time.Millisecond, "Sentinel did not promote a replica")
+	promoted := awaitPromotion(t, sentinel, replicas...)
 
 	token, err := promoted.NewClient().HGet(ctx, rec.Key, "token").Result()
 	require.NoError(t, err, "the acknowledged reservation was lost in the failover")
@@ -128,4 +93,45 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return one.Update(ctx, done) == nil
 	}, 60*time.Second, 100*time.Millisecond, "the remaining replica did not follow the new primary")
+}
+
+// failoverClient returns a client that follows the primary that sentinel
+// names.
+func failoverClient(t *testing.T, sentinel *redisserver.Server) *redis.Client {
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redisserver.SentinelMaster,
+		SentinelAddrs: []string{sentinel.Addr},
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// awaitPromotion waits until sentinel names one of candidates as the
+// primary and that server has taken the role, and returns it.
+func awaitPromotion(t *testing.T, sentinel *redisserver.Server, candidates ...*redisserver.Server) *redisserver.Server {
+	ctx := t.Context()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	t.Cleanup(func() { _ = sc.Close() })
+	clients := make([]*redis.Client, len(candidates))
+	for i, c := range candidates {
+		clients[i] = c.NewClient()
+	}
+	var promoted *redisserver.Server
+	require.Eventually(t, func() bool {
+		addr, err := sc.GetMasterAddrByName(ctx, redisserver.SentinelMaster).Result()
+		if err != nil {
+			return false
+		}
+		for i, c := range candidates {
+			if net.JoinHostPort(addr[0], addr[1]) == c.Addr {
+				role, err := clients[i].Do(ctx, "ROLE").Slice()
+				if err == nil && role[0] == "master" {
+					promoted = c
+					return true
+				}
+			}
+		}
+		return false
+	}, 60*time.Second, 10*time.Millisecond, "Sentinel did not promote a replica")
+	return promoted
 }
