@@ -97,7 +97,11 @@ func (e *KeyError) Unwrap() error { return e.Err }
 func (e *KeyError) Is(target error) bool { return target == ErrNoKey }
 
 // StoreError is returned when a store request failed while the key was
-// being reserved or read. The handler did not run. Err is the store's error.
+// being reserved or read. The handler did not run, and the reservation the
+// call may have written (a write whose reply was lost) is deleted, fenced
+// on the call's token, so that a retry can run at once; only if that
+// delete fails too does the reservation hold the key until its in-progress
+// expiry. Err is the store's error.
 type StoreError struct {
 	Op  string // "put", "get", "update" or "delete"
 	Key string

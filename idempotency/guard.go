@@ -222,6 +222,10 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 			if errors.Is(err, persistence.ErrNotFound) {
 				existing = nil
 			} else if err != nil {
+				// The conflicting record may be our own: a write whose
+				// reply was lost, retried by the store's client into a
+				// conflict with itself. Release it as above.
+				g.releaseQuietly(ctx, rec)
 				return nil, Result{}, &StoreError{Op: "get", Key: key, Err: err}
 			}
 		}
@@ -237,6 +241,7 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 		}
 		// The record vanished or expired between the write and the read.
 		if attempt == maxReserveAttempts {
+			g.releaseQuietly(ctx, rec)
 			return nil, Result{}, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
 		now = g.Now()

@@ -288,6 +288,41 @@ func TestStoreFailures(t *testing.T) {
 	}
 }
 
+// A reservation whose reply is lost and whose retried write conflicts
+// with itself, on a store that does not return the conflicting record,
+// then fails to read it back: the call fails with *StoreError, and the
+// record it wrote must not lock the key.
+func TestStoreErrorAfterOwnConflictReleasesTheKey(t *testing.T) {
+	// The inner fault store answers the retried write's conflict without
+	// the existing record; the outer one loses the first reply, retries,
+	// and fails the read that follows.
+	withoutExisting := faultstore.New(memory.New())
+	withoutExisting.Fault = faultstore.On(faultstore.OpPut, 2, faultstore.DropExisting)
+	store := faultstore.New(withoutExisting)
+	store.Fault = func(op faultstore.Op, _ string, n int) faultstore.Fault {
+		switch {
+		case op == faultstore.OpPut && n == 1:
+			return faultstore.RetryAfterLostReply
+		case op == faultstore.OpGet:
+			return faultstore.FailBefore
+		}
+		return faultstore.None
+	}
+	var c counter
+	charge := mustWrap(t, c.handle, store)
+	_, err := charge(t.Context(), o1)
+	var se *idempotency.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "get", se.Op)
+	assert.Zero(t, c.count(), "the handler must not run")
+	assert.Equal(t, 1, store.Calls(faultstore.OpDelete), "the reservation is released, fenced on its token")
+
+	store.Fault = nil
+	_, err = charge(t.Context(), o1)
+	require.NoError(t, err, "a retry runs at once: nothing is locked")
+	assert.Equal(t, 1, c.count())
+}
+
 func TestLostPutReplyRecognisesOwnReservation(t *testing.T) {
 	store := faultstore.New(memory.New())
 	store.Fault = faultstore.On(faultstore.OpPut, 1, faultstore.RetryAfterLostReply)

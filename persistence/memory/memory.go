@@ -38,22 +38,26 @@ var (
 )
 
 // Reservations sweep the store: they inspect records at random and drop
-// those that are no longer live, so that a long-running process does not
-// keep every key forever. Sampling keeps the cost of a Put constant
-// whatever the size of the store, as Redis does with its keys.
+// those whose expiry (ExpiresAt) has passed, so that a long-running process
+// does not keep every key forever. An in-progress record past its
+// in-progress expiry stays until its own expiry, as in every store: its
+// invocation may still be running late, and its completion must land
+// unless another invocation has taken the key over. Sampling keeps the
+// cost of a Put constant whatever the size of the store, as Redis does with
+// its keys.
 //
 // A sweep inspects sweepSample records, every sweepEveryMin-th
-// reservation while sweeps find dead records: four per reservation on
-// average. Inspecting more records than are added bounds the share of dead
-// ones: when a fraction f of the store is dead, a reservation drops 4f
+// reservation while sweeps find expired records: four per reservation on
+// average. Inspecting more records than are added bounds the share of expired
+// ones: when a fraction f of the store has expired, a reservation drops 4f
 // records on average and adds one, so the store settles with at most about
-// a quarter of its records dead. The records are inspected in batches
+// a quarter of its records expired. The records are inspected in batches
 // because starting a map iteration costs more than inspecting a record.
 //
-// A sweep that finds nothing dead doubles the interval, up to
+// A sweep that finds nothing expired doubles the interval, up to
 // sweepEveryMax reservations, so that a store whose records are all live
 // (an hour's expiry, and a process younger than that) does not keep paying
-// for sweeps; the first sweep that finds a dead record goes back to
+// for sweeps; the first sweep that finds an expired record goes back to
 // sweepEveryMin.
 const (
 	sweepEveryMin = 16
@@ -170,12 +174,12 @@ func (s *Store) Len() int {
 }
 
 // sweep inspects sweepSample records, from a random place in the map,
-// drops those that are no longer live, and returns how many it dropped.
-// s.mu must be held.
+// drops those that have expired, and returns how many it dropped. s.mu
+// must be held.
 func (s *Store) sweep(now time.Time) (dropped int) {
 	n := 0
 	for key, rec := range s.records {
-		if !rec.Live(now) {
+		if rec.ExpiresAt.Before(now) {
 			delete(s.records, key)
 			dropped++
 		}

@@ -54,6 +54,7 @@ var cases = []struct {
 	{"PutOverExpired", testPutOverExpired},
 	{"PutOverInProgressExpired", testPutOverInProgressExpired},
 	{"CompletedIgnoresInProgressExpiry", testCompletedIgnoresInProgressExpiry},
+	{"LateCompletionWithoutTakeover", testLateCompletionWithoutTakeover},
 	{"PutAfterDelete", testPutAfterDelete},
 	{"GetMissing", testGetMissing},
 	{"UpdateRoundTrip", testUpdateRoundTrip},
@@ -280,6 +281,35 @@ func testCompletedIgnoresInProgressExpiry(t *testing.T, s persistence.Store) {
 
 	later := now.Add(5 * time.Second)
 	checkConflict(t, s.Put(ctx(t), inProgress(first.Key, later), later), done)
+}
+
+// LateWrites is the number of reservations of other keys that the
+// "LateCompletionWithoutTakeover" case makes while a record is past its
+// in-progress expiry: enough to set off the housekeeping of a store that
+// drops records as it takes new ones.
+const LateWrites = 64
+
+// testLateCompletionWithoutTakeover: a record past its in-progress expiry
+// but not its expiry stays in the store, however much traffic other keys
+// see, so that its invocation, running late, still completes it when no
+// other invocation has taken the key over. A store drops a record only
+// once its ExpiresAt has passed.
+func testLateCompletionWithoutTakeover(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	rec.InProgressExpiresAt = now.Add(time.Second)
+	mustPut(t, s, rec, now)
+
+	later := now.Add(5 * time.Second)
+	for i := range LateWrites {
+		mustPut(t, s, inProgress(fmt.Sprintf("%s-other-%d", rec.Key, i), later), later)
+	}
+	checkRecord(t, "Get of a lapsed reservation after other keys' traffic", mustGet(t, s, rec.Key), rec)
+	done := completed(rec, later, []byte(`"late"`))
+	if err := s.Update(ctx(t), done); err != nil {
+		t.Fatalf("Update by the owner of a lapsed reservation that nobody took over: %v, want it to land", err)
+	}
+	checkRecord(t, "Get after the late completion", mustGet(t, s, rec.Key), done)
 }
 
 func testPutAfterDelete(t *testing.T, s persistence.Store) {
