@@ -55,6 +55,9 @@ func TestAdapters(t *testing.T) {
 		{"response too large", testResponseTooLarge},
 		{"unreadable stored response", testReplayFailed},
 		{"nothing of the request is stored", testNothingOfRequestStored},
+		{"a day's expiry by default", testDefaultExpiry},
+		{"responses marked not executed", testMarkNotExecuted},
+		{"Retry-After estimates the handler's duration", testRetryAfterEstimate},
 	}
 	forEachEventType(t, func(t *testing.T, et eventType) {
 		for _, row := range rows {
@@ -96,8 +99,9 @@ func testInvalidKeys(t *testing.T, et eventType) {
 		"bad escape":               {`"a\nb"`, `is a quoted string with an invalid escape; only \" and \\ are allowed`},
 		"parameters":               {`"abc";v=1`, "has text after its closing quote; send one quoted string without parameters"},
 		"non-ASCII in quotes":      {`"ключ"`, "is a quoted string with characters other than printable ASCII"},
-		"bare comma":               {`a,b`, "contains a comma, or several keys; send one key, quoted as a Structured Field string if it contains a comma"},
-		"structured list of items": {`"a", "b"`, "has text after its closing quote; send one quoted string without parameters"},
+		"bare comma":               {`a,b`, "carries several different keys; send one"},
+		"structured list of items": {`"a", "b"`, "carries several different keys; send one"},
+		"empty item in a list":     {`"a",`, "is empty"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var a app
@@ -206,7 +210,7 @@ func testInFlight(t *testing.T, et eventType) {
 		dup, err := send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusConflict, dup.status)
-		assert.Equal(t, "30", dup.headers.Get("Retry-After"))
+		assert.Equal(t, "2", dup.headers.Get("Retry-After"), "no estimate yet: the cap, DefaultMaxRetryAfter")
 		p := problemOf(t, dup)
 		assert.Equal(t, httpapi.Problem{
 			Type:   httpapi.ProblemKeyInUse,
@@ -218,10 +222,10 @@ func testInFlight(t *testing.T, et eventType) {
 			assert.Equal(t, "409 Conflict", dup.description)
 		}
 
-		time.Sleep(10*time.Second + time.Millisecond)
+		time.Sleep(29*time.Second + 500*time.Millisecond)
 		dup, err = send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
-		assert.Equal(t, "20", dup.headers.Get("Retry-After"), "seconds left, rounded up")
+		assert.Equal(t, "1", dup.headers.Get("Retry-After"), "half a second until the reservation lapses: at least 1")
 
 		// A duplicate with another body is a mismatch even in flight: the
 		// fingerprint is compared first.
@@ -326,7 +330,7 @@ func testQueryStrings(t *testing.T, et eventType) {
 }
 
 func testReleasedStatuses(t *testing.T, et eventType) {
-	for _, code := range []int{500, 502, 503, 504, 408, 429} {
+	for _, code := range []int{500, 502, 503, 504, 401, 403, 408, 409, 425, 429} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			a := app{respond: func(run int, _ httpReq) (httpResp, error) {
 				if run == 1 {
@@ -354,7 +358,7 @@ func testReleasedStatuses(t *testing.T, et eventType) {
 }
 
 func testStoredStatuses(t *testing.T, et eventType) {
-	for _, code := range []int{200, 202, 204, 302, 400, 401, 403, 404, 409, 422} {
+	for _, code := range []int{200, 202, 204, 302, 400, 402, 404, 410, 422} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			a := app{respond: func(run int, _ httpReq) (httpResp, error) {
 				return status(code, "run "+strconv.Itoa(run)), nil
@@ -502,18 +506,24 @@ func testRepeatedKeyHeaders(t *testing.T, et eventType) {
 	t.Run("same key", func(t *testing.T) {
 		var a app
 		send := et.wrap(t, a.handle, memory.New())
+		// Every event type accepts the same key twice, whether it passes
+		// the lines apart or joins them with commas ("k1,k1").
 		resp, err := send(t.Context(), twice("k1", "k1"))
 		require.NoError(t, err)
-		if et.joined {
-			// "k1,k1": indistinguishable from a key with a comma.
-			assert.Equal(t, http.StatusBadRequest, resp.status)
-			assert.Equal(t, httpapi.ProblemInvalidKey, problemOf(t, resp).Type)
-			return
-		}
 		assert.Equal(t, http.StatusCreated, resp.status)
 		resp, err = send(t.Context(), twice(`"k1"`, "k1"))
 		require.NoError(t, err)
 		assert.Equal(t, "true", resp.headers.Get(httpapi.HeaderReplayed), "the same key in both forms is one key")
+		resp, err = send(t.Context(), post("k1", orderA))
+		require.NoError(t, err)
+		assert.Equal(t, "true", resp.headers.Get(httpapi.HeaderReplayed), "the same key, once")
+
+		// A quoted key with a comma, twice: the commas inside quotes do
+		// not split it.
+		resp, err = send(t.Context(), twice(`"a,b"`, `"a,b"`))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusCreated, resp.status)
+		assert.Equal(t, 2, a.count())
 	})
 	t.Run("different keys", func(t *testing.T) {
 		var a app
@@ -788,4 +798,119 @@ func testNothingOfRequestStored(t *testing.T, et eventType) {
 	assert.Contains(t, string(rec.Response), `"statusCode":201`)
 	assert.Contains(t, string(rec.Response), `"body":"{\"id\":\"ord_1\",\"note\":\"<a & b>\"}"`, "bodies are stored without HTML escaping")
 	assert.Equal(t, []string{rec.Key}, a.keys, "the handler's context carries the key")
+}
+
+// The adapters keep keys for Stripe's 24 hours unless told otherwise, not
+// the core's hour.
+func testDefaultExpiry(t *testing.T, et eventType) {
+	for _, tc := range []struct {
+		name   string
+		opts   []httpapi.Option
+		expiry time.Duration
+	}{
+		{"default", nil, httpapi.DefaultExpiry},
+		{"explicit", []httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithExpiry(time.Hour))}, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var a app
+				send := et.wrap(t, a.handle, memory.New(), tc.opts...)
+				_, err := send(t.Context(), post("k1", orderA))
+				require.NoError(t, err)
+				time.Sleep(tc.expiry - time.Second)
+				resp, err := send(t.Context(), post("k1", orderA))
+				require.NoError(t, err)
+				assert.Equal(t, "true", resp.headers.Get(httpapi.HeaderReplayed), "a second before the expiry")
+				time.Sleep(2 * time.Second)
+				resp, err = send(t.Context(), post("k1", orderA))
+				require.NoError(t, err)
+				assert.Empty(t, resp.headers.Get(httpapi.HeaderReplayed), "a second after it, the request runs again")
+				assert.Equal(t, 2, a.count())
+			})
+		})
+	}
+	assert.Equal(t, 24*time.Hour, httpapi.DefaultExpiry)
+}
+
+// A response the handler marks as not executed is returned, not stored: the
+// client fixes the request and retries with the same key.
+func testMarkNotExecuted(t *testing.T, et eventType) {
+	marked := make(chan bool, 3)
+	a := app{respond: func(run int, req httpReq) (httpResp, error) {
+		return status(http.StatusBadRequest, "run "+strconv.Itoa(run)), nil
+	}}
+	h := func(ctx context.Context, req httpReq) (httpResp, error) {
+		if req.body == `{"amount":"ten"}` {
+			marked <- httpapi.MarkNotExecuted(ctx)
+		}
+		return a.handle(ctx, req)
+	}
+	send := et.wrap(t, h, memory.New())
+	resp, err := send(t.Context(), post("k1", `{"amount":"ten"}`))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusBadRequest, resp.status)
+	assert.Equal(t, "run 1", resp.body)
+	assert.True(t, <-marked, "the adapter's context")
+
+	// The corrected request with the same key runs: no 422, no replay.
+	resp, err = send(t.Context(), post("k1", `{"amount":10}`))
+	require.NoError(t, err)
+	assert.Equal(t, "run 2", resp.body)
+	assert.Empty(t, resp.headers.Get(httpapi.HeaderReplayed))
+	// That 400 was not marked: it is stored and replayed.
+	resp, err = send(t.Context(), post("k1", `{"amount":10}`))
+	require.NoError(t, err)
+	assert.Equal(t, "run 2", resp.body)
+	assert.Equal(t, "true", resp.headers.Get(httpapi.HeaderReplayed))
+	assert.Equal(t, 2, a.count())
+	assert.False(t, httpapi.MarkNotExecuted(t.Context()), "outside the adapter it does nothing")
+}
+
+// Retry-After is the handler's usual duration, rounded up to whole
+// seconds, within the cap and the reservation's remaining time.
+func testRetryAfterEstimate(t *testing.T, et eventType) {
+	for _, tc := range []struct {
+		name string
+		opts []httpapi.Option
+		took time.Duration // how long the handler takes
+		want string
+	}{
+		{"fast handler", nil, 30 * time.Millisecond, "1"},
+		{"slow handler, capped", nil, 3500 * time.Millisecond, "2"},
+		{"slow handler, higher cap", []httpapi.Option{httpapi.WithMaxRetryAfter(10 * time.Second)}, 3500 * time.Millisecond, "4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				entered, release := make(chan struct{}, 1), make(chan struct{})
+				a := app{respond: func(run int, req httpReq) (httpResp, error) {
+					if req.body == "block" {
+						entered <- struct{}{}
+						<-release
+					} else {
+						time.Sleep(tc.took)
+					}
+					return created(run), nil
+				}}
+				send := et.wrap(t, a.handle, memory.New(), tc.opts...)
+				for i := range 3 {
+					_, err := send(t.Context(), post("warm-"+strconv.Itoa(i), orderA))
+					require.NoError(t, err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					_, err := send(ctx, post("k1", "block"))
+					assert.NoError(t, err)
+				})
+				<-entered
+				resp, err := send(t.Context(), post("k1", "block"))
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusConflict, resp.status)
+				assert.Equal(t, tc.want, resp.headers.Get("Retry-After"))
+				close(release)
+				wg.Wait()
+			})
+		})
+	}
 }

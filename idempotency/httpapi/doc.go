@@ -12,8 +12,7 @@
 // those of package idempotency.
 //
 //	handler := httpapi.MustWrapAPIGatewayV2(createOrder, store,
-//		httpapi.WithScope(httpapi.ScopePrincipal()),
-//		httpapi.WithIdempotencyOptions(idempotency.WithExpiry(24*time.Hour)))
+//		httpapi.WithScope(httpapi.ScopePrincipal()))
 //	lambda.Start(handler)
 //
 // # Requests
@@ -29,7 +28,10 @@
 // both forms give the same key. Keys are 1 to MaxKeyLength characters of
 // valid UTF-8 without control characters; a bare key cannot contain a comma,
 // because HTTP APIs and Function URLs join repeated header lines with commas.
-// Several header lines are accepted if they carry the same key.
+// A request may repeat the header if every line carries the same key, on
+// every event type: REST APIs and ALB pass the lines apart, and on HTTP APIs
+// and Function URLs, which join them with commas, the joined value is split
+// again at the commas outside quoted keys. Different keys are refused.
 //
 // The record of a key is found by hashing [scope, key] (see WithScope), so
 // two callers never share a record. The request's fingerprint is the hash of
@@ -61,23 +63,40 @@
 //	retry of a key whose response was too large  500     response-not-stored
 //	retry whose stored response cannot be read   500     replay-failed
 //
-// Retry-After on 409 is the number of seconds until the first request's
-// reservation lapses (its invocation's deadline, measured on the Guard's
-// clock), rounded up, at least 1: by then that request has completed, and a
-// retry gets its response, or its invocation has ended without completing,
-// and a retry runs the handler.
+// Retry-After on 409 is an estimate of when the first request will have
+// finished: how long the handler has taken recently, in whole seconds
+// rounded up, at least 1, at most DefaultMaxRetryAfter (see
+// WithMaxRetryAfter), and never more than the time until the first
+// request's reservation lapses. A retry then usually gets the first
+// request's response; one that comes too early gets another 409.
 //
 // 503 is chosen for store failures, rather than 500, because nothing
 // happened and a retry with the same key is safe and likely to succeed.
 //
 // # Which responses are stored
 //
-// Responses with status 2xx, 3xx and 4xx are stored and replayed, except 408
-// and 429, which invite the client to retry. 5xx responses release the key,
-// so that a retry runs the handler again, unless WithStoreServerErrors is
-// set (Stripe's behaviour). A Go error or a panic of the handler releases
-// the key too; idempotency.Permanent and idempotency.WithPermanentErrors
-// record a Go error instead, which retries receive as recorded-error.
+// A response is stored, and replayed to every retry with its key until the
+// key expires (DefaultExpiry, 24 hours, unless idempotency.WithExpiry sets
+// another), when it says that the request executed. Responses that say it
+// did not are returned but not stored, and the key is released, so that
+// the client can fix the cause and retry with the same key, as Stripe
+// saves a result only once the endpoint has started executing:
+//
+//	Status                   Stored  Why
+//	2xx, 3xx                 yes     the request executed
+//	400, 402, 404, 422, ...  yes     an answer about the request; a retry gets the same one
+//	401, 403                 no      the credentials may be fixed, then retried
+//	408                      no      the request did not arrive whole
+//	409                      no      the resource was busy; retry later
+//	425                      no      retry once the connection is secure
+//	429                      no      throttled; retry later
+//	5xx                      no      the request may not have run (WithStoreServerErrors stores them, as Stripe does)
+//
+// A handler marks any other response as not executed with
+// MarkNotExecuted, for example a 400 from validation that ran before the
+// side effect. A Go error or a panic of the handler releases the key too;
+// idempotency.Permanent and idempotency.WithPermanentErrors record a Go
+// error instead, which retries receive as recorded-error.
 //
 // The stored form is the response itself: status code, headers,
 // multi-value headers, cookies, body, isBase64Encoded and ALB's status

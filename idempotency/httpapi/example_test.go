@@ -68,7 +68,8 @@ func ExampleWithScope() {
 			Headers:    map[string]string{"Idempotency-Key": "key-1"},
 			Body:       `{"amount":100}`,
 		}
-		req.RequestContext.Authorizer = map[string]any{"principalId": user}
+		req.RequestContext.APIID = "a1b2c3d4e5"
+		req.RequestContext.Authorizer = map[string]any{"principalId": user} // a Lambda authorizer's
 		return req
 	}
 	for _, user := range []string{"alice", "bob", "alice"} {

@@ -38,6 +38,19 @@ type httpReq struct {
 	query   []header // query string parameters, in order, as name and value
 	body    string
 	base64  bool // the event carries the body base64-encoded
+	// caller, when set, is the identity that the service in front of the
+	// function authenticated.
+	caller *caller
+}
+
+// caller is an authenticated identity: for REST APIs the claims of a
+// Cognito user pool authorizer, for HTTP APIs those of a JWT authorizer,
+// and for Function URLs an IAM principal, with issuer as its account ID.
+// ALB targets carry none.
+type caller struct{ issuer, subject string }
+
+func (c *caller) claims() map[string]string {
+	return map[string]string{"iss": c.issuer, "sub": c.subject, "scope": "payments"}
 }
 
 // httpResp is a response as the client receives it, or as a handler
@@ -217,6 +230,13 @@ func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...http
 		ev.HTTPMethod, ev.Path, ev.Body, ev.IsBase64Encoded = req.method, req.path, req.body, req.base64
 		ev.Headers, ev.MultiValueHeaders = singleHeaders(req.headers), multiHeaders(req.headers)
 		ev.QueryStringParameters, ev.MultiValueQueryStringParameters = singleHeaders(req.query), multiHeaders(req.query)
+		if req.caller != nil {
+			claims := map[string]any{}
+			for k, v := range req.caller.claims() {
+				claims[k] = v
+			}
+			ev.RequestContext.Authorizer = map[string]any{"claims": claims}
+		}
 		out, err := wrapped(ctx, roundTrip(t, ev))
 		out = roundTrip(t, out)
 		h := mergeHeaders(out.Headers, out.MultiValueHeaders)
@@ -228,6 +248,7 @@ func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...http
 
 func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-no-authorizer.json")
+	jwt := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json").RequestContext.Authorizer
 	wrapped, err := httpapi.WrapAPIGatewayV2(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		resp, err := h(ctx, httpReq{method: ev.RequestContext.HTTP.Method, path: ev.RawPath, headers: headerList(ev.Headers, nil), body: ev.Body, base64: ev.IsBase64Encoded})
 		return events.APIGatewayV2HTTPResponse{StatusCode: resp.status, Headers: flatHeaders(resp.headers), Cookies: resp.cookies, Body: resp.body, IsBase64Encoded: resp.base64}, err
@@ -239,6 +260,13 @@ func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpap
 		ev.Body, ev.IsBase64Encoded = req.body, req.base64
 		ev.Headers = joinedHeaders(req.headers)
 		ev.RawQueryString, ev.QueryStringParameters = rawQuery(req.query), joinedHeaders(req.query)
+		if req.caller != nil {
+			auth := *jwt
+			jwtAuth := *auth.JWT
+			jwtAuth.Claims = req.caller.claims()
+			auth.JWT = &jwtAuth
+			ev.RequestContext.Authorizer = &auth
+		}
 		out, err := wrapped(ctx, roundTrip(t, ev))
 		out = roundTrip(t, out)
 		return httpResp{status: out.StatusCode, headers: mergeHeaders(out.Headers, nil), cookies: out.Cookies, body: out.Body, base64: out.IsBase64Encoded}, err
@@ -247,6 +275,8 @@ func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpap
 
 func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.LambdaFunctionURLRequest](t, "lambda-urls-request.json")
+	iam := *base.RequestContext.Authorizer.IAM
+	base.RequestContext.Authorizer = nil
 	wrapped, err := httpapi.WrapFunctionURL(func(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		resp, err := h(ctx, httpReq{method: ev.RequestContext.HTTP.Method, path: ev.RawPath, headers: headerList(ev.Headers, nil), body: ev.Body, base64: ev.IsBase64Encoded})
 		return events.LambdaFunctionURLResponse{StatusCode: resp.status, Headers: flatHeaders(resp.headers), Cookies: resp.cookies, Body: resp.body, IsBase64Encoded: resp.base64}, err
@@ -258,6 +288,12 @@ func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts 
 		ev.Body, ev.IsBase64Encoded = req.body, req.base64
 		ev.Headers = joinedHeaders(req.headers)
 		ev.RawQueryString, ev.QueryStringParameters = rawQuery(req.query), joinedHeaders(req.query)
+		if req.caller != nil {
+			principal := iam
+			principal.AccountID = req.caller.issuer
+			principal.UserARN = "arn:aws:iam::" + req.caller.issuer + ":user/" + req.caller.subject
+			ev.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &principal}
+		}
 		out, err := wrapped(ctx, roundTrip(t, ev))
 		out = roundTrip(t, out)
 		return httpResp{status: out.StatusCode, headers: mergeHeaders(out.Headers, nil), cookies: out.Cookies, body: out.Body, base64: out.IsBase64Encoded}, err

@@ -12,31 +12,59 @@ import (
 const MaxKeyLength = 255
 
 // parseKey returns the idempotency key carried by the values of the key
-// header (one per header line). With no values, present is false. When the
-// values do not carry exactly one valid key, reason says why, in a sentence
-// that completes "The <header> header ...".
+// header (one per header line, or several lines joined with commas). With
+// no values, present is false. When the values do not carry exactly one
+// valid key, reason says why, in a sentence that completes "The <header>
+// header ...".
 //
 // Two forms are accepted: the Structured Field string of the IETF draft
 // ("abc", RFC 8941 section 3.3.3) and the bare token that Stripe clients send
 // (abc). Both give the key abc. A bare key may not contain a comma, because
 // API Gateway HTTP APIs and Function URLs join repeated header lines with
-// commas: "a,b" may be two keys. Several lines are accepted only if they
-// carry the same key.
+// commas: "a,b" is two keys. Several keys, on separate lines or joined, are
+// accepted only if they are the same key.
 func parseKey(values []string) (key string, present bool, reason string) {
 	if len(values) == 0 {
 		return "", false, ""
 	}
-	for i, v := range values {
-		k, reason := parseKeyValue(v)
-		if reason != "" {
-			return "", true, reason
+	first := true
+	for _, v := range values {
+		for _, member := range splitMembers(v) {
+			k, reason := parseKeyValue(member)
+			if reason != "" {
+				return "", true, reason
+			}
+			if !first && k != key {
+				return "", true, "carries several different keys; send one"
+			}
+			key, first = k, false
 		}
-		if i > 0 && k != key {
-			return "", true, "carries several different keys; send one"
-		}
-		key = k
 	}
 	return key, true, ""
+}
+
+// splitMembers splits a header value at the commas that join repeated
+// lines: those outside quoted strings. A value without commas is one
+// member.
+func splitMembers(v string) []string {
+	if strings.IndexByte(v, ',') < 0 {
+		return []string{v}
+	}
+	var members []string
+	start, quoted := 0, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case quoted && c == '\\':
+			i++ // the escaped byte cannot end the string
+		case c == '"' && (quoted || strings.TrimLeft(v[start:i], " \t") == ""):
+			// A quote opens a string only at the start of a member.
+			quoted = !quoted
+		case c == ',' && !quoted:
+			members = append(members, v[start:i])
+			start = i + 1
+		}
+	}
+	return append(members, v[start:])
 }
 
 // parseKeyValue parses one header line.
@@ -53,9 +81,6 @@ func parseKeyValue(v string) (key, reason string) {
 	} else {
 		if !utf8.ValidString(v) {
 			return "", "is not valid UTF-8"
-		}
-		if strings.IndexByte(v, ',') >= 0 {
-			return "", "contains a comma, or several keys; send one key, quoted as a Structured Field string if it contains a comma"
 		}
 		key = v
 	}

@@ -29,6 +29,15 @@ func TestParseKey(t *testing.T) {
 		{values: []string{"k", "k", "k"}, key: "k", present: true},
 		{values: []string{"ключ"}, key: "ключ", present: true},
 		{values: []string{"k1", "k2"}, present: true, reason: "carries several different keys; send one"},
+		{values: []string{"k1,k1"}, key: "k1", present: true},
+		{values: []string{`"k1", k1`}, key: "k1", present: true},
+		{values: []string{`"a,b"`}, key: "a,b", present: true},
+		{values: []string{`"a,b","a,b"`, `"a,b"`}, key: "a,b", present: true},
+		{values: []string{`"a\",b"`}, key: `a",b`, present: true},
+		{values: []string{"a,b"}, present: true, reason: "carries several different keys; send one"},
+		{values: []string{`"a,b",a`}, present: true, reason: "carries several different keys; send one"},
+		{values: []string{"k1,"}, present: true, reason: "is empty"},
+		{values: []string{`a"b,c"d`}, present: true, reason: "carries several different keys; send one"},
 		{values: []string{"k1", ""}, present: true, reason: "is empty"},
 		{values: []string{""}, present: true, reason: "is empty"},
 		{values: []string{`"`}, present: true, reason: "is a quoted string without its closing quote"},
@@ -95,9 +104,16 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("%q: accepted key with control characters %q", values, key)
 		}
 		for _, v := range values {
-			if v := strings.Trim(v, " \t"); !strings.HasPrefix(v, `"`) && v != key {
-				t.Fatalf("%q: bare value %q gave key %q", values, v, key)
+			for _, m := range splitMembers(v) {
+				if m := strings.Trim(m, " \t"); !strings.HasPrefix(m, `"`) && m != key {
+					t.Fatalf("%q: bare member %q gave key %q", values, m, key)
+				}
 			}
+		}
+		// Lines joined with commas, as HTTP APIs and Function URLs join
+		// them, carry the same key.
+		if again, _, reason := parseKey([]string{strings.Join(values, ",")}); again != key {
+			t.Fatalf("%q: joined with commas, parses as %q (%s), not %q", values, again, reason, key)
 		}
 		// The other form of the key gives the same key.
 		if quoted, ok := quoteSF(key); ok {

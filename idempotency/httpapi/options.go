@@ -6,13 +6,25 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
 )
 
-// DefaultHeader is the request header that carries the idempotency key, as
-// named by the IETF draft and Stripe.
-const DefaultHeader = "Idempotency-Key"
+// Defaults of the adapters.
+const (
+	// DefaultHeader is the request header that carries the idempotency
+	// key, as named by the IETF draft and Stripe.
+	DefaultHeader = "Idempotency-Key"
+	// DefaultExpiry is how long the adapters remember a completed key,
+	// unless idempotency.WithExpiry says otherwise: Stripe's 24 hours, what
+	// clients of an Idempotency-Key API expect. (The core's own default,
+	// idempotency.DefaultExpiry, is Powertools' one hour.)
+	DefaultExpiry = 24 * time.Hour
+	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
+	// WithMaxRetryAfter).
+	DefaultMaxRetryAfter = 2 * time.Second
+)
 
 // An Option configures an adapter. Options are checked when the handler is
 // wrapped, so that mistakes show at cold start.
@@ -26,6 +38,7 @@ type config struct {
 	scope              ScopeFunc
 	storeServerErrors  bool
 	returnErrors       bool
+	maxRetryAfter      time.Duration
 	logger             *slog.Logger
 	loggerSet          bool
 	guardOpts          []idempotency.Option
@@ -33,7 +46,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) (*config, error) {
-	c := &config{header: DefaultHeader, methods: []string{"POST", "PATCH"}}
+	c := &config{header: DefaultHeader, methods: []string{"POST", "PATCH"}, maxRetryAfter: DefaultMaxRetryAfter}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, errors.New("httpapi: nil Option")
@@ -149,9 +162,27 @@ func WithScope(scope ScopeFunc) Option {
 // WithStoreServerErrors stores 5xx responses of the handler and replays
 // them, as Stripe does, instead of releasing the key so that a retry runs
 // the handler again. Use it when a 5xx can follow a side effect that must
-// not be repeated. 408 and 429 responses are always released.
+// not be repeated. Responses that say the request did not execute (401,
+// 403, 408, 409, 425, 429) are released all the same.
 func WithStoreServerErrors() Option {
 	return func(c *config) { c.storeServerErrors = true }
+}
+
+// WithMaxRetryAfter caps the Retry-After of the 409 that answers a request
+// whose key is in use by another request still running. The delay is how
+// long the handler usually takes, measured over its recent runs, rounded
+// up to whole seconds: at least 1, at most max, and never more than the
+// time until the other request's reservation lapses. Default
+// DefaultMaxRetryAfter. A client that honours it retries about when the
+// other request has finished, not after the longest it could take.
+func WithMaxRetryAfter(max time.Duration) Option {
+	return func(c *config) {
+		if max < time.Second {
+			c.fail("WithMaxRetryAfter(%v): Retry-After is in whole seconds; the cap must be at least one second", max)
+			return
+		}
+		c.maxRetryAfter = max
+	}
 }
 
 // WithReturnErrors makes the adapter return the Go errors of the handler
@@ -187,14 +218,15 @@ func WithLogger(logger *slog.Logger) Option {
 // Idempotency-Key header and fingerprints requests itself.
 //
 // A classifier given with idempotency.WithPermanentErrors sees the
-// handler's Go errors, and also the error with which the adapter releases a
-// 5xx, 408 or 429 response: match specific errors (errors.Is, errors.As),
-// or such responses are recorded as errors (recorded-error) instead of
-// being released.
+// handler's Go errors, and also the error with which the adapter releases
+// a response that is not stored (see the package documentation): match
+// specific errors (errors.Is, errors.As), or such responses are recorded
+// as errors (recorded-error) instead of being released.
 //
 // Without idempotency.WithKeyPrefix, the prefix is
 // idempotency.DefaultKeyPrefix of the wrapped handler, as for
-// idempotency.Wrap.
+// idempotency.Wrap; without idempotency.WithExpiry, the expiry is
+// DefaultExpiry (24 hours), not the core's one hour.
 func WithIdempotencyOptions(opts ...idempotency.Option) Option {
 	return func(c *config) { c.guardOpts = append(c.guardOpts, opts...) }
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
@@ -79,6 +80,7 @@ func TestWrapRejectsBadOptions(t *testing.T) {
 		"cookie":                     {[]httpapi.Option{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
 		"nil scope":                  {[]httpapi.Option{httpapi.WithScope(nil)}, "httpapi: WithScope: nil function"},
 		"nil logger":                 {[]httpapi.Option{httpapi.WithLogger(nil)}, "httpapi: WithLogger: nil logger"},
+		"Retry-After cap below 1s":   {[]httpapi.Option{httpapi.WithMaxRetryAfter(500 * time.Millisecond)}, "httpapi: WithMaxRetryAfter(500ms)"},
 		"core key option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithKey("body"))}, "WithKey"},
 		"core validation option":     {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithPayloadValidation("body"))}, "WithPayloadValidation"},
 		"core require option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithRequireKey())}, "WithRequireKey"},

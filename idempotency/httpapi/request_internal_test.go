@@ -30,7 +30,8 @@ func TestRequestHeaderLookup(t *testing.T) {
 func TestStores(t *testing.T) {
 	for status, want := range map[int]bool{
 		0: false, 100: false, 101: false, 200: true, 201: true, 204: true, 301: true, 304: true,
-		400: true, 404: true, 408: false, 409: true, 422: true, 429: false, 499: true,
+		400: true, 401: false, 402: true, 403: false, 404: true, 408: false, 409: false, 422: true,
+		425: false, 429: false, 499: true,
 		500: false, 503: false, 599: false, 600: false, 999: false, -1: false,
 	} {
 		assert.Equal(t, want, stores(status, false), "%d", status)
@@ -39,5 +40,6 @@ func TestStores(t *testing.T) {
 	assert.True(t, stores(599, true))
 	assert.False(t, stores(429, true))
 	assert.False(t, stores(408, true))
+	assert.False(t, stores(401, true))
 	assert.False(t, stores(600, true))
 }

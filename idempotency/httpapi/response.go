@@ -85,17 +85,35 @@ func (resp *response) setHeader(r *Request, name, value string) {
 
 // stores reports whether a response with status code is stored and
 // replayed, rather than released so that a retry runs the handler again.
-// 408 and 429 invite the client to retry; 5xx are released unless
-// storeServerErrors. Codes that are not final HTTP statuses (0, 1xx, 600
-// and above) are never stored.
+// Responses that say the request did not execute are released (see
+// notExecutedStatus); 5xx too, unless storeServerErrors. Codes that are not
+// final HTTP statuses (0, 1xx, 600 and above) are never stored.
 func stores(status int, storeServerErrors bool) bool {
 	switch {
-	case status == 408 || status == 429:
+	case notExecutedStatus(status):
 		return false
 	case 200 <= status && status < 500:
 		return true
 	case 500 <= status && status < 600:
 		return storeServerErrors
+	}
+	return false
+}
+
+// notExecutedStatus reports whether a response with status says that the
+// request was refused before it executed, so that the client may fix what
+// was wrong and retry with the same key, as Stripe saves results only once
+// an endpoint has started executing:
+//
+//	401 Unauthorized, 403 Forbidden   the credentials may be fixed
+//	408 Request Timeout               the request did not arrive whole
+//	409 Conflict                      the resource was busy; retry later
+//	425 Too Early                     retry once the connection is secure
+//	429 Too Many Requests             throttled; retry later
+func notExecutedStatus(status int) bool {
+	switch status {
+	case 401, 403, 408, 409, 425, 429:
+		return true
 	}
 	return false
 }

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -66,6 +68,11 @@ func ScopeHeader(name string) ScopeFunc {
 // String values are used as they are; numbers and booleans as JSON text.
 // Function URLs and ALB carry no authorizer values: there, and when the
 // value is absent, it fails with ErrNoScope.
+//
+// A claim is only as unique as its issuer makes it: sub, for one, is
+// unique within one issuer only. When callers come from several identity
+// providers, use ScopePrincipal, or a claim that names a tenant across
+// them.
 func ScopeClaim(name string) ScopeFunc {
 	return func(_ context.Context, r *Request) (string, error) {
 		var v any
@@ -121,23 +128,26 @@ func scopeText(v any) (string, error) {
 }
 
 // ScopePrincipal returns a ScopeFunc that scopes requests by the principal
-// that the API authenticated:
+// that the API authenticated, named so that it is unique across identity
+// providers and accounts: two principals that different providers happen
+// to give the same name (two JWT issuers with a user "1234", say) never
+// share a record.
 //
-//   - REST APIs (events.APIGatewayProxyRequest): the Lambda authorizer's
-//     principalId; else the sub claim of a Cognito user pool or JWT
-//     authorizer; else, with IAM authorization, the Cognito identity ID or
-//     else the caller's ARN.
-//   - HTTP APIs (events.APIGatewayV2HTTPRequest): the JWT authorizer's sub
-//     claim; else, with IAM authorization, the Cognito identity ID or else
-//     the caller's ARN. Lambda authorizers of HTTP APIs name no principal:
-//     use ScopeClaim with a context value.
-//   - Function URLs with IAM auth: the caller's ARN.
+//	Event and identity source                 Scope made of                        Why it is unique
+//	REST API, Lambda authorizer               API ID, principalId                  the authorizer names principals within its API
+//	REST API, Cognito user pool or JWT        iss and sub claims                   OpenID Connect: sub is unique within its issuer
+//	HTTP API, JWT authorizer                  iss and sub claims                   the same
+//	REST or HTTP API, IAM with an identity    identity pool ID, identity ID        every user of a pool assumes one role, so the
+//	  pool (Cognito identity)                                                        ARN does not tell them apart
+//	REST or HTTP API, IAM                     account ID, caller ARN               an ARN names one principal in one account
+//	Function URL, IAM auth                    account ID, caller ARN               the same
 //
-// The Cognito identity ID comes first because every user of an identity
-// pool assumes the same role, so the ARN does not tell them apart. A request
-// without a principal (a route without an authorizer, an ALB target) fails
-// with ErrNoScope; behind an ALB that authenticates users, use
-// ScopeHeader("X-Amzn-Oidc-Identity").
+// The parts are kept apart by their source, so that no value of one
+// source can equal a value of another. A request whose identity lacks a
+// part (a JWT without iss or sub, a route without an authorizer, an ALB
+// target) fails with ErrNoScope. Lambda authorizers of HTTP APIs name no
+// principal: use ScopeClaim with a context value they set. Behind an ALB
+// that authenticates users, use ScopeHeader("X-Amzn-Oidc-Identity").
 func ScopePrincipal() ScopeFunc {
 	return func(_ context.Context, r *Request) (string, error) {
 		var p string
@@ -147,17 +157,17 @@ func ScopePrincipal() ScopeFunc {
 		case *events.APIGatewayV2HTTPRequest:
 			if a := ev.RequestContext.Authorizer; a != nil {
 				switch {
-				case a.JWT != nil && a.JWT.Claims["sub"] != "":
-					p = a.JWT.Claims["sub"]
+				case a.JWT != nil:
+					p = principal("jwt", a.JWT.Claims["iss"], a.JWT.Claims["sub"])
 				case a.IAM != nil && a.IAM.CognitoIdentity.IdentityID != "":
-					p = a.IAM.CognitoIdentity.IdentityID
+					p = principal("cognito-identity", a.IAM.CognitoIdentity.IdentityPoolID, a.IAM.CognitoIdentity.IdentityID)
 				case a.IAM != nil:
-					p = a.IAM.UserARN
+					p = principal("iam", a.IAM.AccountID, a.IAM.UserARN)
 				}
 			}
 		case *events.LambdaFunctionURLRequest:
 			if a := ev.RequestContext.Authorizer; a != nil && a.IAM != nil {
-				p = a.IAM.UserARN
+				p = principal("iam", a.IAM.AccountID, a.IAM.UserARN)
 			}
 		}
 		if p == "" {
@@ -170,16 +180,27 @@ func ScopePrincipal() ScopeFunc {
 func restPrincipal(ev *events.APIGatewayProxyRequest) string {
 	auth := ev.RequestContext.Authorizer
 	if p, ok := auth["principalId"].(string); ok && p != "" {
-		return p
+		return principal("lambda-authorizer", ev.RequestContext.APIID, p)
 	}
 	if claims, ok := auth["claims"].(map[string]any); ok {
-		if sub, ok := claims["sub"].(string); ok && sub != "" {
-			return sub
-		}
+		iss, _ := claims["iss"].(string)
+		sub, _ := claims["sub"].(string)
+		return principal("jwt", iss, sub)
 	}
 	id := ev.RequestContext.Identity
 	if id.CognitoIdentityID != "" {
-		return id.CognitoIdentityID
+		return principal("cognito-identity", id.CognitoIdentityPoolID, id.CognitoIdentityID)
 	}
-	return id.UserArn
+	return principal("iam", id.AccountID, id.UserArn)
+}
+
+// principal returns the scope of a principal named by parts within source,
+// as a JSON array (which keeps the parts apart whatever they contain), or
+// "" when a part is missing.
+func principal(source string, parts ...string) string {
+	if slices.Contains(parts, "") {
+		return ""
+	}
+	b, _ := json.Marshal(append([]string{source}, parts...)) // strings: cannot fail
+	return string(b)
 }

@@ -1,8 +1,10 @@
 package httpapi_test
 
 import (
-	"context"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -16,7 +18,10 @@ import (
 func TestScopePrincipal(t *testing.T) {
 	rest := loadEvent[events.APIGatewayProxyRequest](t, "apigw-request.json")
 	restCognito := rest
-	restCognito.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"sub": "user-sub", "email": "a@example.com"}}
+	restCognito.RequestContext.Authorizer = map[string]any{"claims": map[string]any{
+		"iss": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_pool", "sub": "user-sub", "email": "a@example.com"}}
+	restCognitoNoIss := rest
+	restCognitoNoIss.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"sub": "user-sub"}}
 	restIdentityPool := rest // IAM authorization with Cognito identity pool credentials
 	restIdentityPool.RequestContext.Authorizer = nil
 	restIAM := restIdentityPool
@@ -27,6 +32,9 @@ func TestScopePrincipal(t *testing.T) {
 	jwt := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json")
 	jwtWithSub := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json")
 	jwtWithSub.RequestContext.Authorizer.JWT.Claims["sub"] = "jwt-sub"
+	jwtWithIss := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json")
+	jwtWithIss.RequestContext.Authorizer.JWT.Claims["sub"] = "jwt-sub"
+	jwtWithIss.RequestContext.Authorizer.JWT.Claims["iss"] = "https://issuer.example.com"
 	iam := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-iam.json")
 	iamUser := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-iam.json")
 	iamUser.RequestContext.Authorizer.IAM.CognitoIdentity.IdentityID = ""
@@ -42,18 +50,20 @@ func TestScopePrincipal(t *testing.T) {
 		event any
 		want  string // "" for ErrNoScope
 	}{
-		"REST Lambda authorizer":          {&rest, "admin"},
-		"REST Cognito user pool":          {&restCognito, "user-sub"},
-		"REST IAM with identity pool":     {&restIdentityPool, "theCognitoIdentityId"},
-		"REST IAM":                        {&restIAM, "theUserArn"},
+		"REST Lambda authorizer":          {&rest, `["lambda-authorizer","gy415nuibc","admin"]`},
+		"REST Cognito user pool":          {&restCognito, `["jwt","https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_pool","user-sub"]`},
+		"REST Cognito without iss":        {&restCognitoNoIss, ""},
+		"REST IAM with identity pool":     {&restIdentityPool, `["cognito-identity","theCognitoIdentityPoolId","theCognitoIdentityId"]`},
+		"REST IAM":                        {&restIAM, `["iam","theAccountId","theUserArn"]`},
 		"REST without authorizer":         {&restNone, ""},
 		"HTTP API JWT without sub":        {&jwt, ""},
-		"HTTP API JWT":                    {&jwtWithSub, "jwt-sub"},
-		"HTTP API IAM with identity pool": {&iam, "us-east-1:3f291106-8703-466b-8f2b-3ecee1ca56ce"},
-		"HTTP API IAM":                    {&iamUser, "arn:aws:iam::1234567890:user/Admin"},
+		"HTTP API JWT without iss":        {&jwtWithSub, ""},
+		"HTTP API JWT":                    {&jwtWithIss, `["jwt","https://issuer.example.com","jwt-sub"]`},
+		"HTTP API IAM with identity pool": {&iam, `["cognito-identity","us-east-1:4f291106-8703-466b-8f2b-3ecee1ca56ce","us-east-1:3f291106-8703-466b-8f2b-3ecee1ca56ce"]`},
+		"HTTP API IAM":                    {&iamUser, `["iam","1234567890","arn:aws:iam::1234567890:user/Admin"]`},
 		"HTTP API Lambda authorizer":      {&lambdaAuth, ""},
 		"HTTP API without authorizer":     {&v2None, ""},
-		"Function URL IAM":                {&furl, "arn:aws:iam::111122223333:user/example-user"},
+		"Function URL IAM":                {&furl, `["iam","111122223333","arn:aws:iam::111122223333:user/example-user"]`},
 		"Function URL without auth":       {&furlNone, ""},
 		"ALB":                             {&alb, ""},
 		"no event":                        {nil, ""},
@@ -110,38 +120,77 @@ func TestScopeHeaderRejectsInvalidName(t *testing.T) {
 	assert.NotErrorIs(t, err, httpapi.ErrNoScope, "a programming error, not the client's")
 }
 
-// A principal from the authorizer isolates callers who pick the same key.
-func TestPrincipalsIsolated(t *testing.T) {
-	runs := 0
-	h := httpapi.MustWrapAPIGatewayV2(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		runs++
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: "for " + ev.RequestContext.Authorizer.JWT.Claims["sub"]}, nil
-	}, memory.New(), httpapi.WithScope(httpapi.ScopePrincipal()), httpapi.WithLogger(discard()))
+// Two identity providers may give two different callers the same subject:
+// ScopePrincipal keeps them apart. They never get each other's replay,
+// neither is blocked by the other's request in progress, and the same
+// issuer and subject share one record.
+func TestPrincipalsFromTwoIssuers(t *testing.T) {
+	forEachEventType(t, func(t *testing.T, et eventType) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		a := app{respond: func(run int, req httpReq) (httpResp, error) {
+			if run == 1 {
+				close(entered)
+				<-release
+			}
+			resp := created(run)
+			resp.body = fmt.Sprintf(`{"run":%d,"for":%q}`, run, req.body)
+			return resp, nil
+		}}
+		send := et.wrap(t, a.handle, memory.New(), httpapi.WithScope(httpapi.ScopePrincipal()), httpapi.WithLogger(discard()))
+		as := func(issuer, body string) httpReq {
+			req := post("shared-key", body)
+			req.caller = &caller{issuer: issuer, subject: "1234"}
+			return req
+		}
+		if strings.HasPrefix(et.name, "ALB") {
+			// An ALB target carries no principal: nothing is shared,
+			// because nothing runs.
+			resp, err := send(t.Context(), as("111111111111", orderA))
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusBadRequest, resp.status)
+			assert.Equal(t, httpapi.ProblemMissingScope, problemOf(t, resp).Type)
+			assert.Zero(t, a.count())
+			return
+		}
+		// Issuers: for Function URLs, the account of an IAM principal.
+		one, two := "https://issuer-one.example.com", "https://issuer-two.example.com"
+		if et.name == "FunctionURL" {
+			one, two = "111111111111", "222222222222"
+		}
 
-	as := func(sub, body string) events.APIGatewayV2HTTPRequest {
-		ev := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json")
-		ev.RequestContext.HTTP.Method = "POST"
-		ev.Headers["idempotency-key"] = "shared-key"
-		ev.RequestContext.Authorizer.JWT.Claims["sub"] = sub
-		ev.Body = body
-		return ev
-	}
-	alice, err := h(t.Context(), as("alice", "a"))
-	require.NoError(t, err)
-	bob, err := h(t.Context(), as("bob", "b"))
-	require.NoError(t, err)
-	assert.Equal(t, "for alice", alice.Body)
-	assert.Equal(t, "for bob", bob.Body, "bob does not see alice's response, nor a mismatch")
-	again, err := h(t.Context(), as("alice", "a"))
-	require.NoError(t, err)
-	assert.Equal(t, "for alice", again.Body)
-	assert.Equal(t, "true", again.Headers[httpapi.HeaderReplayed])
-	assert.Equal(t, 2, runs)
+		var first httpResp
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			var err error
+			first, err = send(t.Context(), as(one, "a"))
+			assert.NoError(t, err)
+		})
+		<-entered
+		other, err := send(t.Context(), as(two, "b"))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusCreated, other.status, "the other issuer's request in progress does not block this one")
+		assert.Contains(t, other.body, `"run":2`)
+		busy, err := send(t.Context(), as(one, "a"))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusConflict, busy.status, "the same issuer and subject share the record")
+		close(release)
+		wg.Wait()
 
-	anonymous := as("", "c")
-	anonymous.RequestContext.Authorizer = nil
-	resp, err := h(t.Context(), anonymous)
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	assert.Contains(t, resp.Body, httpapi.ProblemMissingScope)
+		replayOne, err := send(t.Context(), as(one, "a"))
+		require.NoError(t, err)
+		assert.Equal(t, first, withoutReplayHeader(replayOne))
+		assert.Equal(t, "true", replayOne.headers.Get(httpapi.HeaderReplayed))
+		replayTwo, err := send(t.Context(), as(two, "b"))
+		require.NoError(t, err)
+		assert.Equal(t, other, withoutReplayHeader(replayTwo), "each issuer's caller gets its own response")
+		assert.Equal(t, 2, a.count())
+
+		if et.name != "FunctionURL" {
+			// A token without an issuer does not say whose subject it is.
+			noIssuer, err := send(t.Context(), as("", "a"))
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusBadRequest, noIssuer.status)
+			assert.Equal(t, httpapi.ProblemMissingScope, problemOf(t, noIssuer).Type)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -31,10 +32,15 @@ type binding[Req, Resp any] struct {
 	load func(*response) Resp
 }
 
-// engine holds what the adapters share: the options and the Guard.
+// engine holds what the adapters share: the options, the Guard, and the
+// running estimate of how long the handler takes.
 type engine struct {
 	cfg   *config
 	guard *idempotency.Guard
+	// took is a moving average of the handler's durations, in
+	// nanoseconds, the estimate behind Retry-After; 0 until the handler
+	// has run.
+	took atomic.Int64
 }
 
 // wrap checks the options, builds the Guard and returns the adapter for h.
@@ -49,7 +55,10 @@ func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Re
 	if err != nil {
 		return nil, err
 	}
-	guardOpts := []idempotency.Option{idempotency.WithKeyPrefix(idempotency.DefaultKeyPrefix(h))}
+	guardOpts := []idempotency.Option{
+		idempotency.WithKeyPrefix(idempotency.DefaultKeyPrefix(h)),
+		idempotency.WithExpiry(DefaultExpiry),
+	}
 	if cfg.loggerSet {
 		guardOpts = append(guardOpts, idempotency.WithLogger(cfg.logger))
 	}
@@ -128,13 +137,16 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 	)
 	res, panicked, err := e.do(ctx, key, fingerprint, func(ctx context.Context) ([]byte, error) {
 		var err error
-		out, err = h(ctx, event)
+		mark := new(atomic.Bool)
+		start := time.Now()
+		out, err = h(context.WithValue(ctx, notExecutedKey{}, mark), event)
+		e.ran(time.Since(start))
 		if err != nil {
 			failed = err
 			return nil, err
 		}
 		resp := b.save(&out)
-		if !stores(resp.StatusCode, e.cfg.storeServerErrors) {
+		if mark.Load() || !stores(resp.StatusCode, e.cfg.storeServerErrors) {
 			return nil, &released{resp.StatusCode}
 		}
 		return resp.encode()
@@ -303,18 +315,62 @@ func (e *engine) fingerprint(r *Request) (string, error) {
 	return idempotency.Fingerprint(material), err
 }
 
-// retryAfter returns the Retry-After of ProblemKeyInUse: the seconds until
-// the reservation lapses at until, on the Guard's clock, rounded up, at
-// least 1. By then the other request has completed (a retry gets its
-// response) or its invocation has ended without completing (a retry runs).
-func (e *engine) retryAfter(until time.Time) int {
-	if until.IsZero() {
-		return 1
+// ran adds a duration of the handler to the estimate behind Retry-After:
+// an exponentially weighted moving average that gives the latest run a
+// weight of 1/8, so that a few slow runs do not dominate it.
+func (e *engine) ran(d time.Duration) {
+	for {
+		old := e.took.Load()
+		avg := int64(d)
+		if old != 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if e.took.CompareAndSwap(old, max(avg, 1)) {
+			return
+		}
 	}
-	d := until.Sub(e.guard.Now())
+}
+
+// retryAfter returns the Retry-After of ProblemKeyInUse, in whole seconds:
+// how long the handler usually takes (the estimate of ran, or the cap until
+// it has run), at most the cap of WithMaxRetryAfter and the time until the
+// reservation lapses at until, rounded up, and at least 1. By then the
+// other request has most likely completed (a retry gets its response); if
+// it has not, the retry gets another 409, and once the reservation lapses
+// it runs.
+func (e *engine) retryAfter(until time.Time) int {
+	d := e.cfg.maxRetryAfter
+	if took := time.Duration(e.took.Load()); took > 0 {
+		d = min(d, took)
+	}
+	if !until.IsZero() {
+		d = min(d, until.Sub(e.guard.Now()))
+	}
 	if d <= time.Second {
 		return 1
 	}
 	secs := (d + time.Second - 1) / time.Second
 	return int(min(secs, math.MaxInt32))
+}
+
+type notExecutedKey struct{}
+
+// MarkNotExecuted marks the response that the handler is about to return
+// as one of a request that did not execute: the adapter returns it but
+// does not store it, and releases the key, so that a retry with the same
+// key runs the handler again. Call it, with the context the adapter gave
+// the handler, when the handler refuses a request before it has done
+// anything, for example a 400 from validation that runs before the side
+// effect: the client can then fix the request and retry with its key.
+//
+// Responses with the statuses that say so (401, 403, 408, 409, 425, 429,
+// and 5xx unless WithStoreServerErrors) are released without it. It
+// reports whether ctx is the context of a request that the adapter
+// handles; elsewhere it does nothing.
+func MarkNotExecuted(ctx context.Context) bool {
+	mark, ok := ctx.Value(notExecutedKey{}).(*atomic.Bool)
+	if ok {
+		mark.Store(true)
+	}
+	return ok
 }

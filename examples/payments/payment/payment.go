@@ -60,8 +60,8 @@ var EnvVars = []string{EnvIdempotencyTable, EnvPaymentsTable}
 const HeaderDemoDelay = "X-Demo-Delay"
 
 // Expiry is how long a key is remembered: a retry within 24 hours gets
-// the first response.
-const Expiry = 24 * time.Hour
+// the first response. It is the HTTP adapter's default.
+const Expiry = httpapi.DefaultExpiry
 
 // KeyPrefix is the prefix of the idempotency records of this API.
 const KeyPrefix = "payments"
@@ -130,8 +130,8 @@ type Config struct {
 }
 
 // New returns the handler of POST /payments: it validates the body, then
-// charges through the HTTP adapter with the Idempotency-Key header and a
-// 24-hour expiry.
+// charges through the HTTP adapter, with the Idempotency-Key header and
+// the adapter's 24-hour expiry.
 func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 	if cfg.Store == nil || cfg.Ledger == nil {
 		return nil, errors.New("payment: Config.Store and Config.Ledger are required")
@@ -150,7 +150,6 @@ func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 		httpapi.WithLogger(cfg.Logger),
 		httpapi.WithIdempotencyOptions(
 			idempotency.WithKeyPrefix(KeyPrefix),
-			idempotency.WithExpiry(Expiry),
 			idempotency.WithClock(cfg.Now),
 		),
 	}, cfg.Options...)
@@ -164,6 +163,8 @@ func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 		if m := req.RequestContext.HTTP.Method; !strings.EqualFold(m, http.MethodPost) {
 			return methodNotAllowed(m), nil
 		}
+		// Invalid bodies are refused before the key is looked at: they
+		// cost no store request.
 		if _, err := parse(req); err != nil {
 			return invalid(err), nil
 		}
@@ -176,7 +177,11 @@ type handler struct{ cfg Config }
 // charge runs once per key: it makes the charge and answers 201.
 func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	body, err := parse(req)
-	if err != nil { // validated before; kept for safety
+	if err != nil {
+		// Validated before, so not reached; should it be, the refusal is
+		// not stored, and the client may correct the body and send it
+		// again with the same key.
+		httpapi.MarkNotExecuted(ctx)
 		return invalid(err), nil
 	}
 	if h.cfg.DemoDelay {
