@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -108,5 +109,41 @@ func TestShortExpiryDoesNotCutAReservationShort(t *testing.T) {
 		assert.ErrorIs(t, err, idempotency.ErrInProgress)
 		assert.Equal(t, 0, c.count())
 		close(hang)
+	})
+}
+
+// An invocation that runs past its deadline, while nobody retries its key,
+// completes it late: however much traffic other keys bring meanwhile, the
+// store keeps its record until the record's expiry, and the client's retry
+// gets the late result instead of a second run.
+func TestLateCompletionWithoutTakeoverIsReplayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		var c counter
+		overrun := mustWrap(t, func(ctx context.Context, o order) (receipt, error) {
+			time.Sleep(time.Minute) // the side effect finishes well past the deadline
+			return c.handle(ctx, o)
+		}, store, idempotency.WithKeyPrefix("p"))
+		retry := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"))
+		other := mustWrap(t, func(context.Context, order) (receipt, error) { return receipt{}, nil }, store)
+
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, err := overrun(ctx, o1)
+			assert.NoError(t, err)
+		}()
+		time.Sleep(30 * time.Second) // past the deadline; the handler still runs
+		for i := range 2000 {
+			_, err := other(t.Context(), order{OrderID: "other-" + strconv.Itoa(i)})
+			require.NoError(t, err)
+		}
+		<-done
+		got, err := retry(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, 1, c.count(), "the retry gets the late result")
+		assert.Equal(t, "ch_"+o1.OrderID+"_1", got.ChargeID)
 	})
 }
