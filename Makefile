@@ -4,14 +4,37 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos
+.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos
+
+# MODULES are the modules of the repository besides the library's own (the
+# root): the examples and the comparison, each with a go.mod of its own so
+# that the library's go.mod requires only what the library needs. The CDK
+# app (examples/cdk) is a module too, tested apart (test-cdk).
+MODULES := examples bench/compare
+
+# GO_MIN is the oldest Go the library supports, the go directive of go.mod.
+# test-go1.25 runs the library's tests with it, fetched through the module
+# proxy (GOTOOLCHAIN).
+GO_MIN := go1.25.5
 
 all: vet fmt-check deps-check test
 
-## test: every test, with the race detector, in random order.
+## test: every test, with the race detector, in random order: the
+## library's, those of the other modules, the CDK app's, and the library's
+## again with the oldest Go it supports.
 test: node-deps compare-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
-	@$(MAKE) --no-print-directory test-cdk
+	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk
+
+## test-modules: the tests of the examples and of the comparison.
+test-modules: node-deps compare-deps
+	@for m in $(MODULES); do echo "$(GO) -C $$m test -race -shuffle=on -timeout 20m ./..."; \
+		$(GO) -C $$m test -race -shuffle=on -timeout 20m ./... || exit 1; done
+
+## test-go1.25: the library's tests with $(GO_MIN), the go directive of
+## go.mod (without -race, which the run above covers).
+test-go1.25: node-deps
+	GOTOOLCHAIN=$(GO_MIN) $(GO) test -shuffle=on -timeout 20m ./...
 
 ## test-cdk: the tests of the CDK app in examples/cdk, a module of its own
 ## (the CDK for Go is too large for go.mod). They synthesize the stack through
@@ -21,16 +44,17 @@ test: node-deps compare-deps deps-check
 test-cdk:
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) -C examples/cdk test -shuffle=on -timeout 20m ./...
 
-## vet: go vet over the module, and over the CDK app's module.
+## vet: go vet over every module.
 vet:
 	$(GO) vet ./...
-	$(GO) -C examples/cdk vet ./...
+	@for m in $(MODULES) examples/cdk; do echo "$(GO) -C $$m vet ./..."; $(GO) -C $$m vet ./... || exit 1; done
 
 ## fmt-check: fail if gofmt would change a file.
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## deps-check: the import rules between packages (see DESIGN notes in the README).
+## deps-check: the import rules between packages (scripts/deps-check.sh
+## says which).
 deps-check:
 	./scripts/deps-check.sh
 
@@ -61,7 +85,7 @@ benchstat:
 ## bench/compare/README.md). COMPARE_FLAGS passes options, such as -rounds 3.
 COMPARE_FLAGS ?=
 compare: node-deps compare-deps
-	$(GO) run ./bench/compare $(COMPARE_FLAGS)
+	$(GO) -C bench/compare run . $(COMPARE_FLAGS)
 
 ## fuzz: each fuzz target for a short while.
 fuzz:
@@ -71,7 +95,7 @@ fuzz:
 		done; \
 	done
 
-## chaos: the long mode of the fault-injection harness (internal/chaos):
+## chaos: the long mode of the fault-injection harness (internal/testing/chaos):
 ## each store in CHAOS_STORES driven for CHAOS_DURATION, with the race
 ## detector; reports in .chaos/. `make test` runs its short mode.
 CHAOS_DURATION ?= 10m
@@ -79,7 +103,7 @@ CHAOS_STORES   ?= dynamodb,redis
 CHAOS_FLAGS    ?=
 chaos: node-deps
 	@mkdir -p .chaos
-	CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestChaos$$' ./internal/chaos \
+	CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestChaos$$' ./internal/testing/chaos \
 		-chaos.long -chaos.duration=$(CHAOS_DURATION) -chaos.stores=$(CHAOS_STORES) $(CHAOS_FLAGS)
 
 ## node-deps: the Node packages of the DynamoDB-compatible test server, from
@@ -109,11 +133,11 @@ ARCHS    := arm64 amd64
 build:
 	@for ex in $(EXAMPLES); do for arch in $(ARCHS); do \
 		echo "dist/$$ex/$$arch/bootstrap"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -tags lambda.norpc -ldflags="-s -w" \
-			-o dist/$$ex/$$arch/bootstrap ./examples/$$ex || exit 1; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) -C examples build -trimpath -buildvcs=false -tags lambda.norpc -ldflags="-s -w" \
+			-o $(CURDIR)/dist/$$ex/$$arch/bootstrap ./$$ex || exit 1; \
 	done; done
 
 ## demo: the payments example under the Lambda Runtime Interface Emulator,
 ## against dynalite, through a scripted scenario (needs only Go and Node).
 demo: node-deps
-	$(GO) run ./internal/cmd/demo
+	$(GO) -C examples run ./payments/demo

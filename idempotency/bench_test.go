@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/testevents"
+	"github.com/retrysafe/retrysafe/internal/testing/testevents"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 

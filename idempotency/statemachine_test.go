@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/faultstore"
-	"github.com/retrysafe/retrysafe/internal/testlog"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )

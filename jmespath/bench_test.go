@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/retrysafe/retrysafe/internal/testevents"
+	"github.com/retrysafe/retrysafe/internal/testing/testevents"
 	"github.com/retrysafe/retrysafe/jmespath"
 )
 

@@ -3,7 +3,11 @@
 #   - persistence imports only the standard library;
 #   - the core (idempotency) imports no concrete store, and its root package
 #     does not need aws-lambda-go;
-#   - concrete stores never import the core.
+#   - concrete stores never import the core;
+#   - no package of the library links the testing package (the conformance
+#     suite, persistence/storetest, excepted), nor imports unsafe.
+# The library is every package of the root module but the test harness in
+# internal/testing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 module=$(go list -m)
@@ -23,6 +27,17 @@ fi
 for store in $(go list ./persistence/... | grep -vx "$module/persistence"); do
 	if bad=$(deps "$store" | grep -E "^$module/idempotency"); then
 		echo "$store must not import the core, but imports:"; echo "$bad"; fail=1
+	fi
+done
+library=$(go list ./... | grep -v "^$module/internal/testing/")
+for pkg in $library; do
+	if [ "$pkg" != "$module/persistence/storetest" ] && go list -deps "$pkg" | grep -qx testing; then
+		echo "$pkg must not link the testing package, but does through:"
+		go list -deps -f '{{.ImportPath}} {{join .Imports " "}}' "$pkg" | awk '/ testing( |$)/ {print "  " $1}'
+		fail=1
+	fi
+	if go list -f '{{join .Imports "\n"}}' "$pkg" | grep -qx unsafe; then
+		echo "$pkg must not import unsafe"; fail=1
 	fi
 done
 [ "$fail" = 0 ] && echo "deps-check: import rules hold"

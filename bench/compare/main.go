@@ -44,8 +44,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -135,7 +135,7 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 	if o.rounds < 1 || o.nMemory < 1 || o.nDynamoDB < 1 {
 		return nil, errors.New("-rounds, -n-memory and -n-dynamodb must be positive")
 	}
-	root, err := testenv.ModuleRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}

@@ -101,9 +101,10 @@ func build(root, out string, names []string) (map[string]string, error) {
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
+		// The examples are a module of their own, in root/examples.
 		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-tags", "lambda.norpc", "-ldflags=-s -w",
-			"-o", filepath.Join(dir, "bootstrap"), "./"+filepath.ToSlash(filepath.Join("examples", name)))
-		cmd.Dir = root
+			"-o", filepath.Join(dir, "bootstrap"), "./"+name)
+		cmd.Dir = filepath.Join(root, "examples")
 		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build example %q: %w\n%s", name, err, msg)

@@ -72,11 +72,13 @@ func TestCheckRoot(t *testing.T) {
 	assert.ErrorContains(t, err, "-c binaries=DIR")
 }
 
-// TestBuild builds a small module laid out like the repository, and checks
-// that each example becomes a lone linux/arm64 executable named bootstrap.
+// TestBuild builds a small repository laid out like this one, with the
+// examples in a module of their own, and checks that each example becomes
+// a lone linux/arm64 executable named bootstrap.
 func TestBuild(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "go.mod"), "module example.com/app\n\ngo 1.22\n", 0o644)
+	writeFile(t, filepath.Join(root, "examples", "go.mod"), "module example.com/app/examples\n\ngo 1.22\n", 0o644)
 	writeFile(t, filepath.Join(root, "examples", "hello", "main.go"), "package main\n\nfunc main() {}\n", 0o644)
 	out := filepath.Join(root, "dist")
 	// A stale file from an earlier build must not be packaged.

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/examples/function/confirmation"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/rie"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -26,7 +26,7 @@ func TestEndToEnd(t *testing.T) {
 	srv := dynalite.Start(t)
 	table := dynalite.TableName(t)
 	require.NoError(t, ddbstore.CreateTable(t.Context(), srv.NewClient(), table))
-	bootstrap, err := rie.BuildFunction(t.Context(), "./examples/function", t.TempDir())
+	bootstrap, err := rie.BuildFunction(t.Context(), "./function", t.TempDir())
 	require.NoError(t, err)
 	in := rie.Start(t, rie.Config{
 		Bootstrap: bootstrap,

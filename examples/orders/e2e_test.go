@@ -30,8 +30,8 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/examples/orders/order/ordertest"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/rie"
 )
 
 // The queue as template.yaml configures it and its event source mapping

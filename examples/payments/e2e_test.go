@@ -25,11 +25,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/examples/payments/localpayments"
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/localpayments"
-	"github.com/retrysafe/retrysafe/internal/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 var (
@@ -419,7 +420,7 @@ func BenchmarkColdStart(b *testing.B) {
 			"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x",
 			dynalite.EndpointEnv + "=http://127.0.0.1:1",
 		}},
-		{"hello", "./internal/rie/testdata/hello", nil},
+		{"hello", filepath.Join(repoRoot(b), "internal", "testing", "rie", "testdata", "hello"), nil},
 	}
 	total := make([]time.Duration, len(functions))
 	for b.Loop() {
@@ -440,4 +441,12 @@ func BenchmarkColdStart(b *testing.B) {
 		b.ReportMetric(float64(total[i].Microseconds())/1000/float64(b.N), fn.name+"-init-ms")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// repoRoot returns the repository's root, where the library's own packages
+// and test functions are.
+func repoRoot(tb testing.TB) string {
+	root, err := testenv.RepoRoot()
+	require.NoError(tb, err)
+	return root
 }

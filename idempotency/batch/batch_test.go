@@ -14,8 +14,8 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
-	"github.com/retrysafe/retrysafe/internal/faultstore"
-	"github.com/retrysafe/retrysafe/internal/testlog"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency/batch"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 

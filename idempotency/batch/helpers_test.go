@@ -18,7 +18,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
-	"github.com/retrysafe/retrysafe/internal/testlog"
+	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 

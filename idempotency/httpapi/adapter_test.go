@@ -17,8 +17,8 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
-	"github.com/retrysafe/retrysafe/internal/faultstore"
-	"github.com/retrysafe/retrysafe/internal/testlog"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 

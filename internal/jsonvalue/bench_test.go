@@ -3,7 +3,7 @@ package jsonvalue
 import (
 	"testing"
 
-	"github.com/retrysafe/retrysafe/internal/testevents"
+	"github.com/retrysafe/retrysafe/internal/testing/testevents"
 )
 
 // BenchmarkAppendCanonicalAt finds the key in an order's body, as the key

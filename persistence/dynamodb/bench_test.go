@@ -7,7 +7,7 @@ import (
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 

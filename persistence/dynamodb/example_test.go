@@ -5,21 +5,21 @@ import (
 	"log"
 	"os"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
+// cfg stands for the configuration a function loads at start-up with
+// config.LoadDefaultConfig (package github.com/aws/aws-sdk-go-v2/config),
+// which honours AWS_ENDPOINT_URL_DYNAMODB: the same code then runs against
+// DynamoDB Local, dynalite or LocalStack.
+var cfg aws.Config
+
 // A store on a table named by the environment, with Powertools' attribute
-// names. Loading the configuration this way honours
-// AWS_ENDPOINT_URL_DYNAMODB, so the same code runs against DynamoDB Local,
-// dynalite or LocalStack.
+// names.
 func ExampleNew() {
-	cfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
 	store, err := dynamodb.New(awsdynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
 	if err != nil {
 		log.Fatal(err)
@@ -30,10 +30,6 @@ func ExampleNew() {
 // A store in a table shared with other data: the partition key "pk" holds
 // "idempotency#<function name>", the sort key "sk" holds the record's key.
 func ExampleNew_sortKey() {
-	cfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
 	store, err := dynamodb.New(awsdynamodb.NewFromConfig(cfg), "AppTable", func(o *dynamodb.Options) {
 		o.KeyAttr = "pk"
 		o.SortKeyAttr = "sk"
@@ -49,12 +45,7 @@ func ExampleNew_sortKey() {
 // http://127.0.0.1:4567. Production tables come from the SAM or CDK
 // template instead.
 func ExampleCreateTable() {
-	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := dynamodb.CreateTable(ctx, awsdynamodb.NewFromConfig(cfg), "IdempotencyTable"); err != nil {
+	if err := dynamodb.CreateTable(context.Background(), awsdynamodb.NewFromConfig(cfg), "IdempotencyTable"); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -183,7 +183,7 @@ func BenchmarkSDK(b *testing.B) {
 	store := func(b *testing.B, h *cannedHTTP) *dynamodb.Store {
 		client := awsdynamodb.New(awsdynamodb.Options{
 			Region:       "us-east-1",
-			Credentials:  credentials.NewStaticCredentialsProvider("bench", "bench", ""),
+			Credentials:  dynalite.Credentials,
 			BaseEndpoint: aws.String("http://127.0.0.1:8000"),
 			HTTPClient:   h,
 		})

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )

@@ -23,7 +23,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/examples/orders/order/ordertest"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 

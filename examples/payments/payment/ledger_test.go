@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 )
 
 func TestMain(m *testing.M) { dynalite.Main(m) }

@@ -16,8 +16,8 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/retrysafe/retrysafe/examples/orders/order"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -72,7 +72,7 @@ func (e *Env) Items(t testing.TB) []order.Processing {
 // body.
 func Message(t testing.TB, id, orderID string) events.SQSMessage {
 	t.Helper()
-	root, err := testenv.ModuleRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@
 // Run it with `make demo`, which installs dynalite first, or, with
 // dynalite installed (npm ci),
 //
-//	go run ./internal/cmd/demo [-v]
+//	go run ./examples/payments/demo [-v]
 //
 // -v prints the emulators' and the function's output. Everything the
 // demo starts is stopped when it ends, also on Ctrl-C.
@@ -31,9 +31,9 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/localpayments"
-	"github.com/retrysafe/retrysafe/internal/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/examples/payments/localpayments"
+	"github.com/retrysafe/retrysafe/internal/testing/rie"
 )
 
 const (

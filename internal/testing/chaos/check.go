@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 )
 
 // The checks, as violations name them.

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { dynalite.Main(m) }
@@ -233,8 +233,8 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-func TestModuleRootHasPackageLock(t *testing.T) {
-	root, err := testenv.ModuleRoot()
+func TestRepoRootHasPackageLock(t *testing.T) {
+	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
 	for _, f := range []string{"go.mod", "package.json", "package-lock.json"} {
 		_, err := os.Stat(root + "/" + f)

@@ -28,6 +28,7 @@ package dynalite
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -40,16 +41,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 // EndpointEnv is the environment variable, honoured by the AWS SDK's own
@@ -92,7 +90,7 @@ type Server struct {
 // Start starts a server for the test tb and stops it when tb ends. If Node.js
 // or dynalite is not installed, it skips tb (fails it when
 // IDEMPOTENCY_REQUIRE_INTEGRATION=1). Any other failure to start fails tb.
-func Start(tb testing.TB) *Server {
+func Start(tb testenv.TB) *Server {
 	tb.Helper()
 	s, err := StartContext(tb.Context())
 	if err != nil {
@@ -116,7 +114,7 @@ var shared struct {
 // it on first use. Call Main from TestMain so that it is stopped when the
 // tests end; the server also exits by itself when the test binary does.
 // Missing Node.js or dynalite is handled as in Start.
-func Shared(tb testing.TB) *Server {
+func Shared(tb testenv.TB) *Server {
 	tb.Helper()
 	shared.once.Do(func() {
 		shared.srv, shared.err = StartContext(context.Background())
@@ -131,7 +129,7 @@ func Shared(tb testing.TB) *Server {
 // any, and exits. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { dynalite.Main(m) }
-func Main(m *testing.M) {
+func Main(m testenv.M) {
 	code := m.Run()
 	if shared.srv != nil {
 		if err := shared.srv.Stop(); err != nil {
@@ -141,7 +139,7 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-func skipOrFail(tb testing.TB, err error) {
+func skipOrFail(tb testenv.TB, err error) {
 	tb.Helper()
 	if errors.Is(err, ErrUnavailable) {
 		testenv.SkipUnlessRequired(tb, err)
@@ -155,13 +153,13 @@ func skipOrFail(tb testing.TB, err error) {
 // ctx bounds the start only, not the server's life.
 func StartContext(ctx context.Context) (*Server, error) {
 	if ep := os.Getenv(EndpointEnv); ep != "" {
-		return external(ctx, ep)
+		return external(ep), nil
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		return nil, fmt.Errorf("%w: Node.js (20 or later) is not on PATH: %v", ErrUnavailable, err)
 	}
-	root, err := testenv.ModuleRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -261,29 +259,32 @@ process.stdin.on('error', () => process.exit(0));
 process.stdin.resume();
 `
 
-func external(ctx context.Context, endpoint string) (*Server, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(testRetryer))
-	if err != nil {
-		return nil, fmt.Errorf("dynalite: loading AWS configuration for %s=%s: %w", EndpointEnv, endpoint, err)
+// external returns the server that EndpointEnv names, with the region
+// and credentials of the environment (AWS_REGION, AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), or the local ones without
+// them: DynamoDB Local and LocalStack accept any credentials.
+func external(endpoint string) *Server {
+	cfg := localConfig(endpoint)
+	if region := cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION")); region != "" {
+		cfg.Region = region
 	}
-	if cfg.Region == "" {
-		cfg.Region = Region
+	if id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		creds := aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}
+		cfg.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := cfg.Credentials.Retrieve(rctx); err != nil {
-		// DynamoDB Local and LocalStack accept any credentials.
-		cfg.Credentials = dummyCredentials
-	}
-	return &Server{Endpoint: endpoint, External: true, cfg: cfg}, nil
+	return &Server{Endpoint: endpoint, External: true, cfg: cfg}
 }
 
-var dummyCredentials = credentials.NewStaticCredentialsProvider("dynalite", "dynalite", "")
+// Credentials are the static credentials of the clients of a local
+// server, which accepts any.
+var Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+	return aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local", Source: "local test server"}, nil
+})
 
 func localConfig(endpoint string) aws.Config {
 	return aws.Config{
 		Region:       Region,
-		Credentials:  dummyCredentials,
+		Credentials:  Credentials,
 		BaseEndpoint: aws.String(endpoint),
 		Retryer:      testRetryer,
 	}
@@ -361,7 +362,7 @@ func packageVersion(path string) (string, error) {
 // NewTable creates a table named for tb (TableName) through create, and
 // returns its name. On an External server the table is deleted when tb
 // ends; dynalite's tables vanish with the server.
-func (s *Server) NewTable(tb testing.TB, create func(ctx context.Context, client *dynamodb.Client, name string) error) string {
+func (s *Server) NewTable(tb testenv.TB, create func(ctx context.Context, client *dynamodb.Client, name string) error) string {
 	tb.Helper()
 	name := TableName(tb)
 	admin := s.NewClient()
@@ -385,7 +386,7 @@ var tableNameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 // TableName returns a table name unique to this call, derived from the name
 // of tb: valid for DynamoDB and dynalite (3 to 255 characters of
 // [a-zA-Z0-9_.-]), so that tests sharing a server never share a table.
-func TableName(tb testing.TB) string {
+func TableName(tb testenv.TB) string {
 	name := tableNameUnsafe.ReplaceAllString(tb.Name(), "-")
 	if len(name) > 200 {
 		name = name[:200]

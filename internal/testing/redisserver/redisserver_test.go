@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/internal/redisserver"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 func TestStartRestartStop(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )

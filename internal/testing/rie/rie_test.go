@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/internal/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/rie"
 )
 
 var (
@@ -46,7 +46,7 @@ func function(t *testing.T, name string) string {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		return rie.BuildFunction(context.Background(), "./internal/rie/testdata/"+name, dir)
+		return rie.BuildFunction(context.Background(), "./internal/testing/rie/testdata/"+name, dir)
 	}))
 	path, err := build.(func() (string, error))()
 	require.NoError(t, err)

@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -28,9 +27,9 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/rie"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -273,7 +272,7 @@ func (s *Stack) WaitInProgress(ctx context.Context) error {
 // SkipOrFail skips tb when err says that dynalite or the emulator is not
 // available here, unless IDEMPOTENCY_REQUIRE_INTEGRATION=1, and fails it
 // otherwise.
-func SkipOrFail(tb testing.TB, err error) {
+func SkipOrFail(tb testenv.TB, err error) {
 	tb.Helper()
 	if errors.Is(err, dynalite.ErrUnavailable) || errors.Is(err, rie.ErrUnavailable) {
 		testenv.SkipUnlessRequired(tb, err)

@@ -54,7 +54,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -66,7 +66,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -147,7 +146,7 @@ type InitReport struct {
 // tb has failed by then, it logs the last lines the instance printed. If
 // the emulator is unavailable, it skips tb (fails it when
 // IDEMPOTENCY_REQUIRE_INTEGRATION=1). Any other failure fails tb.
-func Start(tb testing.TB, cfg Config) *Instance {
+func Start(tb testenv.TB, cfg Config) *Instance {
 	tb.Helper()
 	in, err := StartContext(tb.Context(), cfg)
 	if err != nil {
@@ -166,7 +165,7 @@ func Start(tb testing.TB, cfg Config) *Instance {
 
 // SkipOrFail skips tb for an error that matches ErrUnavailable, unless
 // IDEMPOTENCY_REQUIRE_INTEGRATION=1, and fails it for any other error.
-func SkipOrFail(tb testing.TB, err error) {
+func SkipOrFail(tb testenv.TB, err error) {
 	tb.Helper()
 	if errors.Is(err, ErrUnavailable) {
 		testenv.SkipUnlessRequired(tb, err)

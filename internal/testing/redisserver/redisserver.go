@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 // BinaryEnv is the environment variable that names the server binary to use.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,22 +99,37 @@ func goEnv(ctx context.Context, goCmd, name string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// BuildFunction builds the main package pkg (an import path, or a
-// directory relative to the module's root) as a Lambda function for the
+// BuildFunction builds the main package pkg as a Lambda function for the
 // host, the way `make build` builds the examples for Lambda except for the
 // target: CGO_ENABLED=0, -tags lambda.norpc, -trimpath, -ldflags="-s -w".
-// It writes dir/bootstrap and returns its path.
+// pkg is an import path of the module of the working directory, a
+// directory relative to that module's root ("./function"), or an absolute
+// directory, in whichever module holds it. It writes dir/bootstrap and
+// returns its path.
 func BuildFunction(ctx context.Context, pkg, dir string) (string, error) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("rie: the go command is not on PATH: %w", err)
 	}
-	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
-	if root, err := testenv.ModuleRoot(); err == nil {
-		cmd.Dir = root
+	out, err := filepath.Abs(filepath.Join(dir, "bootstrap"))
+	if err != nil {
+		return "", err
 	}
+	target, workDir := pkg, ""
+	if root, err := testenv.ModuleRoot(); err == nil {
+		workDir = root
+	}
+	switch {
+	// Build in the package's own directory, so that the go command finds
+	// the module that holds it.
+	case filepath.IsAbs(pkg):
+		target, workDir = ".", pkg
+	case strings.HasPrefix(pkg, "./"):
+		target, workDir = ".", filepath.Join(workDir, pkg)
+	}
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, target)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	cmd.Dir = workDir
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("rie: go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
 	}

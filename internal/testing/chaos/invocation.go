@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/faultstore"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 )
 
 // invocation is one run of the system under test for one request, in one

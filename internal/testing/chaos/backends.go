@@ -11,8 +11,8 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/retrysafe/retrysafe/internal/dynalite"
-	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
