@@ -69,7 +69,9 @@ func TestVectors(t *testing.T) {
 
 type valueMarshaler struct{ n int }
 
-func (v valueMarshaler) MarshalJSON() ([]byte, error) { return []byte(`{"n":` + string(rune('0'+v.n)) + `}`), nil }
+func (v valueMarshaler) MarshalJSON() ([]byte, error) {
+	return []byte(`{"n":` + string(rune('0'+v.n)) + `}`), nil
+}
 
 type pointerMarshaler struct{ N int }
 

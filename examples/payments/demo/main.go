@@ -29,10 +29,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/retrysafe/retrysafe/examples/payments/localpayments"
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
-	"github.com/retrysafe/retrysafe/examples/payments/localpayments"
 	"github.com/retrysafe/retrysafe/internal/testing/rie"
 )
 
