@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 // Module and Version pin the emulator that Binary builds, from the Go module

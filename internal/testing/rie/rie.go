@@ -54,7 +54,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -67,6 +66,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 // ErrUnavailable is matched (with errors.Is) by the errors of Binary and
