@@ -4,12 +4,12 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos
+.PHONY: all test test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps dynamodb-local compare-deps build demo chaos
 
 all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order.
-test: node-deps compare-deps deps-check
+test: node-deps dynamodb-local compare-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-cdk
 
@@ -88,6 +88,16 @@ node-deps: node_modules/.package-lock.json
 
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
+	@touch $@
+
+## dynamodb-local: DynamoDB Local, AWS's own DynamoDB emulator (it runs on
+## Java), in .dynamodb-local/: fetched, pinned and verified by
+## scripts/install-dynamodb-local.sh, again whenever the script or the list
+## of its files' hashes changes.
+dynamodb-local: .dynamodb-local/DynamoDBLocal.jar
+
+.dynamodb-local/DynamoDBLocal.jar: scripts/install-dynamodb-local.sh scripts/dynamodb-local.sha256
+	./scripts/install-dynamodb-local.sh
 	@touch $@
 
 ## compare-deps: the pinned Powertools packages that bench/compare runs.
