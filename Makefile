@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos
+.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos dynamodb-local
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples and the comparison, each with a go.mod of its own so
@@ -22,7 +22,7 @@ all: vet fmt-check deps-check test
 ## test: every test, with the race detector, in random order: the
 ## library's, those of the other modules, the CDK app's, and the library's
 ## again with the oldest Go it supports.
-test: node-deps compare-deps deps-check
+test: node-deps dynamodb-local compare-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk
 
@@ -33,7 +33,7 @@ test-modules: node-deps compare-deps
 
 ## test-go1.25: the library's tests with $(GO_MIN), the go directive of
 ## go.mod (without -race, which the run above covers).
-test-go1.25: node-deps
+test-go1.25: node-deps dynamodb-local
 	GOTOOLCHAIN=$(GO_MIN) $(GO) test -shuffle=on -timeout 20m ./...
 
 ## test-cdk: the tests of the CDK app in examples/cdk, a module of its own
@@ -112,6 +112,16 @@ node-deps: node_modules/.package-lock.json
 
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
+	@touch $@
+
+## dynamodb-local: DynamoDB Local, AWS's own DynamoDB emulator (it runs on
+## Java), in .dynamodb-local/: fetched, pinned and verified by
+## scripts/install-dynamodb-local.sh, again whenever the script or the list
+## of its files' hashes changes.
+dynamodb-local: .dynamodb-local/DynamoDBLocal.jar
+
+.dynamodb-local/DynamoDBLocal.jar: scripts/install-dynamodb-local.sh scripts/dynamodb-local.sha256
+	./scripts/install-dynamodb-local.sh
 	@touch $@
 
 ## compare-deps: the pinned Powertools packages that bench/compare runs.

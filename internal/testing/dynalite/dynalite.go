@@ -19,6 +19,9 @@
 // itself), with credentials and region from the SDK's usual sources. See
 // Server.External.
 //
+// Launch and Servers, which start and share dynalite, do the same for
+// DynamoDB Local, the other local server (internal/testing/dynamodblocal).
+//
 // Known differences between dynalite 4.0.0 and DynamoDB: tables are created
 // asynchronously (poll DescribeTable until ACTIVE), ReturnValuesOnConditionCheckFailure
 // is ignored (a failed condition never carries the existing item),
@@ -27,13 +30,11 @@
 package dynalite
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,35 +80,18 @@ type Server struct {
 	// Version is the version of the dynalite package, or "" when External.
 	Version string
 
-	cfg      aws.Config
-	cmd      *exec.Cmd
-	stdin    io.Closer
-	stopOnce sync.Once
-	stopErr  error
-	exited   chan struct{}
+	cfg  aws.Config
+	proc *Process
 }
+
+var servers = &Servers[*Server]{Name: "dynalite", StartContext: StartContext, Unavailable: ErrUnavailable}
 
 // Start starts a server for the test tb and stops it when tb ends. If Node.js
 // or dynalite is not installed, it skips tb (fails it when
 // IDEMPOTENCY_REQUIRE_INTEGRATION=1). Any other failure to start fails tb.
 func Start(tb testenv.TB) *Server {
 	tb.Helper()
-	s, err := StartContext(tb.Context())
-	if err != nil {
-		skipOrFail(tb, err)
-	}
-	tb.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			tb.Errorf("stopping dynalite: %v", err)
-		}
-	})
-	return s
-}
-
-var shared struct {
-	once sync.Once
-	srv  *Server
-	err  error
+	return servers.Start(tb)
 }
 
 // Shared returns a server shared by every test of the test binary, starting
@@ -116,36 +100,14 @@ var shared struct {
 // Missing Node.js or dynalite is handled as in Start.
 func Shared(tb testenv.TB) *Server {
 	tb.Helper()
-	shared.once.Do(func() {
-		shared.srv, shared.err = StartContext(context.Background())
-	})
-	if shared.err != nil {
-		skipOrFail(tb, shared.err)
-	}
-	return shared.srv
+	return servers.Shared(tb)
 }
 
 // Main runs the tests of m and then stops the server that Shared started, if
 // any, and exits. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { dynalite.Main(m) }
-func Main(m testenv.M) {
-	code := m.Run()
-	if shared.srv != nil {
-		if err := shared.srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping dynalite:", err)
-		}
-	}
-	os.Exit(code)
-}
-
-func skipOrFail(tb testenv.TB, err error) {
-	tb.Helper()
-	if errors.Is(err, ErrUnavailable) {
-		testenv.SkipUnlessRequired(tb, err)
-	}
-	tb.Fatal(err)
-}
+func Main(m testenv.M) { servers.Main(m) }
 
 // StartContext starts a server and returns it; the caller must Stop it. It
 // does not skip or fail anything, so TestMain and benchmarks can use it. The
@@ -174,62 +136,16 @@ func StartContext(ctx context.Context) (*Server, error) {
 
 	cmd := exec.Command(node, "-e", launcher, pkg)
 	cmd.Dir = root
-	setProcessGroup(cmd)
-	stdin, err := cmd.StdinPipe()
+	proc, err := Launch(ctx, "dynalite", cmd, nil)
 	if err != nil {
 		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr := &limitedWriter{n: 16 << 10}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("dynalite: starting node: %w", err)
 	}
 	s := &Server{
-		Version: version,
-		cmd:     cmd,
-		stdin:   stdin,
-		exited:  make(chan struct{}),
+		Endpoint: "http://127.0.0.1:" + strconv.Itoa(proc.Port),
+		Version:  version,
+		proc:     proc,
 	}
-
-	// The launcher prints "listening <port>" once the server accepts
-	// connections; after that, drain whatever else it prints.
-	ports := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				select {
-				case ports <- p:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	waitErr := make(chan error, 1)
-	go func() {
-		waitErr <- cmd.Wait()
-		close(s.exited)
-	}()
-
-	select {
-	case p := <-ports:
-		if _, err := strconv.Atoi(p); err != nil {
-			s.Stop()
-			return nil, fmt.Errorf("dynalite: unexpected port %q", p)
-		}
-		s.Endpoint = "http://127.0.0.1:" + p
-	case err := <-waitErr:
-		return nil, fmt.Errorf("dynalite: node exited before listening (%v): %s", err, stderr.String())
-	case <-ctx.Done():
-		s.Stop()
-		return nil, fmt.Errorf("dynalite: did not start listening: %w; stderr: %s", ctx.Err(), stderr.String())
-	}
-	s.cfg = localConfig(s.Endpoint)
+	s.cfg = LocalConfig(s.Endpoint)
 	return s, nil
 }
 
@@ -264,7 +180,7 @@ process.stdin.resume();
 // AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), or the local ones without
 // them: DynamoDB Local and LocalStack accept any credentials.
 func external(endpoint string) *Server {
-	cfg := localConfig(endpoint)
+	cfg := LocalConfig(endpoint)
 	if region := cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION")); region != "" {
 		cfg.Region = region
 	}
@@ -281,7 +197,10 @@ var Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credent
 	return aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local", Source: "local test server"}, nil
 })
 
-func localConfig(endpoint string) aws.Config {
+// LocalConfig returns the AWS configuration of a local server at endpoint:
+// the region Region, dummy credentials, and a retryer with short backoff
+// delays and no retry quota.
+func LocalConfig(endpoint string) aws.Config {
 	return aws.Config{
 		Region:       Region,
 		Credentials:  Credentials,
@@ -330,19 +249,10 @@ func (s *Server) Env() []string {
 // Stop kills the server and waits for it to exit. It may be called more than
 // once; it does nothing for an External server.
 func (s *Server) Stop() error {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return nil
 	}
-	s.stopOnce.Do(func() {
-		_ = s.stdin.Close()
-		killProcessGroup(s.cmd)
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			s.stopErr = fmt.Errorf("dynalite (pid %d) did not exit", s.cmd.Process.Pid)
-		}
-	})
-	return s.stopErr
+	return s.proc.Stop()
 }
 
 var versionRE = regexp.MustCompile(`"version"\s*:\s*"([^"]+)"`)
