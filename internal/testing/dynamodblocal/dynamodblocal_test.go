@@ -16,8 +16,8 @@ import (
 	"github.com/aws/smithy-go/logging"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { dynamodblocal.Main(m) }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 const orphanChildEnv = "DYNAMODBLOCAL_TEST_ORPHAN_CHILD"
