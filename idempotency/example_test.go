@@ -27,13 +27,13 @@ func Example() {
 		return Charge{ChargeID: fmt.Sprintf("ch_%d", charges)}, nil
 	}
 
-	// On Lambda: lambda.Start(idempotency.MustWrap(charge, store, ...)),
+	// On Lambda: lambda.Start(idempotency.Must(idempotency.Wrap(charge, store, ...))),
 	// with a DynamoDB store.
 	store := memory.New()
-	handler := idempotency.MustWrap(charge, store,
+	handler := idempotency.Must(idempotency.Wrap(charge, store,
 		idempotency.WithKey("order_id"),
 		idempotency.WithPayloadValidation("amount"),
-		idempotency.WithExpiry(24*time.Hour))
+		idempotency.WithExpiry(24*time.Hour)))
 
 	ctx := context.Background()
 	first, _ := handler(ctx, Payment{OrderID: "o-1", Amount: 100})
@@ -76,10 +76,10 @@ func ExampleWrap_function() {
 // releasing the key.
 func ExamplePermanent() {
 	attempts := 0
-	pay := idempotency.MustWrap(func(ctx context.Context, p Payment) (Charge, error) {
+	pay := idempotency.Must(idempotency.Wrap(func(ctx context.Context, p Payment) (Charge, error) {
 		attempts++
 		return Charge{}, idempotency.Permanent(errors.New("card declined"))
-	}, memory.New())
+	}, memory.New()))
 
 	for range 2 {
 		_, err := pay(context.Background(), Payment{OrderID: "o-2", Amount: 5})
@@ -93,12 +93,12 @@ func ExamplePermanent() {
 }
 
 func ExampleWithResponseHook() {
-	pay := idempotency.MustWrap(func(ctx context.Context, p Payment) (Charge, error) {
+	pay := idempotency.Must(idempotency.Wrap(func(ctx context.Context, p Payment) (Charge, error) {
 		return Charge{ChargeID: "ch_1"}, nil
 	}, memory.New(), idempotency.WithResponseHook(func(ctx context.Context, c Charge, rec *persistence.Record) Charge {
 		c.ChargeID += " (replayed)"
 		return c
-	}))
+	})))
 	first, _ := pay(context.Background(), Payment{OrderID: "o-3"})
 	again, _ := pay(context.Background(), Payment{OrderID: "o-3"})
 	fmt.Println(first.ChargeID)
@@ -109,11 +109,11 @@ func ExampleWithResponseHook() {
 }
 
 func ExampleKeyFromContext() {
-	pay := idempotency.MustWrap(func(ctx context.Context, p Payment) (string, error) {
+	pay := idempotency.Must(idempotency.Wrap(func(ctx context.Context, p Payment) (string, error) {
 		// Forward the key to a payment provider as its own idempotency key.
 		key, _ := idempotency.KeyFromContext(ctx)
 		return key[:len("payments#")+8], nil
-	}, memory.New(), idempotency.WithKeyPrefix("payments"), idempotency.WithKey("order_id"))
+	}, memory.New(), idempotency.WithKeyPrefix("payments"), idempotency.WithKey("order_id")))
 	key, _ := pay(context.Background(), Payment{OrderID: "o-4"})
 	fmt.Println(key)
 	// Output:
@@ -125,9 +125,8 @@ func ExampleGuard_Do() {
 	if err != nil {
 		panic(err)
 	}
-	key := g.Key([]byte(`"job-42"`))
 	for range 2 {
-		res, err := g.Do(context.Background(), key, "", func(ctx context.Context) ([]byte, error) {
+		res, err := g.Do(context.Background(), "job-42", "", func(ctx context.Context) ([]byte, error) {
 			return []byte(`{"status":"done"}`), nil
 		})
 		fmt.Println(string(res.Response), res.Replayed, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,22 +94,16 @@ func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error
 	return w
 }
 
-// clock is a settable clock for WithClock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// recordingStore keeps the records its Update calls write.
+type recordingStore struct {
+	persistence.Store
+	mu      sync.Mutex
+	updates []persistence.Record
 }
 
-func newClock() *clock { return &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) error {
+	s.mu.Lock()
+	s.updates = append(s.updates, *rec)
+	s.mu.Unlock()
+	return s.Store.Update(ctx, rec)
 }

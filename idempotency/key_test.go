@@ -1,8 +1,6 @@
 package idempotency
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -11,8 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
-	"github.com/retrysafe/retrysafe/jmespath"
+	"github.com/retrysafe/retrysafe/internal/canonical"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -74,22 +72,15 @@ func FuzzKeyDerivation(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	g, err := newGuard(memory.New(), &config{}, "fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
-	w := newWrapped[json.RawMessage, int](nil, g, &config{}, nil)
+	w := newTestWrapped[json.RawMessage](f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		key, _, err := w.derive(json.RawMessage(data))
 		if err != nil {
 			if _, ok := err.(*KeyError); !ok {
 				t.Fatalf("derive returned %T, want *KeyError: %v", err, err)
 			}
-			if json.Valid(data) {
-				v, _ := jsonvalue.Decode(data, nil)
-				if canonical, _ := jsonvalue.AppendCanonical(nil, v); !jsonvalue.NullOrEmpty(canonical) {
-					t.Fatalf("valid input %q has no key: %v", data, err)
-				}
+			if v, perr := canonical.Parse(data); perr == nil && !canonical.NoKey(v) {
+				t.Fatalf("valid input %q has no key: %v", data, err)
 			}
 			return
 		}
@@ -97,7 +88,7 @@ func FuzzKeyDerivation(f *testing.F) {
 		if err != nil || again != key {
 			t.Fatalf("derive is not deterministic: %q then %q (%v)", key, again, err)
 		}
-		v, err := jsonvalue.Decode(data, nil)
+		v, err := canonical.Parse(data)
 		if err != nil {
 			t.Fatalf("derive accepted invalid JSON %q", data)
 		}
@@ -114,12 +105,8 @@ func FuzzKeyDerivation(f *testing.F) {
 }
 
 func TestMissingKeyRules(t *testing.T) {
-	g, err := newGuard(memory.New(), &config{}, "rules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct := newWrapped[json.RawMessage, int](nil, g, &config{keyExpr: jmespath.MustCompile("k")}, nil)
-	inBody := newWrapped[struct{ Body string }, int](nil, g, &config{keyExpr: jmespath.MustCompile("powertools_json(Body).k")}, nil)
+	direct := newTestWrapped[json.RawMessage](t, WithKey("k"))
+	inBody := newTestWrapped[struct{ Body string }](t, WithKey("powertools_json(Body).k"))
 	for v, missing := range map[string]bool{
 		`null`: true, `""`: true, `[]`: true, `[null]`: true, `{}`: true, `{"a":null}`: true,
 		`0`: false, `false`: false, `"x"`: false, `[null,0]`: false, `{"a":""}`: false, `"\u0041"`: false,
@@ -135,20 +122,6 @@ func TestMissingKeyRules(t *testing.T) {
 			case !missing && err != nil:
 				t.Errorf("%s: key %s: %v", name, v, err)
 			}
-		}
-	}
-}
-
-func TestEncodeHexMatchesEncodingHex(t *testing.T) {
-	var sum [sha256.Size]byte
-	for v := range 256 {
-		for i := range sum {
-			sum[i] = byte(v + 7*i)
-		}
-		got := make([]byte, 2*sha256.Size)
-		encodeHex(got, &sum)
-		if want := hex.EncodeToString(sum[:]); string(got) != want {
-			t.Fatalf("encodeHex(%x) = %s", sum, got)
 		}
 	}
 }
@@ -172,4 +145,19 @@ func TestRecordedMessage(t *testing.T) {
 			t.Errorf("%q repeated: kept %d bytes of whole characters", unit, len(body))
 		}
 	}
+}
+
+// newTestWrapped returns the typed layer of Wrap for inputs of type In,
+// with opts, to call derive on.
+func newTestWrapped[In any](tb testing.TB, opts ...Option) *wrapped[In, int] {
+	tb.Helper()
+	cfg, err := newConfig(core.Wrap, "test", opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := newGuard(memory.New(), cfg, "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &wrapped[In, int]{g: g}
 }

@@ -1,12 +1,13 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -14,7 +15,8 @@ import (
 // Defaults of the options.
 const (
 	// DefaultExpiry is how long a completed key is remembered, as in
-	// Powertools.
+	// Powertools. The HTTP adapters default to 24 hours instead
+	// (httpapi.DefaultExpiry).
 	DefaultExpiry = time.Hour
 	// DefaultInProgressTimeout is how long a reservation holds its key when
 	// the context has no deadline (outside Lambda): the longest a Lambda
@@ -26,227 +28,268 @@ const (
 	DefaultFinalWriteTimeout = 5 * time.Second
 )
 
-// An Option configures Wrap and NewGuard. Options are checked when the
-// handler is wrapped, so that a bad expression fails at cold start, not on
-// the first request.
-type Option func(*config)
+// An Option configures [Wrap], [NewGuard], and the adapters built on them
+// (packages httpapi and batch), which take the same options as well as
+// their own. Options are checked when the handler is wrapped, so that a
+// bad expression fails at cold start, not on the first request: an option
+// that does not apply to the function it is given to, or that is given
+// twice, is an error too.
+type Option func(*core.Config)
 
-type config struct {
-	keyExpr           *jmespath.Expression
-	validationExpr    *jmespath.Expression
+// settings are the values of this package's options, kept in the
+// core.Config that options write.
+type settings struct {
+	validation        *jmespath.Expression
 	requireKey        bool
 	expiry            time.Duration
 	prefix            string
-	logger            *slog.Logger
-	responseHook      any
+	responseHook      any // func(context.Context, Out, *persistence.Record) Out
 	isPermanent       func(error) bool
 	decodeError       func(*StoredError) error
 	inProgressTimeout time.Duration
 	finalWriteTimeout time.Duration
 	observer          func(context.Context, Event)
-	now               func() time.Time // nil: time.Now
-	errs              []error
 }
 
-func newConfig(opts []Option) (*config, error) {
-	c := &config{
-		expiry:            DefaultExpiry,
-		inProgressTimeout: DefaultInProgressTimeout,
-		finalWriteTimeout: DefaultFinalWriteTimeout,
+type settingsKey struct{}
+
+// option returns the Option named name, which applies to the entry points
+// in where and sets what set does.
+func option(name string, where core.Entry, set func(c *core.Config, s *settings)) Option {
+	return func(c *core.Config) {
+		c.Use("idempotency."+name, where, false)
+		set(c, core.Section[settings](c, settingsKey{}))
 	}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, errors.New("idempotency: nil Option")
-		}
-		opt(c)
-	}
-	if err := errors.Join(c.errs...); err != nil {
+}
+
+// keyed are the entry points that select keys from typed inputs.
+const keyed = core.Wrap | core.Batch
+
+// config is the resolved configuration of one Guard.
+type config struct {
+	settings
+	key     *jmespath.Expression
+	logger  *slog.Logger
+	entry   core.Entry
+	name    string
+	prefix0 string // the entry point's default prefix
+}
+
+// newConfig applies opts for the entry point entry, named name, and fills
+// in the defaults.
+func newConfig(entry core.Entry, name string, opts []Option) (*config, error) {
+	c, err := core.Apply(entry, name, core.Funcs(opts))
+	if err != nil {
 		return nil, err
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, logger: c.Logger, entry: c.Entry, name: c.Name}
+	d := c.Defaults
+	if cfg.key == nil && d.Key != "" {
+		if cfg.key, err = compileKey(d.Key); err != nil {
+			return nil, fmt.Errorf("%s: default key: %w", c.Name, err)
+		}
 	}
-	return c, nil
+	cfg.requireKey = cfg.requireKey || d.RequireKey
+	cfg.prefix0 = d.Prefix
+	if cfg.expiry == 0 {
+		cfg.expiry = cmp.Or(d.Expiry, DefaultExpiry)
+	}
+	if cfg.inProgressTimeout == 0 {
+		cfg.inProgressTimeout = DefaultInProgressTimeout
+	}
+	if cfg.finalWriteTimeout == 0 {
+		cfg.finalWriteTimeout = DefaultFinalWriteTimeout
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	return cfg, nil
 }
 
-func (c *config) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("idempotency: "+format, args...))
-}
-
-// compileKeyExpression compiles an expression used to derive a key or a
-// payload hash, which must give one result for one input.
-func (c *config) compileKeyExpression(option, expr string) *jmespath.Expression {
+// compileKey compiles an expression used to derive a key or a payload
+// hash, which must give one result for one input.
+func compileKey(expr string) (*jmespath.Expression, error) {
 	e, err := jmespath.Compile(expr)
 	if err != nil {
-		c.errs = append(c.errs, fmt.Errorf("idempotency: %s: %w", option, err))
-		return nil
+		return nil, err
 	}
 	if e.OrderDependent() {
-		c.fail("%s: expression %q depends on the order of object members (a value projection such as headers.*, or keys(), values(), items()), which Go maps do not keep; select members by name", option, expr)
-		return nil
+		return nil, fmt.Errorf("expression %q depends on the order of object members (a value projection such as headers.*, or keys(), values(), items()), which Go maps do not keep; select members by name", expr)
 	}
-	return e
+	return e, nil
 }
 
 // WithKey selects the idempotency key from the input with a JMESPath
 // expression, for example "powertools_json(body).order_id" or
 // "[customer, order_id]". The Powertools functions and envelopes of package
-// jmespath are available. By default the whole input is the key.
+// jmespath are available. By default the whole input is the key; the
+// batch handlers default to each record's delivery identity.
 //
-// The selected value is hashed in canonical form, so the key does not depend
-// on the order of object members or the spelling of numbers. A selection
-// that is null, an empty string, or an array or object of only nulls means
-// the input has no key: see WithRequireKey.
+// The selected value is hashed in canonical form (docs/keys.md), so the
+// key does not depend on the order of object members or the spelling of
+// numbers. A selection that is null, an empty string, or an array or
+// object of only nulls means the input has no key: see [WithRequireKey].
 func WithKey(expression string) Option {
-	return func(c *config) { c.keyExpr = c.compileKeyExpression("WithKey", expression) }
+	return option("WithKey", keyed, func(c *core.Config, _ *settings) {
+		e, err := compileKey(expression)
+		if err != nil {
+			c.Fail(fmt.Errorf("idempotency.WithKey: %w", err))
+			return
+		}
+		c.Key = e
+	})
 }
 
 // WithPayloadValidation fingerprints the part of the input that must not
 // change between retries with one key, selected with a JMESPath expression
 // ("@" for the whole input). A retry whose fingerprint differs gets a
-// *PayloadMismatchError instead of the stored result, which belongs to
-// another request. Off by default (as in Powertools): with WithKey
-// selecting a field, any input with that field value gets the stored result.
+// [*PayloadMismatchError] instead of the stored result, which belongs to
+// another request. Off by default (as in Powertools): with [WithKey]
+// selecting a field, any input with that field value gets the stored
+// result.
 func WithPayloadValidation(expression string) Option {
-	return func(c *config) {
-		c.validationExpr = c.compileKeyExpression("WithPayloadValidation", expression)
-	}
+	return option("WithPayloadValidation", keyed, func(c *core.Config, s *settings) {
+		e, err := compileKey(expression)
+		if err != nil {
+			c.Fail(fmt.Errorf("idempotency.WithPayloadValidation: %w", err))
+			return
+		}
+		s.validation = e
+	})
 }
 
-// WithRequireKey makes an input without a key fail with *KeyError. By
+// WithRequireKey makes an input without a key fail with [*KeyError]. By
 // default, as in Powertools, such an input runs the handler without
 // idempotency and logs a warning.
 func WithRequireKey() Option {
-	return func(c *config) { c.requireKey = true }
+	return option("WithRequireKey", keyed, func(_ *core.Config, s *settings) { s.requireKey = true })
 }
 
 // WithExpiry sets how long a completed key is remembered: a retry after
-// that runs the handler again. Default DefaultExpiry (one hour). Choose it
-// longer than your clients retry for.
+// that runs the handler again. Default [DefaultExpiry] (one hour; 24 hours
+// for the HTTP adapters). Choose it longer than your clients retry for.
 func WithExpiry(d time.Duration) Option {
-	return func(c *config) {
+	return option("WithExpiry", core.All, func(c *core.Config, s *settings) {
 		if d < time.Second {
-			c.fail("WithExpiry(%v): expiry must be at least one second", d)
+			c.Fail(fmt.Errorf("idempotency.WithExpiry(%v): expiry must be at least one second", d))
+			return
 		}
-		c.expiry = d
-	}
+		s.expiry = d
+	})
 }
 
 // WithKeyPrefix sets the prefix of every key (prefix + "#" + hash). The
 // default is "<function name>.<Go handler name>", with the function name
-// from AWS_LAMBDA_FUNCTION_NAME, so that two wrapped functions in one Lambda
-// never share keys; see DefaultKeyPrefix. Set it explicitly for closures
-// and methods, whose Go names change when code around them changes, and to
+// from AWS_LAMBDA_FUNCTION_NAME, so that two wrapped functions in one
+// Lambda never share keys; a [Guard] without the option uses the function
+// name alone, or "idempotency". Set it explicitly for closures and
+// methods, whose Go names change when code around them changes, and to
 // keep keys stable across renames.
 func WithKeyPrefix(prefix string) Option {
-	return func(c *config) {
+	return option("WithKeyPrefix", core.All, func(c *core.Config, s *settings) {
 		if prefix == "" {
-			c.fail("WithKeyPrefix: empty prefix")
+			c.Fail(fmt.Errorf("idempotency.WithKeyPrefix: empty prefix"))
+			return
 		}
-		c.prefix = prefix
-	}
+		s.prefix = prefix
+	})
 }
 
 // WithLogger sets the logger for warnings (a call without a key, a fenced
-// out write) and errors (a failed completion or release). Default
-// slog.Default().
+// out write) and errors (a failed completion or release), and for what the
+// adapters log. Default slog.Default().
 func WithLogger(logger *slog.Logger) Option {
-	return func(c *config) {
+	return option("WithLogger", core.All, func(c *core.Config, _ *settings) {
 		if logger == nil {
-			c.fail("WithLogger: nil logger")
+			c.Fail(fmt.Errorf("idempotency.WithLogger: nil logger"))
+			return
 		}
-		c.logger = logger
-	}
+		c.Logger = logger
+	})
 }
 
 // WithResponseHook sets a function that adjusts a replayed result before it
 // is returned, for example to mark it as a replay (Powertools'
 // response_hook). It receives the stored record. Out must be the wrapped
-// handler's result type; Wrap reports a mismatch.
+// handler's result type; [Wrap] reports a mismatch.
 func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *persistence.Record) Out) Option {
-	return func(c *config) {
+	return option("WithResponseHook", core.Wrap, func(c *core.Config, s *settings) {
 		if hook == nil {
-			c.fail("WithResponseHook: nil hook")
+			c.Fail(fmt.Errorf("idempotency.WithResponseHook: nil hook"))
+			return
 		}
-		c.responseHook = hook
-	}
+		s.responseHook = hook
+	})
 }
 
 // WithPermanentErrors classifies handler errors. By default a handler error
 // releases the key, so a retry runs the handler again. An error for which
 // isPermanent returns true is recorded instead, and every retry receives it
-// again (as a *StoredError, see WithErrorDecoder) without running the
+// again (as a [*StoredError], see [WithErrorDecoder]) without running the
 // handler: use it for failures after the side effect started, or that a
-// retry cannot fix (a declined card). Errors wrapped with Permanent are
+// retry cannot fix (a declined card). Errors wrapped with [Permanent] are
 // always recorded.
 func WithPermanentErrors(isPermanent func(error) bool) Option {
-	return func(c *config) {
+	return option("WithPermanentErrors", core.All, func(c *core.Config, s *settings) {
 		if isPermanent == nil {
-			c.fail("WithPermanentErrors: nil function")
+			c.Fail(fmt.Errorf("idempotency.WithPermanentErrors: nil function"))
+			return
 		}
-		c.isPermanent = isPermanent
-	}
+		s.isPermanent = isPermanent
+	})
 }
 
 // WithErrorDecoder turns a recorded error back into an error of your own
-// when it is replayed. Without it, retries receive the *StoredError.
+// when it is replayed. Without it, retries receive the [*StoredError].
 //
 // On Lambda, returning messages.InvokeResponse_Error{Type: se.Type,
 // Message: se.Message} (package github.com/aws/aws-lambda-go/lambda/messages)
 // makes Lambda report the original errorType to retries too.
 func WithErrorDecoder(decode func(*StoredError) error) Option {
-	return func(c *config) {
+	return option("WithErrorDecoder", core.All, func(c *core.Config, s *settings) {
 		if decode == nil {
-			c.fail("WithErrorDecoder: nil function")
+			c.Fail(fmt.Errorf("idempotency.WithErrorDecoder: nil function"))
+			return
 		}
-		c.decodeError = decode
-	}
+		s.decodeError = decode
+	})
 }
 
 // WithInProgressTimeout sets how long a reservation holds its key when the
 // context has no deadline. On Lambda the context's deadline, the
 // invocation's, is used instead: a crashed invocation's key becomes usable
-// again at its deadline. Default DefaultInProgressTimeout.
+// again at its deadline. Default [DefaultInProgressTimeout].
 func WithInProgressTimeout(d time.Duration) Option {
-	return func(c *config) {
+	return option("WithInProgressTimeout", core.All, func(c *core.Config, s *settings) {
 		if d <= 0 {
-			c.fail("WithInProgressTimeout(%v): must be positive", d)
+			c.Fail(fmt.Errorf("idempotency.WithInProgressTimeout(%v): must be positive", d))
+			return
 		}
-		c.inProgressTimeout = d
-	}
+		s.inProgressTimeout = d
+	})
 }
 
 // WithFinalWriteTimeout bounds the store write that completes or releases a
-// key. Default DefaultFinalWriteTimeout.
+// key. Default [DefaultFinalWriteTimeout].
 func WithFinalWriteTimeout(d time.Duration) Option {
-	return func(c *config) {
+	return option("WithFinalWriteTimeout", core.All, func(c *core.Config, s *settings) {
 		if d <= 0 {
-			c.fail("WithFinalWriteTimeout(%v): must be positive", d)
+			c.Fail(fmt.Errorf("idempotency.WithFinalWriteTimeout(%v): must be positive", d))
+			return
 		}
-		c.finalWriteTimeout = d
-	}
+		s.finalWriteTimeout = d
+	})
 }
 
 // WithObserver sets a function called at every step of the state machine,
-// synchronously, for metrics and alarms. It must be fast and must not
-// panic.
+// synchronously, for metrics and alarms (see [Event]). It must be fast and
+// must not panic.
 func WithObserver(observe func(ctx context.Context, e Event)) Option {
-	return func(c *config) {
+	return option("WithObserver", core.All, func(c *core.Config, s *settings) {
 		if observe == nil {
-			c.fail("WithObserver: nil function")
+			c.Fail(fmt.Errorf("idempotency.WithObserver: nil function"))
+			return
 		}
-		c.observer = observe
-	}
-}
-
-// WithClock sets the clock used for expiry decisions. Default time.Now.
-// It exists for tests and for simulating clock skew between execution
-// environments.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now == nil {
-			c.fail("WithClock: nil function")
-		}
-		c.now = now
-	}
+		s.observer = observe
+	})
 }

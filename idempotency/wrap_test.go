@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -36,7 +37,8 @@ func TestWrapRejectsBadOptions(t *testing.T) {
 		"nil classifier":                {idempotency.WithPermanentErrors(nil)},
 		"nil decoder":                   {idempotency.WithErrorDecoder(nil)},
 		"nil observer":                  {idempotency.WithObserver(nil)},
-		"nil clock":                     {idempotency.WithClock(nil)},
+		"given twice":                   {idempotency.WithExpiry(time.Hour), idempotency.WithExpiry(2 * time.Hour)},
+		"an adapter's option":           {httpapi.WithHeader("X-Key")},
 	} {
 		_, err := idempotency.Wrap(c.handle, memory.New(), opts...)
 		require.Error(t, err, name)
@@ -49,10 +51,12 @@ func TestWrapRejectsBadOptions(t *testing.T) {
 	assert.Error(t, err, "nil store")
 	_, err = idempotency.Wrap[order, receipt](nil, memory.New())
 	assert.Error(t, err, "nil handler")
-	assert.Panics(t, func() { idempotency.MustWrap(c.handle, memory.New(), idempotency.WithKey("[")) })
+	assert.Panics(t, func() { idempotency.Must(idempotency.Wrap(c.handle, memory.New(), idempotency.WithKey("["))) })
 
 	_, err = idempotency.NewGuard(memory.New(), idempotency.WithKey("a"))
-	assert.Error(t, err, "NewGuard takes no key options")
+	assert.ErrorContains(t, err, "idempotency: NewGuard: idempotency.WithKey does not apply here: it applies to idempotency.Wrap and the batch handlers")
+	_, err = idempotency.Wrap(c.handle, memory.New(), idempotency.WithExpiry(time.Hour), idempotency.WithExpiry(time.Hour))
+	assert.EqualError(t, err, "idempotency: Wrap: idempotency.WithExpiry given twice; give it once")
 }
 
 func TestMissingKey(t *testing.T) {
@@ -156,8 +160,7 @@ func TestStructAndJSONInputsShareKeys(t *testing.T) {
 
 func TestDisabledByEnvironment(t *testing.T) {
 	for _, v := range []string{"1", "true", "TRUE", "yes", "on", "y", "t"} {
-		t.Setenv(idempotency.EnvDisabled, v)
-		assert.True(t, idempotency.Disabled(), v)
+		t.Setenv(envDisabled, v)
 		var c counter
 		charge := mustWrap(t, c.handle, memory.New())
 		for range 2 {
@@ -169,13 +172,19 @@ func TestDisabledByEnvironment(t *testing.T) {
 		assert.Error(t, err, "options are still checked")
 	}
 	for _, v := range []string{"", "0", "false", "no", "off"} {
-		t.Setenv(idempotency.EnvDisabled, v)
-		assert.False(t, idempotency.Disabled(), v)
+		t.Setenv(envDisabled, v)
+		var c counter
+		charge := mustWrap(t, c.handle, memory.New())
+		for range 2 {
+			_, err := charge(t.Context(), o1)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 1, c.count(), "not disabled with %q", v)
 	}
 }
 
 func TestGuardWhenDisabled(t *testing.T) {
-	t.Setenv(idempotency.EnvDisabled, "true")
+	t.Setenv(envDisabled, "true")
 	g, err := idempotency.NewGuard(memory.New())
 	require.NoError(t, err)
 	declined := &declinedError{}
@@ -187,13 +196,26 @@ func TestGuardWhenDisabled(t *testing.T) {
 	}
 }
 
+// The environment variables that Wrap reads, with Powertools' names.
+const (
+	envDisabled     = "POWERTOOLS_IDEMPOTENCY_DISABLED"
+	envFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
+)
+
 func handlerForPrefix(context.Context, order) (receipt, error) { return receipt{}, nil }
 
 func TestDefaultKeyPrefix(t *testing.T) {
-	t.Setenv(idempotency.EnvFunctionName, "")
-	assert.Equal(t, "idempotency_test.handlerForPrefix", idempotency.DefaultKeyPrefix(handlerForPrefix))
-	t.Setenv(idempotency.EnvFunctionName, "payments")
-	assert.Equal(t, "payments.idempotency_test.handlerForPrefix", idempotency.DefaultKeyPrefix(handlerForPrefix))
+	prefix := func(h func(context.Context, order) (receipt, error)) string {
+		store := &recordingStore{Store: memory.New()}
+		_, err := mustWrap(t, h, store)(t.Context(), o1)
+		require.NoError(t, err)
+		p, _, _ := strings.Cut(store.updates[0].Key, "#")
+		return p
+	}
+	t.Setenv(envFunctionName, "")
+	assert.Equal(t, "idempotency_test.handlerForPrefix", prefix(handlerForPrefix))
+	t.Setenv(envFunctionName, "payments")
+	assert.Equal(t, "payments.idempotency_test.handlerForPrefix", prefix(handlerForPrefix))
 
 	var seen string
 	h := mustWrap(t, func(ctx context.Context, o order) (receipt, error) {
@@ -206,11 +228,16 @@ func TestDefaultKeyPrefix(t *testing.T) {
 
 	g, err := idempotency.NewGuard(memory.New())
 	require.NoError(t, err)
-	assert.Equal(t, "payments", g.Prefix())
+	_, err = g.Do(t.Context(), "k", "", func(ctx context.Context) ([]byte, error) {
+		seen, _ = idempotency.KeyFromContext(ctx)
+		return nil, nil
+	})
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(seen, "payments#"), seen)
 }
 
 func TestTwoWrappedFunctionsDoNotShareKeys(t *testing.T) {
-	t.Setenv(idempotency.EnvFunctionName, "orders")
+	t.Setenv(envFunctionName, "orders")
 	store := memory.New()
 	var a, b counter
 	wa := mustWrap(t, a.handle, store)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -101,7 +102,7 @@ func TestMixedBatches(t *testing.T) {
 					store := faultstore.New(mem)
 					rc := &recorder{}
 					logger, _ := testlog.JSON() // kept out of the test output
-					deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithLogger(logger))
+					deliver := h.build(t, rc, store, idempotency.WithKey(h.key), idempotency.WithLogger(logger))
 					ctx := t.Context()
 
 					for i, order := range tc.done {
@@ -134,7 +135,7 @@ func TestMixedBatches(t *testing.T) {
 						if s.order == "" {
 							continue
 						}
-						rec, err := mem.Get(ctx, recordKey(t, mem, s.order))
+						rec, err := mem.Get(ctx, recordKey(t, s.order))
 						switch {
 						case !tc.storeUp, strings.HasPrefix(s.order, "fail"), strings.HasPrefix(s.order, "panic"):
 							assert.ErrorIs(t, err, persistence.ErrNotFound, "the key of %s is released", s.order)
@@ -159,7 +160,7 @@ func TestFailureLogs(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			store := memory.New()
 			logger, logs := testlog.JSON()
-			deliver := h.build(t, &recorder{}, store, batch.WithKey(h.key), batch.WithLogger(logger))
+			deliver := h.build(t, &recorder{}, store, idempotency.WithKey(h.key), idempotency.WithLogger(logger))
 			hold(t, store, "busy-1")
 			failed, err := deliver(t.Context(), []spec{
 				{n: 1, order: "o-1"},
@@ -208,7 +209,7 @@ func TestOrdering(t *testing.T) {
 			t.Run(h.name+"/parallelism="+string(rune('0'+parallelism)), func(t *testing.T) {
 				store := memory.New()
 				rc := &recorder{}
-				deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithParallelism(parallelism))
+				deliver := h.build(t, rc, store, idempotency.WithKey(h.key), batch.WithParallelism(parallelism))
 				records := []spec{
 					{n: 1, order: "a-1", group: "A"},
 					{n: 2, order: "b-1", group: "B"},
@@ -239,7 +240,7 @@ func TestOrdering(t *testing.T) {
 				// messages; a stream resumes at the lowest failed sequence
 				// number, so b-2 and b-3 come again too.
 				rc.setFailing("a-2", false)
-				require.NoError(t, store.Delete(t.Context(), recordKey(t, store, "c-1"), "another-invocation"))
+				require.NoError(t, store.Delete(t.Context(), recordKey(t, "c-1"), "another-invocation"))
 				again := []spec{records[2], records[4], records[5], records[6]}
 				if h.name != "sqs-fifo" {
 					again = records[2:]
@@ -307,7 +308,7 @@ func TestContextDone(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			rc.hook = func(context.Context, run) { cancel() }
 			logger, logs := testlog.JSON()
-			deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithLogger(logger))
+			deliver := h.build(t, rc, store, idempotency.WithKey(h.key), idempotency.WithLogger(logger))
 			failed, err := deliver(ctx, []spec{{n: 1, order: "o-1"}, {n: 2, order: "o-2"}, {n: 3, order: "o-3"}})
 			require.NoError(t, err)
 			assert.Equal(t, ids(h, 2, 3), failed)
@@ -324,7 +325,7 @@ func TestMissingIdentifier(t *testing.T) {
 	rc := &recorder{}
 	handler, err := batch.SQS(func(ctx context.Context, m events.SQSMessage) error {
 		return rc.process(ctx, run{order: orderOf([]byte(m.Body))})
-	}, memory.New(), batch.WithKey("powertools_json(body).order_id"))
+	}, memory.New(), idempotency.WithKey("powertools_json(body).order_id"))
 	require.NoError(t, err)
 
 	ok := events.SQSMessage{MessageId: "", Body: `{"order_id":"o-1"}`}
@@ -347,22 +348,23 @@ func TestOptions(t *testing.T) {
 	cases := map[string]struct {
 		fn    func(context.Context, events.SQSMessage) error
 		store persistence.Store
-		opts  []batch.Option
+		opts  []idempotency.Option
 		want  string
 	}{
-		"bad expression":       {fn, store, []batch.Option{batch.WithKey("powertools_json(body")}, "invalid expression"},
-		"order dependent":      {fn, store, []batch.Option{batch.WithKey("messageAttributes.*.stringValue")}, "order of object members"},
-		"unknown function":     {fn, store, []batch.Option{batch.WithKey("powertools_yaml(body)")}, "powertools_yaml"},
-		"empty key":            {fn, store, []batch.Option{batch.WithKey("")}, "empty expression"},
-		"zero parallelism":     {fn, store, []batch.Option{batch.WithParallelism(0)}, "WithParallelism(0)"},
-		"nil logger":           {fn, store, []batch.Option{batch.WithLogger(nil)}, "nil logger"},
-		"nil option":           {fn, store, []batch.Option{nil}, "nil Option"},
-		"nil core option":      {fn, store, []batch.Option{batch.WithIdempotencyOptions(nil)}, "nil idempotency.Option"},
-		"bad core option":      {fn, store, []batch.Option{batch.WithIdempotencyOptions(idempotency.WithExpiry(0))}, "WithExpiry"},
+		"bad expression":       {fn, store, []idempotency.Option{idempotency.WithKey("powertools_json(body")}, "invalid expression"},
+		"order dependent":      {fn, store, []idempotency.Option{idempotency.WithKey("messageAttributes.*.stringValue")}, "order of object members"},
+		"unknown function":     {fn, store, []idempotency.Option{idempotency.WithKey("powertools_yaml(body)")}, "powertools_yaml"},
+		"empty key":            {fn, store, []idempotency.Option{idempotency.WithKey("")}, "empty expression"},
+		"zero parallelism":     {fn, store, []idempotency.Option{batch.WithParallelism(0)}, "WithParallelism(0)"},
+		"nil logger":           {fn, store, []idempotency.Option{idempotency.WithLogger(nil)}, "nil logger"},
+		"nil option":           {fn, store, []idempotency.Option{nil}, "nil Option"},
+		"given twice":          {fn, store, []idempotency.Option{idempotency.WithKey("messageId"), idempotency.WithKey("body")}, "idempotency.WithKey given twice"},
+		"an HTTP option":       {fn, store, []idempotency.Option{httpapi.WithHeader("X-Key")}, "httpapi.WithHeader does not apply here"},
+		"bad core option":      {fn, store, []idempotency.Option{idempotency.WithExpiry(0)}, "WithExpiry"},
 		"nil function":         {nil, store, nil, "nil record function"},
 		"nil store":            {fn, nil, nil, "nil persistence.Store"},
-		"hook on no result":    {fn, store, []batch.Option{batch.WithIdempotencyOptions(idempotency.WithResponseHook(func(ctx context.Context, s string, _ *persistence.Record) string { return s }))}, "WithResponseHook"},
-		"errors are collected": {fn, store, []batch.Option{batch.WithParallelism(-1), batch.WithLogger(nil)}, "nil logger"},
+		"hook on no result":    {fn, store, []idempotency.Option{idempotency.WithResponseHook(func(ctx context.Context, s string, _ *persistence.Record) string { return s })}, "WithResponseHook"},
+		"errors are collected": {fn, store, []idempotency.Option{batch.WithParallelism(-1), idempotency.WithLogger(nil)}, "nil logger"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -377,6 +379,7 @@ func TestOptions(t *testing.T) {
 	assert.Error(t, err)
 	_, err = batch.DynamoDB(nil, store)
 	assert.Error(t, err)
+	assert.Panics(t, func() { idempotency.Must(batch.SQS(fn, store, idempotency.WithKey("["))) })
 }
 
 // TestPrefix: the key prefix is the record function's, as idempotency.Wrap
@@ -390,10 +393,9 @@ func TestPrefix(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 	assert.Regexp(t, `^batch_test\.noteKey#[0-9a-f]{64}$`, keys[0])
-	assert.Equal(t, "batch_test.noteKey", idempotency.DefaultKeyPrefix(noteKey))
 
 	keys = nil
-	handler, err = batch.SQS(noteKey, store, batch.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+	handler, err = batch.SQS(noteKey, store, idempotency.WithKeyPrefix("orders"))
 	require.NoError(t, err)
 	_, err = handler(t.Context(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1"}}})
 	require.NoError(t, err)
@@ -414,10 +416,10 @@ func noteKey(ctx context.Context, _ events.SQSMessage) error {
 // TestDisabled: with idempotency turned off, records run every time and
 // failures are still reported per record.
 func TestDisabled(t *testing.T) {
-	t.Setenv(idempotency.EnvDisabled, "true")
+	t.Setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "true")
 	h := sqsHarness(false)
 	rc := &recorder{}
-	deliver := h.build(t, rc, memory.New(), batch.WithKey(h.key))
+	deliver := h.build(t, rc, memory.New(), idempotency.WithKey(h.key))
 	records := []spec{{n: 1, order: "o-1"}, {n: 2, order: "fail-1"}, {n: 3, order: "panic-1"}}
 	for range 2 {
 		failed, err := deliver(t.Context(), records)
@@ -432,10 +434,10 @@ func TestDisabled(t *testing.T) {
 func TestObserver(t *testing.T) {
 	var kinds []idempotency.EventKind
 	h := sqsHarness(false)
-	deliver := h.build(t, &recorder{}, memory.New(), batch.WithKey(h.key),
-		batch.WithIdempotencyOptions(idempotency.WithObserver(func(_ context.Context, e idempotency.Event) {
+	deliver := h.build(t, &recorder{}, memory.New(), idempotency.WithKey(h.key),
+		idempotency.WithObserver(func(_ context.Context, e idempotency.Event) {
 			kinds = append(kinds, e.Kind)
-		})))
+		}))
 	records := []spec{{n: 1, order: "o-1"}, {n: 2, order: "fail-1"}}
 	for range 2 {
 		_, err := deliver(t.Context(), records)
@@ -457,7 +459,7 @@ func TestStoreFailsOnCompletion(t *testing.T) {
 	store := faultstore.New(memory.New())
 	store.Fault = faultstore.On(faultstore.OpUpdate, 1, faultstore.FailBefore)
 	rc := &recorder{}
-	deliver := h.build(t, rc, store, batch.WithKey(h.key))
+	deliver := h.build(t, rc, store, idempotency.WithKey(h.key))
 	failed, err := deliver(t.Context(), []spec{{n: 1, order: "o-1"}, {n: 2, order: "o-2"}})
 	require.NoError(t, err)
 	assert.Empty(t, failed)
@@ -475,7 +477,7 @@ func TestStoreFailsOnCompletion(t *testing.T) {
 // fails them record by record, and the responses encode as Lambda expects.
 func TestSampleEvents(t *testing.T) {
 	ctx := t.Context()
-	quiet := batch.WithLogger(slog.New(slog.DiscardHandler))
+	quiet := idempotency.WithLogger(slog.New(slog.DiscardHandler))
 
 	t.Run("sqs", func(t *testing.T) {
 		var event events.SQSEvent
@@ -494,7 +496,7 @@ func TestSampleEvents(t *testing.T) {
 
 		// "Message Body" is not JSON.
 		handler, err = batch.SQS(func(context.Context, events.SQSMessage) error { runs++; return nil }, memory.New(),
-			quiet, batch.WithKey("powertools_json(body).order_id"))
+			quiet, idempotency.WithKey("powertools_json(body).order_id"))
 		require.NoError(t, err)
 		resp, err := handler(ctx, event)
 		require.NoError(t, err)
@@ -523,7 +525,7 @@ func TestSampleEvents(t *testing.T) {
 		// it, powertools_json cannot. Both records share partition key
 		// s1, so the second is held back behind the first.
 		handler, err = batch.Kinesis(func(context.Context, events.KinesisEventRecord) error { return nil }, memory.New(),
-			quiet, batch.WithKey("powertools_json(powertools_base64(kinesis.data)).id"))
+			quiet, idempotency.WithKey("powertools_json(powertools_base64(kinesis.data)).id"))
 		require.NoError(t, err)
 		resp, err := handler(ctx, event)
 		require.NoError(t, err)
@@ -538,7 +540,7 @@ func TestSampleEvents(t *testing.T) {
 		handler, err = batch.Kinesis(func(_ context.Context, r events.KinesisEventRecord) error {
 			data = append(data, string(r.Kinesis.Data))
 			return nil
-		}, memory.New(), quiet, batch.WithKey("powertools_base64(kinesis.data)"))
+		}, memory.New(), quiet, idempotency.WithKey("powertools_base64(kinesis.data)"))
 		require.NoError(t, err)
 		resp, err = handler(ctx, event)
 		require.NoError(t, err)
@@ -573,7 +575,7 @@ func TestSampleEvents(t *testing.T) {
 		handler, err = batch.DynamoDB(func(_ context.Context, r events.DynamoDBEventRecord) error {
 			seqs = append(seqs, r.Change.SequenceNumber)
 			return nil
-		}, memory.New(), quiet, batch.WithKey("dynamodb.Keys"))
+		}, memory.New(), quiet, idempotency.WithKey("dynamodb.Keys"))
 		require.NoError(t, err)
 		resp, err = handler(ctx, event)
 		require.NoError(t, err)

@@ -29,10 +29,10 @@ func BenchmarkSQS(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			handler, err := batch.SQS(func(context.Context, events.SQSMessage) error { return nil }, memory.New(),
-				batch.WithKey("powertools_json(body).order_id"),
+				idempotency.WithKey("powertools_json(body).order_id"),
 				batch.WithParallelism(bc.parallelism),
-				batch.WithLogger(slog.New(slog.DiscardHandler)),
-				batch.WithIdempotencyOptions(idempotency.WithKeyPrefix("bench")))
+				idempotency.WithLogger(slog.New(slog.DiscardHandler)),
+				idempotency.WithKeyPrefix("bench"))
 			if err != nil {
 				b.Fatal(err)
 			}

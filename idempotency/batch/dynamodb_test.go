@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
@@ -45,7 +46,7 @@ func TestRedeliveryDynamoDB(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			store := dynamoStores(t, 1)[0]
 			rc := &recorder{}
-			deliver := h.build(t, rc, store, batch.WithKey(h.key))
+			deliver := h.build(t, rc, store, idempotency.WithKey(h.key))
 			records := []spec{
 				{n: 1, order: "o-1"},
 				{n: 2, order: "o-2"},
@@ -79,7 +80,7 @@ func TestConcurrentRedeliveryDynamoDB(t *testing.T) {
 			}
 			envs := make([]func(context.Context, []spec) ([]string, error), len(stores))
 			for i, store := range stores {
-				envs[i] = h.build(t, rc, store, batch.WithKey(h.key), batch.WithParallelism(2))
+				envs[i] = h.build(t, rc, store, idempotency.WithKey(h.key), batch.WithParallelism(2))
 			}
 
 			pending := make([][]spec, len(envs))

@@ -37,9 +37,9 @@ func ExampleSQS() {
 	}
 
 	handler, err := batch.SQS(processOrder, memory.New(),
-		batch.WithKey("powertools_json(body).order_id"),
-		batch.WithLogger(slog.New(slog.DiscardHandler)),
-		batch.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+		idempotency.WithKey("powertools_json(body).order_id"),
+		idempotency.WithLogger(slog.New(slog.DiscardHandler)),
+		idempotency.WithKeyPrefix("orders"))
 	if err != nil {
 		panic(err)
 	}
@@ -71,7 +71,7 @@ func ExampleSQS_fifo() {
 		}
 		fmt.Println("processed", msg.Body)
 		return nil
-	}, memory.New(), batch.WithLogger(slog.New(slog.DiscardHandler)))
+	}, memory.New(), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		panic(err)
 	}
@@ -99,8 +99,8 @@ func ExampleKinesis() {
 		fmt.Printf("processed %s\n", r.Kinesis.Data)
 		return nil
 	}, memory.New(),
-		batch.WithKey("powertools_json(powertools_base64(kinesis.data)).id"),
-		batch.WithLogger(slog.New(slog.DiscardHandler)))
+		idempotency.WithKey("powertools_json(powertools_base64(kinesis.data)).id"),
+		idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		panic(err)
 	}
@@ -130,7 +130,7 @@ func ExampleDynamoDB() {
 	handler, err := batch.DynamoDB(func(ctx context.Context, r events.DynamoDBEventRecord) error {
 		fmt.Println(r.EventName, r.Change.Keys["id"].String(), r.Change.NewImage["status"].String())
 		return nil
-	}, memory.New(), batch.WithLogger(slog.New(slog.DiscardHandler)))
+	}, memory.New(), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		panic(err)
 	}

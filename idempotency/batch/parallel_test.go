@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -43,7 +44,7 @@ func TestParallelism(t *testing.T) {
 			t.Errorf("%d records never ran at once", n)
 		}
 	}
-	deliver := h.build(t, rc, memory.New(), batch.WithKey(h.key), batch.WithParallelism(n))
+	deliver := h.build(t, rc, memory.New(), idempotency.WithKey(h.key), batch.WithParallelism(n))
 	var records []spec
 	for i := range 3 * n {
 		records = append(records, spec{n: i, order: fmt.Sprintf("o-%d", i)})
@@ -75,7 +76,7 @@ func TestParallelGroups(t *testing.T) {
 			}
 
 			sequential := &recorder{}
-			failedSeq, err := h.build(t, sequential, memory.New(), batch.WithKey(h.key))(t.Context(), records)
+			failedSeq, err := h.build(t, sequential, memory.New(), idempotency.WithKey(h.key))(t.Context(), records)
 			require.NoError(t, err)
 
 			rc := &recorder{}
@@ -92,7 +93,7 @@ func TestParallelGroups(t *testing.T) {
 				busy[r.group] = false
 				mu.Unlock()
 			}
-			failed, err := h.build(t, rc, memory.New(), batch.WithKey(h.key), batch.WithParallelism(4))(t.Context(), records)
+			failed, err := h.build(t, rc, memory.New(), idempotency.WithKey(h.key), batch.WithParallelism(4))(t.Context(), records)
 			require.NoError(t, err)
 			assert.Equal(t, failedSeq, failed, "the same failures, in batch order")
 			runs := rc.takeRuns()
@@ -108,7 +109,7 @@ func TestParallelGroups(t *testing.T) {
 func TestParallelDuplicates(t *testing.T) {
 	h := sqsHarness(false)
 	rc := &recorder{}
-	deliver := h.build(t, rc, memory.New(), batch.WithKey(h.key), batch.WithParallelism(8))
+	deliver := h.build(t, rc, memory.New(), idempotency.WithKey(h.key), batch.WithParallelism(8))
 	var records []spec
 	for i := range 40 {
 		records = append(records, spec{n: i, order: fmt.Sprintf("o-%d", i%5)})
@@ -129,7 +130,7 @@ func TestConcurrentInvocations(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			store := memory.New()
 			rc := &recorder{}
-			deliver := h.build(t, rc, store, batch.WithKey(h.key), batch.WithParallelism(3))
+			deliver := h.build(t, rc, store, idempotency.WithKey(h.key), batch.WithParallelism(3))
 
 			// Batches of 10 overlapping by half: orders 0-9, 5-14, ... as
 			// new records (a producer's re-sends), so only the order ID

@@ -1,15 +1,18 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/internal/canonical"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -62,6 +65,7 @@ type meta struct {
 // source describes one kind of batch event.
 type source[R any] struct {
 	name       string // "sqs", "kinesis", "dynamodb", in log lines
+	fnName     string // the function that builds the handler: "SQS"
 	idName     string // what the item identifier is, in messages
 	defaultKey string // the key expression without WithKey
 	describe   func(*R) meta
@@ -91,29 +95,25 @@ type processor[R any] struct {
 // the library's.
 type ranKey struct{}
 
-func newProcessor[R any](src *source[R], fn func(context.Context, R) error, store persistence.Store, opts []Option) (*processor[R], error) {
+func newProcessor[R any](src *source[R], fn func(context.Context, R) error, store persistence.Store, opts []idempotency.Option) (*processor[R], error) {
+	name := "idempotency/batch: " + src.fnName
 	if fn == nil {
-		return nil, errors.New("idempotency/batch: nil record function")
+		return nil, errors.New(name + ": nil record function")
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := core.Apply(core.Batch, name, core.Funcs(opts))
 	if err != nil {
 		return nil, err
 	}
-	key := src.defaultKey
-	if cfg.key != "" {
-		key = cfg.key
-	}
-	// The prefix is the user's function's, not the closure's below, so that
-	// it stays what idempotency.Wrap would give fn.
-	wrapOpts := []idempotency.Option{
-		idempotency.WithKeyPrefix(idempotency.DefaultKeyPrefix(fn)),
-		idempotency.WithKey(key),
-		idempotency.WithRequireKey(),
-	}
-	if cfg.logger != nil {
-		wrapOpts = append(wrapOpts, idempotency.WithLogger(cfg.logger))
-	}
-	wrapOpts = append(wrapOpts, cfg.idempotency...)
+	// The record function is made idempotent by Wrap, with the same
+	// options, checked for a batch handler, and the batch's defaults: the
+	// record's delivery identity as the key, and the prefix of the user's
+	// function, not the closure's below, so that it stays what Wrap would
+	// give fn.
+	wrapOpts := append(slices.Clip(opts), idempotency.Option(core.As(core.Batch, name, core.Defaults{
+		Prefix:     core.DefaultPrefix(fn),
+		Key:        src.defaultKey,
+		RequireKey: true,
+	})))
 	call, err := idempotency.Wrap(func(ctx context.Context, rec R) (struct{}, error) {
 		if ran, ok := ctx.Value(ranKey{}).(*bool); ok {
 			*ran = true
@@ -123,13 +123,14 @@ func newProcessor[R any](src *source[R], fn func(context.Context, R) error, stor
 	if err != nil {
 		return nil, err
 	}
-	p := &processor[R]{src: src, call: call, keyText: key, parallelism: cfg.parallelism, logger: cfg.logger}
-	if p.logger == nil {
-		p.logger = slog.Default()
+	p := &processor[R]{src: src, call: call, keyText: src.defaultKey, laneKey: cfg.Key,
+		parallelism: max(core.Section[settings](cfg, settingsKey{}).parallelism, 1), logger: cmp.Or(cfg.Logger, slog.Default())}
+	if cfg.Key != nil {
+		p.keyText = cfg.Key.String()
 	}
-	if p.parallelism > 1 {
+	if p.parallelism > 1 && p.laneKey == nil {
 		// Wrap has accepted the expression, so it compiles.
-		if p.laneKey, err = jmespath.Compile(key); err != nil {
+		if p.laneKey, err = jmespath.Compile(src.defaultKey); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +245,7 @@ func (p *processor[R]) keyMaterial(rec *R) (string, bool) {
 	if err != nil || v == nil {
 		return "", false
 	}
-	b, err := jsonvalue.AppendCanonical(nil, v)
+	b, err := canonical.Append(nil, v)
 	if err != nil {
 		return "", false
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -23,6 +24,7 @@ const (
 
 var sqsSource = source[events.SQSMessage]{
 	name:       "sqs",
+	fnName:     "SQS",
 	idName:     "messageId",
 	defaultKey: DefaultSQSKey,
 	describe: func(m *events.SQSMessage) meta {
@@ -35,6 +37,7 @@ var sqsSource = source[events.SQSMessage]{
 
 var kinesisSource = source[events.KinesisEventRecord]{
 	name:       "kinesis",
+	fnName:     "Kinesis",
 	idName:     "kinesis.sequenceNumber",
 	defaultKey: DefaultKinesisKey,
 	describe: func(r *events.KinesisEventRecord) meta {
@@ -44,6 +47,7 @@ var kinesisSource = source[events.KinesisEventRecord]{
 
 var dynamoDBSource = source[events.DynamoDBEventRecord]{
 	name:       "dynamodb",
+	fnName:     "DynamoDB",
 	idName:     "dynamodb.SequenceNumber",
 	defaultKey: DefaultDynamoDBKey,
 	describe: func(r *events.DynamoDBEventRecord) meta {
@@ -73,7 +77,7 @@ var dynamoDBSource = source[events.DynamoDBEventRecord]{
 // The handler's error is nil except when a failed message has no
 // messageId (see the package documentation). SQS returns an error if the
 // options are invalid.
-func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.Store, opts ...Option) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
+func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.Store, opts ...idempotency.Option) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
 	p, err := newProcessor(&sqsSource, fn, store, opts)
 	if err != nil {
 		return nil, err
@@ -102,7 +106,7 @@ func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.St
 //
 // The handler's error is nil except when a failed record has no sequence
 // number. Kinesis returns an error if the options are invalid.
-func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store persistence.Store, opts ...Option) (func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error), error) {
+func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store persistence.Store, opts ...idempotency.Option) (func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error), error) {
 	p, err := newProcessor(&kinesisSource, fn, store, opts)
 	if err != nil {
 		return nil, err
@@ -129,7 +133,7 @@ func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store pe
 //
 // The handler's error is nil except when a failed record has no sequence
 // number. DynamoDB returns an error if the options are invalid.
-func DynamoDB(fn func(context.Context, events.DynamoDBEventRecord) error, store persistence.Store, opts ...Option) (func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error), error) {
+func DynamoDB(fn func(context.Context, events.DynamoDBEventRecord) error, store persistence.Store, opts ...idempotency.Option) (func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error), error) {
 	p, err := newProcessor(&dynamoDBSource, fn, store, opts)
 	if err != nil {
 		return nil, err
@@ -150,27 +154,4 @@ func failures[F any](ids []string, item func(string) F) []F {
 		out[i] = item(id)
 	}
 	return out
-}
-
-// MustSQS is like SQS but panics if the options are invalid. It suits main
-// functions, where a bad option is a programming error.
-func MustSQS(fn func(context.Context, events.SQSMessage) error, store persistence.Store, opts ...Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
-	return must(SQS(fn, store, opts...))
-}
-
-// MustKinesis is like Kinesis but panics if the options are invalid.
-func MustKinesis(fn func(context.Context, events.KinesisEventRecord) error, store persistence.Store, opts ...Option) func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
-	return must(Kinesis(fn, store, opts...))
-}
-
-// MustDynamoDB is like DynamoDB but panics if the options are invalid.
-func MustDynamoDB(fn func(context.Context, events.DynamoDBEventRecord) error, store persistence.Store, opts ...Option) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	return must(DynamoDB(fn, store, opts...))
-}
-
-func must[H any](h H, err error) H {
-	if err != nil {
-		panic(err)
-	}
-	return h
 }

@@ -402,7 +402,7 @@ func testStoreServerErrors(t *testing.T, et eventType) {
 
 func testScopes(t *testing.T, et eventType) {
 	var a app
-	send := et.wrap(t, a.handle, memory.New(), httpapi.WithScope(httpapi.ScopeHeader("X-Tenant")), httpapi.WithLogger(discard()))
+	send := et.wrap(t, a.handle, memory.New(), httpapi.WithScope(httpapi.ScopeHeader("X-Tenant")), idempotency.WithLogger(discard()))
 	tenant := func(name, body string) httpReq { return post("k1", body, header{"X-Tenant", name}) }
 
 	acme, err := send(t.Context(), tenant("acme", orderA))
@@ -613,7 +613,7 @@ func testHandlerError(t *testing.T, et eventType) {
 		}
 		return created(run), nil
 	}}
-	send := et.wrap(t, a.handle, memory.New(), httpapi.WithLogger(discard()))
+	send := et.wrap(t, a.handle, memory.New(), idempotency.WithLogger(discard()))
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusInternalServerError, resp.status)
@@ -652,7 +652,7 @@ func testHandlerPanic(t *testing.T, et eventType) {
 		return created(run), nil
 	}}
 	logger, logs := testlog.Text()
-	send := et.wrap(t, a.handle, memory.New(), httpapi.WithLogger(logger))
+	send := et.wrap(t, a.handle, memory.New(), idempotency.WithLogger(logger))
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusInternalServerError, resp.status)
@@ -699,7 +699,7 @@ func testStoreFailure(t *testing.T, et eventType) {
 	store := faultstore.New(memory.New())
 	store.Fault = faultstore.On(faultstore.OpPut, 1, faultstore.FailBefore)
 	logger, logs := testlog.Text()
-	send := et.wrap(t, a.handle, store, httpapi.WithLogger(logger))
+	send := et.wrap(t, a.handle, store, idempotency.WithLogger(logger))
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.status)
@@ -717,7 +717,7 @@ func testRecordedError(t *testing.T, et eventType) {
 	a := app{respond: func(run int, _ httpReq) (httpResp, error) {
 		return httpResp{}, idempotency.Permanent(errDeclined)
 	}}
-	send := et.wrap(t, a.handle, memory.New(), httpapi.WithLogger(discard()))
+	send := et.wrap(t, a.handle, memory.New(), idempotency.WithLogger(discard()))
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, httpapi.ProblemHandlerFailed, problemOf(t, resp).Type)
@@ -744,8 +744,7 @@ func testRecordedError(t *testing.T, et eventType) {
 
 func testResponseTooLarge(t *testing.T, et eventType) {
 	var a app
-	send := et.wrap(t, a.handle, limitedStore{memory.New()}, httpapi.WithLogger(discard()),
-		httpapi.WithIdempotencyOptions(idempotency.WithLogger(discard())))
+	send := et.wrap(t, a.handle, limitedStore{memory.New()}, idempotency.WithLogger(discard()))
 	first, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusCreated, first.status, "the first caller gets its response")
@@ -765,7 +764,7 @@ func testReplayFailed(t *testing.T, et eventType) {
 		t.Run(name, func(t *testing.T) {
 			var a app
 			logger, logs := testlog.Text()
-			send := et.wrap(t, a.handle, corruptingStore{memory.New(), stored}, httpapi.WithLogger(logger))
+			send := et.wrap(t, a.handle, corruptingStore{memory.New(), stored}, idempotency.WithLogger(logger))
 			_, err := send(t.Context(), post("k1", orderA))
 			require.NoError(t, err)
 			resp, err := send(t.Context(), post("k1", orderA))
@@ -781,7 +780,7 @@ func testReplayFailed(t *testing.T, et eventType) {
 func testNothingOfRequestStored(t *testing.T, et eventType) {
 	var a app
 	store := &recordingStore{Store: memory.New()}
-	send := et.wrap(t, a.handle, store, httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+	send := et.wrap(t, a.handle, store, idempotency.WithKeyPrefix("orders"))
 	_, err := send(t.Context(), post("secret-key-1", orderA,
 		header{"Authorization", "Bearer s3cr3t-t0ken"},
 		header{"X-Request-Header", "request-only-value"}))
@@ -805,11 +804,11 @@ func testNothingOfRequestStored(t *testing.T, et eventType) {
 func testDefaultExpiry(t *testing.T, et eventType) {
 	for _, tc := range []struct {
 		name   string
-		opts   []httpapi.Option
+		opts   []idempotency.Option
 		expiry time.Duration
 	}{
 		{"default", nil, httpapi.DefaultExpiry},
-		{"explicit", []httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithExpiry(time.Hour))}, time.Hour},
+		{"explicit", []idempotency.Option{idempotency.WithExpiry(time.Hour)}, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -871,13 +870,13 @@ func testMarkNotExecuted(t *testing.T, et eventType) {
 func testRetryAfterEstimate(t *testing.T, et eventType) {
 	for _, tc := range []struct {
 		name string
-		opts []httpapi.Option
+		opts []idempotency.Option
 		took time.Duration // how long the handler takes
 		want string
 	}{
 		{"fast handler", nil, 30 * time.Millisecond, "1"},
 		{"slow handler, capped", nil, 3500 * time.Millisecond, "2"},
-		{"slow handler, higher cap", []httpapi.Option{httpapi.WithMaxRetryAfter(10 * time.Second)}, 3500 * time.Millisecond, "4"},
+		{"slow handler, higher cap", []idempotency.Option{httpapi.WithMaxRetryAfter(10 * time.Second)}, 3500 * time.Millisecond, "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -25,13 +26,8 @@ type ALBHandler = func(context.Context, events.ALBTargetGroupRequest) (events.AL
 // It fails if h or store is nil or an option is invalid. When
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
 // checking the options).
-func WrapALB(h ALBHandler, store persistence.Store, opts ...Option) (ALBHandler, error) {
+func WrapALB(h ALBHandler, store persistence.Store, opts ...idempotency.Option) (ALBHandler, error) {
 	return wrap(albBinding, h, store, opts)
-}
-
-// MustWrapALB is like WrapALB but panics if it fails.
-func MustWrapALB(h ALBHandler, store persistence.Store, opts ...Option) ALBHandler {
-	return must(WrapALB(h, store, opts...))
 }
 
 var albBinding = &binding[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse]{

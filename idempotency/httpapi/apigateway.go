@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -26,13 +27,8 @@ type APIGatewayV2Handler = func(context.Context, events.APIGatewayV2HTTPRequest)
 // It fails if h or store is nil or an option is invalid. When
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
 // checking the options).
-func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...Option) (APIGatewayHandler, error) {
+func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...idempotency.Option) (APIGatewayHandler, error) {
 	return wrap(restBinding, h, store, opts)
-}
-
-// MustWrapAPIGateway is like WrapAPIGateway but panics if it fails.
-func MustWrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...Option) APIGatewayHandler {
-	return must(WrapAPIGateway(h, store, opts...))
 }
 
 // WrapAPIGatewayV2 returns h with Idempotency-Key semantics, for API
@@ -43,22 +39,8 @@ func MustWrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...Op
 // It fails if h or store is nil or an option is invalid. When
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
 // checking the options).
-func WrapAPIGatewayV2(h APIGatewayV2Handler, store persistence.Store, opts ...Option) (APIGatewayV2Handler, error) {
+func WrapAPIGatewayV2(h APIGatewayV2Handler, store persistence.Store, opts ...idempotency.Option) (APIGatewayV2Handler, error) {
 	return wrap(v2Binding, h, store, opts)
-}
-
-// MustWrapAPIGatewayV2 is like WrapAPIGatewayV2 but panics if it fails.
-func MustWrapAPIGatewayV2(h APIGatewayV2Handler, store persistence.Store, opts ...Option) APIGatewayV2Handler {
-	return must(WrapAPIGatewayV2(h, store, opts...))
-}
-
-// must returns h, or panics with err: the Must forms suit package-level
-// variables and main functions, where a bad option is a programming error.
-func must[H any](h H, err error) H {
-	if err != nil {
-		panic(err)
-	}
-	return h
 }
 
 var restBinding = &binding[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{

@@ -18,7 +18,7 @@ import (
 // A REST event can carry one header under two spellings; their values
 // count as several lines.
 func TestKeyUnderTwoSpellings(t *testing.T) {
-	h := httpapi.MustWrapAPIGateway(restHandler, memory.New())
+	h := idempotency.Must(httpapi.WrapAPIGateway(restHandler, memory.New()))
 	req := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/",
 		Headers: map[string]string{"Idempotency-Key": "k1", "idempotency-key": "k2"}}
 	resp, err := h(t.Context(), req)
@@ -37,7 +37,7 @@ func TestScopeFunctionFailures(t *testing.T) {
 	forEachEventType(t, func(t *testing.T, et eventType) {
 		t.Run("empty scope", func(t *testing.T) {
 			var a app
-			send := et.wrap(t, a.handle, memory.New(), httpapi.WithLogger(discard()),
+			send := et.wrap(t, a.handle, memory.New(), idempotency.WithLogger(discard()),
 				httpapi.WithScope(func(context.Context, *httpapi.Request) (string, error) { return "", nil }))
 			resp, err := send(t.Context(), post("k1", orderA))
 			require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestScopeFunctionFailures(t *testing.T) {
 		t.Run("error", func(t *testing.T) {
 			var a app
 			failing := httpapi.WithScope(func(context.Context, *httpapi.Request) (string, error) { return "", errDirectory })
-			send := et.wrap(t, a.handle, memory.New(), httpapi.WithLogger(discard()), failing)
+			send := et.wrap(t, a.handle, memory.New(), idempotency.WithLogger(discard()), failing)
 			resp, err := send(t.Context(), post("k1", orderA))
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusInternalServerError, resp.status)
@@ -83,7 +83,7 @@ func TestInvalidStatusReleases(t *testing.T) {
 func TestClassifierSeesReleasedResponses(t *testing.T) {
 	a := app{respond: func(run int, _ httpReq) (httpResp, error) { return status(http.StatusServiceUnavailable, "down"), nil }}
 	send := wrapV2(t, a.handle, memory.New(),
-		httpapi.WithIdempotencyOptions(idempotency.WithPermanentErrors(func(error) bool { return true })))
+		idempotency.WithPermanentErrors(func(error) bool { return true }))
 	first, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, first.status)
@@ -95,7 +95,7 @@ func TestClassifierSeesReleasedResponses(t *testing.T) {
 	var b app
 	b.respond = a.respond
 	send = wrapV2(t, b.handle, memory.New(),
-		httpapi.WithIdempotencyOptions(idempotency.WithPermanentErrors(func(err error) bool { return errors.Is(err, errDeclined) })))
+		idempotency.WithPermanentErrors(func(err error) bool { return errors.Is(err, errDeclined) }))
 	for range 2 {
 		_, err := send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
@@ -108,14 +108,14 @@ func TestClassifierSeesReleasedResponses(t *testing.T) {
 func TestErrorDecoder(t *testing.T) {
 	decode := idempotency.WithErrorDecoder(func(se *idempotency.StoredError) error { return errors.New("decoded: " + se.Message) })
 	a := app{respond: func(int, httpReq) (httpResp, error) { return httpResp{}, idempotency.Permanent(errDeclined) }}
-	send := wrapV2(t, a.handle, memory.New(), httpapi.WithLogger(discard()), httpapi.WithIdempotencyOptions(decode))
+	send := wrapV2(t, a.handle, memory.New(), idempotency.WithLogger(discard()), decode)
 	_, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	resp, err := send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, httpapi.ProblemRecordedError, problemOf(t, resp).Type)
 
-	send = wrapV2(t, a.handle, memory.New(), httpapi.WithReturnErrors(), httpapi.WithIdempotencyOptions(decode))
+	send = wrapV2(t, a.handle, memory.New(), httpapi.WithReturnErrors(), decode)
 	_, err = send(t.Context(), post("k1", orderA))
 	require.ErrorIs(t, err, errDeclined)
 	_, err = send(t.Context(), post("k1", orderA))

@@ -22,8 +22,8 @@ func ExampleWrapAPIGatewayV2() {
 		}, nil
 	}
 	// In a Lambda function: lambda.Start(handler), with a DynamoDB store.
-	handler := httpapi.MustWrapAPIGatewayV2(createOrder, memory.New(),
-		httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+	handler := idempotency.Must(httpapi.WrapAPIGatewayV2(createOrder, memory.New(),
+		idempotency.WithKeyPrefix("orders")))
 
 	req := events.APIGatewayV2HTTPRequest{
 		RawPath: "/orders",
@@ -57,9 +57,9 @@ func ExampleWithScope() {
 	}
 	// The principal that the API's authorizer established is part of the
 	// key: two users who pick the same key never see each other's results.
-	handler := httpapi.MustWrapAPIGateway(createTransfer, memory.New(),
+	handler := idempotency.Must(httpapi.WrapAPIGateway(createTransfer, memory.New(),
 		httpapi.WithScope(httpapi.ScopePrincipal()),
-		httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("transfers")))
+		idempotency.WithKeyPrefix("transfers")))
 
 	as := func(user string) events.APIGatewayProxyRequest {
 		req := events.APIGatewayProxyRequest{
@@ -83,9 +83,9 @@ func ExampleWithScope() {
 }
 
 func ExampleWrapFunctionURL() {
-	handler := httpapi.MustWrapFunctionURL(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	handler := idempotency.Must(httpapi.WrapFunctionURL(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		return events.LambdaFunctionURLResponse{StatusCode: 202, Body: `{"job":"queued"}`}, nil
-	}, memory.New())
+	}, memory.New()))
 
 	req := events.LambdaFunctionURLRequest{RawPath: "/jobs", Headers: map[string]string{}}
 	req.RequestContext.HTTP.Method = "POST"

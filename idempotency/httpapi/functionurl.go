@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -20,13 +21,8 @@ type FunctionURLHandler = func(context.Context, events.LambdaFunctionURLRequest)
 // It fails if h or store is nil or an option is invalid. When
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
 // checking the options).
-func WrapFunctionURL(h FunctionURLHandler, store persistence.Store, opts ...Option) (FunctionURLHandler, error) {
+func WrapFunctionURL(h FunctionURLHandler, store persistence.Store, opts ...idempotency.Option) (FunctionURLHandler, error) {
 	return wrap(functionURLBinding, h, store, opts)
-}
-
-// MustWrapFunctionURL is like WrapFunctionURL but panics if it fails.
-func MustWrapFunctionURL(h FunctionURLHandler, store persistence.Store, opts ...Option) FunctionURLHandler {
-	return must(WrapFunctionURL(h, store, opts...))
 }
 
 var functionURLBinding = &binding[events.LambdaFunctionURLRequest, events.LambdaFunctionURLResponse]{

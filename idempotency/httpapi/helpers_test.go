@@ -77,7 +77,7 @@ type eventType struct {
 	// joined is set when repeated request header lines arrive joined with
 	// commas.
 	joined bool
-	wrap   func(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error)
+	wrap   func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error)
 }
 
 var eventTypes = []eventType{
@@ -211,7 +211,7 @@ func flatHeaders(h http.Header) map[string]string {
 	return m
 }
 
-func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.APIGatewayProxyRequest](t, "apigw-request.json")
 	wrapped, err := httpapi.WrapAPIGateway(func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		resp, err := h(ctx, httpReq{method: ev.HTTPMethod, path: ev.Path, headers: headerList(ev.Headers, ev.MultiValueHeaders), body: ev.Body, base64: ev.IsBase64Encoded})
@@ -246,7 +246,7 @@ func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...http
 	}
 }
 
-func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-no-authorizer.json")
 	jwt := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json").RequestContext.Authorizer
 	wrapped, err := httpapi.WrapAPIGatewayV2(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -273,7 +273,7 @@ func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...httpap
 	}
 }
 
-func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.LambdaFunctionURLRequest](t, "lambda-urls-request.json")
 	iam := *base.RequestContext.Authorizer.IAM
 	base.RequestContext.Authorizer = nil
@@ -302,8 +302,8 @@ func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts 
 
 // wrapALB reads responses as the load balancer does: with multi-value
 // headers on, only multiValueHeaders; otherwise only headers.
-func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
-	return func(t testing.TB, h testHandler, store persistence.Store, opts ...httpapi.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
+	return func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
 		sample := "alb-lambda-target-request-headers-only.json"
 		if multiValue {
 			sample = "alb-lambda-target-request-multivalue-headers.json"

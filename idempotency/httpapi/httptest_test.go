@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -150,7 +151,7 @@ func TestFunctionURLOverHTTP(t *testing.T) {
 		hold    = map[string]chan struct{}{} // keys whose request waits until closed
 		entered = make(chan struct{}, 1)
 	)
-	handler := httpapi.MustWrapFunctionURL(func(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+	handler := idempotency.Must(httpapi.WrapFunctionURL(func(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		mu.Lock()
 		runs++
 		run := runs
@@ -177,7 +178,7 @@ func TestFunctionURLOverHTTP(t *testing.T) {
 			Cookies:    []string{"last_order=" + strconv.Itoa(run) + "; Path=/; HttpOnly"},
 			Body:       `{"id":` + strconv.Itoa(run) + `,"method":"` + ev.RequestContext.HTTP.Method + `"}`,
 		}, nil
-	}, memory.New(), httpapi.WithLogger(discard()))
+	}, memory.New(), idempotency.WithLogger(discard())))
 	srv := functionURLServer(t, handler)
 	client := srv.Client()
 	orders := srv.URL + "/orders"

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/core"
 )
 
 // Defaults of the adapters.
@@ -26,11 +26,9 @@ const (
 	DefaultMaxRetryAfter = 2 * time.Second
 )
 
-// An Option configures an adapter. Options are checked when the handler is
-// wrapped, so that mistakes show at cold start.
-type Option func(*config)
-
-type config struct {
+// settings are the adapters' own options, kept in the configuration that
+// every option of package idempotency writes too.
+type settings struct {
 	header             string
 	methods            []string
 	optionalKey        bool
@@ -39,48 +37,67 @@ type config struct {
 	storeServerErrors  bool
 	returnErrors       bool
 	maxRetryAfter      time.Duration
-	logger             *slog.Logger
-	loggerSet          bool
-	guardOpts          []idempotency.Option
-	errs               []error
 }
 
-func newConfig(opts []Option) (*config, error) {
-	c := &config{header: DefaultHeader, methods: []string{"POST", "PATCH"}, maxRetryAfter: DefaultMaxRetryAfter}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, errors.New("httpapi: nil Option")
-		}
-		opt(c)
+type settingsKey struct{}
+
+// option returns the adapters' option named name, which set applies.
+// Options that add to a list may be given more than once (repeatable).
+func option(name string, repeatable bool, set func(c *core.Config, s *settings)) idempotency.Option {
+	return func(c *core.Config) {
+		c.Use("httpapi."+name, core.HTTP, repeatable)
+		set(c, core.Section[settings](c, settingsKey{}))
 	}
-	if err := errors.Join(c.errs...); err != nil {
+}
+
+// config is the resolved configuration of one adapter.
+type config struct {
+	settings
+	logger *slog.Logger
+}
+
+// newConfig applies opts, as the adapter named name gets them, and fills
+// in the defaults.
+func newConfig(name string, opts []idempotency.Option) (*config, error) {
+	c, err := core.Apply(core.HTTP, name, core.Funcs(opts))
+	if err != nil {
 		return nil, err
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger}
+	if cfg.header == "" {
+		cfg.header = DefaultHeader
 	}
-	return c, nil
+	if cfg.methods == nil {
+		cfg.methods = []string{"POST", "PATCH"}
+	}
+	if cfg.maxRetryAfter == 0 {
+		cfg.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	return cfg, nil
 }
 
-func (c *config) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("httpapi: "+format, args...))
+func fail(c *core.Config, format string, args ...any) {
+	c.Fail(fmt.Errorf("httpapi."+format, args...))
 }
 
 // keyed reports whether requests with method need a key.
-func (c *config) keyed(method string) bool {
+func (c *settings) keyed(method string) bool {
 	return slices.Contains(c.methods, method)
 }
 
 // WithHeader sets the request header that carries the idempotency key.
 // Default DefaultHeader. It is matched without regard to case.
-func WithHeader(name string) Option {
-	return func(c *config) {
+func WithHeader(name string) idempotency.Option {
+	return option("WithHeader", false, func(c *core.Config, s *settings) {
 		if !validHeaderName(name) {
-			c.fail("WithHeader(%q): not a valid header name", name)
+			fail(c, "WithHeader(%q): not a valid header name", name)
 			return
 		}
-		c.header = name
-	}
+		s.header = name
+	})
 }
 
 // WithMethods sets the HTTP methods whose requests need an idempotency key.
@@ -88,29 +105,29 @@ func WithHeader(name string) Option {
 // by definition (RFC 9110), and Stripe ignores keys on them. Requests with
 // any other method pass straight through to the handler, unprotected, even
 // when they carry a key. Methods are matched without regard to case.
-func WithMethods(methods ...string) Option {
-	return func(c *config) {
+func WithMethods(methods ...string) idempotency.Option {
+	return option("WithMethods", false, func(c *core.Config, s *settings) {
 		if len(methods) == 0 {
-			c.fail("WithMethods: no methods")
+			fail(c, "WithMethods: no methods")
 			return
 		}
 		upper := make([]string, 0, len(methods))
 		for _, m := range methods {
 			if !isToken(m) {
-				c.fail("WithMethods: %q is not a valid method", m)
+				fail(c, "WithMethods: %q is not a valid method", m)
 				return
 			}
 			upper = append(upper, strings.ToUpper(m))
 		}
-		c.methods = upper
-	}
+		s.methods = upper
+	})
 }
 
 // WithOptionalKey lets requests that need a key but carry none run the
 // handler unprotected, as the generic decorator does, instead of being
 // answered with ProblemMissingKey (400).
-func WithOptionalKey() Option {
-	return func(c *config) { c.optionalKey = true }
+func WithOptionalKey() idempotency.Option {
+	return option("WithOptionalKey", false, func(_ *core.Config, s *settings) { s.optionalKey = true })
 }
 
 // WithFingerprintHeaders adds request headers to the request fingerprint,
@@ -122,25 +139,25 @@ func WithOptionalKey() Option {
 // Authorization, Proxy-Authorization and Cookie are refused: credentials
 // may change between retries, and nothing derived from them is kept. Scope
 // keys by caller with WithScope instead.
-func WithFingerprintHeaders(names ...string) Option {
-	return func(c *config) {
+func WithFingerprintHeaders(names ...string) idempotency.Option {
+	return option("WithFingerprintHeaders", true, func(c *core.Config, s *settings) {
 		for _, name := range names {
 			if !validHeaderName(name) {
-				c.fail("WithFingerprintHeaders: %q is not a valid header name", name)
+				fail(c, "WithFingerprintHeaders: %q is not a valid header name", name)
 				return
 			}
 			switch lower := strings.ToLower(name); lower {
 			case "authorization", "proxy-authorization", "cookie":
-				c.fail("WithFingerprintHeaders: %s carries credentials and is never fingerprinted; scope keys by caller with WithScope", name)
+				fail(c, "WithFingerprintHeaders: %s carries credentials and is never fingerprinted; scope keys by caller with WithScope", name)
 				return
 			default:
-				if !slices.Contains(c.fingerprintHeaders, lower) {
-					c.fingerprintHeaders = append(c.fingerprintHeaders, lower)
+				if !slices.Contains(s.fingerprintHeaders, lower) {
+					s.fingerprintHeaders = append(s.fingerprintHeaders, lower)
 				}
 			}
 		}
-		slices.Sort(c.fingerprintHeaders)
-	}
+		slices.Sort(s.fingerprintHeaders)
+	})
 }
 
 // WithScope sets the function that tells callers apart (see ScopeFunc,
@@ -149,14 +166,14 @@ func WithFingerprintHeaders(names ...string) Option {
 // record. It is called only for requests that carry a key. Without it, all
 // callers share one key space, which is safe only when keys are
 // unguessable and callers are trusted not to reuse each other's.
-func WithScope(scope ScopeFunc) Option {
-	return func(c *config) {
+func WithScope(scope ScopeFunc) idempotency.Option {
+	return option("WithScope", false, func(c *core.Config, s *settings) {
 		if scope == nil {
-			c.fail("WithScope: nil function")
+			fail(c, "WithScope: nil function")
 			return
 		}
-		c.scope = scope
-	}
+		s.scope = scope
+	})
 }
 
 // WithStoreServerErrors stores 5xx responses of the handler and replays
@@ -164,8 +181,8 @@ func WithScope(scope ScopeFunc) Option {
 // the handler again. Use it when a 5xx can follow a side effect that must
 // not be repeated. Responses that say the request did not execute (401,
 // 403, 408, 409, 425, 429) are released all the same.
-func WithStoreServerErrors() Option {
-	return func(c *config) { c.storeServerErrors = true }
+func WithStoreServerErrors() idempotency.Option {
+	return option("WithStoreServerErrors", false, func(_ *core.Config, s *settings) { s.storeServerErrors = true })
 }
 
 // WithMaxRetryAfter caps the Retry-After of the 409 that answers a request
@@ -175,14 +192,14 @@ func WithStoreServerErrors() Option {
 // time until the other request's reservation lapses. Default
 // DefaultMaxRetryAfter. A client that honours it retries about when the
 // other request has finished, not after the longest it could take.
-func WithMaxRetryAfter(max time.Duration) Option {
-	return func(c *config) {
+func WithMaxRetryAfter(max time.Duration) idempotency.Option {
+	return option("WithMaxRetryAfter", false, func(c *core.Config, s *settings) {
 		if max < time.Second {
-			c.fail("WithMaxRetryAfter(%v): Retry-After is in whole seconds; the cap must be at least one second", max)
+			fail(c, "WithMaxRetryAfter(%v): Retry-After is in whole seconds; the cap must be at least one second", max)
 			return
 		}
-		c.maxRetryAfter = max
-	}
+		s.maxRetryAfter = max
+	})
 }
 
 // WithReturnErrors makes the adapter return the Go errors of the handler
@@ -191,44 +208,8 @@ func WithMaxRetryAfter(max time.Duration) Option {
 // Gateway, Function URLs and ALB answer a function error with 502: use it
 // when something around the adapter (a middleware of your own) turns
 // errors into responses.
-func WithReturnErrors() Option {
-	return func(c *config) { c.returnErrors = true }
-}
-
-// WithLogger sets the logger for handler errors and panics that the adapter
-// answers itself, store failures and unreadable stored responses. It is
-// passed to the Guard too (see idempotency.WithLogger), unless
-// WithIdempotencyOptions sets another. Default slog.Default().
-func WithLogger(logger *slog.Logger) Option {
-	return func(c *config) {
-		if logger == nil {
-			c.fail("WithLogger: nil logger")
-			return
-		}
-		c.logger, c.loggerSet = logger, true
-	}
-}
-
-// WithIdempotencyOptions passes options to the Guard that runs the state machine:
-// idempotency.WithExpiry, WithKeyPrefix, WithLogger, WithObserver,
-// WithClock, WithInProgressTimeout, WithFinalWriteTimeout,
-// WithPermanentErrors and WithErrorDecoder. The options that select keys
-// and shape typed results (WithKey, WithPayloadValidation, WithRequireKey,
-// WithResponseHook) are refused: the adapter derives keys from the
-// Idempotency-Key header and fingerprints requests itself.
-//
-// A classifier given with idempotency.WithPermanentErrors sees the
-// handler's Go errors, and also the error with which the adapter releases
-// a response that is not stored (see the package documentation): match
-// specific errors (errors.Is, errors.As), or such responses are recorded
-// as errors (recorded-error) instead of being released.
-//
-// Without idempotency.WithKeyPrefix, the prefix is
-// idempotency.DefaultKeyPrefix of the wrapped handler, as for
-// idempotency.Wrap; without idempotency.WithExpiry, the expiry is
-// DefaultExpiry (24 hours), not the core's one hour.
-func WithIdempotencyOptions(opts ...idempotency.Option) Option {
-	return func(c *config) { c.guardOpts = append(c.guardOpts, opts...) }
+func WithReturnErrors() idempotency.Option {
+	return option("WithReturnErrors", false, func(_ *core.Config, s *settings) { s.returnErrors = true })
 }
 
 // validHeaderName reports whether name is a valid HTTP field name.

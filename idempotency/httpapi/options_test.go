@@ -34,29 +34,29 @@ func albHandler(context.Context, events.ALBTargetGroupRequest) (events.ALBTarget
 }
 
 // wrappers calls each Wrap function; nilHandler passes a nil handler.
-var wrappers = map[string]func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error){
-	"WrapAPIGateway": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+var wrappers = map[string]func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error){
+	"WrapAPIGateway": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
 		h := restHandler
 		if nilHandler {
 			h = nil
 		}
 		return httpapi.WrapAPIGateway(h, store, opts...)
 	},
-	"WrapAPIGatewayV2": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+	"WrapAPIGatewayV2": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
 		h := v2Handler
 		if nilHandler {
 			h = nil
 		}
 		return httpapi.WrapAPIGatewayV2(h, store, opts...)
 	},
-	"WrapFunctionURL": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+	"WrapFunctionURL": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
 		h := functionURLHandler
 		if nilHandler {
 			h = nil
 		}
 		return httpapi.WrapFunctionURL(h, store, opts...)
 	},
-	"WrapALB": func(store persistence.Store, nilHandler bool, opts ...httpapi.Option) (any, error) {
+	"WrapALB": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
 		h := albHandler
 		if nilHandler {
 			h = nil
@@ -67,26 +67,29 @@ var wrappers = map[string]func(store persistence.Store, nilHandler bool, opts ..
 
 func TestWrapRejectsBadOptions(t *testing.T) {
 	cases := map[string]struct {
-		opts []httpapi.Option
+		opts []idempotency.Option
 		want string
 	}{
-		"nil option":                 {[]httpapi.Option{nil}, "httpapi: nil Option"},
-		"empty header":               {[]httpapi.Option{httpapi.WithHeader("")}, `httpapi: WithHeader(""): not a valid header name`},
-		"header with space":          {[]httpapi.Option{httpapi.WithHeader("Idempotency Key")}, "not a valid header name"},
-		"no methods":                 {[]httpapi.Option{httpapi.WithMethods()}, "httpapi: WithMethods: no methods"},
-		"invalid method":             {[]httpapi.Option{httpapi.WithMethods("POST", "PO ST")}, `httpapi: WithMethods: "PO ST" is not a valid method`},
-		"invalid fingerprint header": {[]httpapi.Option{httpapi.WithFingerprintHeaders("Content Type")}, "not a valid header name"},
-		"authorization":              {[]httpapi.Option{httpapi.WithFingerprintHeaders("Content-Type", "authorization")}, "carries credentials"},
-		"cookie":                     {[]httpapi.Option{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
-		"nil scope":                  {[]httpapi.Option{httpapi.WithScope(nil)}, "httpapi: WithScope: nil function"},
-		"nil logger":                 {[]httpapi.Option{httpapi.WithLogger(nil)}, "httpapi: WithLogger: nil logger"},
-		"Retry-After cap below 1s":   {[]httpapi.Option{httpapi.WithMaxRetryAfter(500 * time.Millisecond)}, "httpapi: WithMaxRetryAfter(500ms)"},
-		"core key option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithKey("body"))}, "WithKey"},
-		"core validation option":     {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithPayloadValidation("body"))}, "WithPayloadValidation"},
-		"core require option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithRequireKey())}, "WithRequireKey"},
-		"invalid core option":        {[]httpapi.Option{httpapi.WithIdempotencyOptions(idempotency.WithExpiry(0))}, "WithExpiry"},
-		"nil core option":            {[]httpapi.Option{httpapi.WithIdempotencyOptions(nil)}, "nil Option"},
-		"several":                    {[]httpapi.Option{httpapi.WithHeader(""), httpapi.WithMethods()}, "no methods"},
+		"nil option":                 {[]idempotency.Option{nil}, "nil Option"},
+		"empty header":               {[]idempotency.Option{httpapi.WithHeader("")}, `httpapi.WithHeader(""): not a valid header name`},
+		"header with space":          {[]idempotency.Option{httpapi.WithHeader("Idempotency Key")}, "not a valid header name"},
+		"no methods":                 {[]idempotency.Option{httpapi.WithMethods()}, "httpapi.WithMethods: no methods"},
+		"invalid method":             {[]idempotency.Option{httpapi.WithMethods("POST", "PO ST")}, `httpapi.WithMethods: "PO ST" is not a valid method`},
+		"invalid fingerprint header": {[]idempotency.Option{httpapi.WithFingerprintHeaders("Content Type")}, "not a valid header name"},
+		"authorization":              {[]idempotency.Option{httpapi.WithFingerprintHeaders("Content-Type", "authorization")}, "carries credentials"},
+		"cookie":                     {[]idempotency.Option{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
+		"nil scope":                  {[]idempotency.Option{httpapi.WithScope(nil)}, "httpapi.WithScope: nil function"},
+		"nil logger":                 {[]idempotency.Option{idempotency.WithLogger(nil)}, "idempotency.WithLogger: nil logger"},
+		"Retry-After cap below 1s":   {[]idempotency.Option{httpapi.WithMaxRetryAfter(500 * time.Millisecond)}, "httpapi.WithMaxRetryAfter(500ms)"},
+		"core key option":            {[]idempotency.Option{idempotency.WithKey("body")}, "WithKey"},
+		"core validation option":     {[]idempotency.Option{idempotency.WithPayloadValidation("body")}, "WithPayloadValidation"},
+		"core require option":        {[]idempotency.Option{idempotency.WithRequireKey()}, "WithRequireKey"},
+		"invalid core option":        {[]idempotency.Option{idempotency.WithExpiry(0)}, "WithExpiry"},
+		"nil core option":            {[]idempotency.Option{nil}, "nil Option"},
+		"several":                    {[]idempotency.Option{httpapi.WithHeader(""), httpapi.WithMethods()}, "no methods"},
+		"given twice":                {[]idempotency.Option{httpapi.WithHeader("X-Key"), httpapi.WithHeader("X-Other")}, "httpapi.WithHeader given twice"},
+		"core option given twice":    {[]idempotency.Option{idempotency.WithExpiry(time.Hour), idempotency.WithExpiry(2 * time.Hour)}, "idempotency.WithExpiry given twice"},
+		"response hook":              {[]idempotency.Option{idempotency.WithResponseHook(func(_ context.Context, out string, _ *persistence.Record) string { return out })}, "idempotency.WithResponseHook does not apply here"},
 	}
 	for wrapName, wrap := range wrappers {
 		for name, tc := range cases {
@@ -111,18 +114,18 @@ func TestWrapRejectsBadOptions(t *testing.T) {
 
 func TestMustWrapPanics(t *testing.T) {
 	bad := httpapi.WithHeader("")
-	assert.Panics(t, func() { httpapi.MustWrapAPIGateway(restHandler, memory.New(), bad) })
-	assert.Panics(t, func() { httpapi.MustWrapAPIGatewayV2(v2Handler, memory.New(), bad) })
-	assert.Panics(t, func() { httpapi.MustWrapFunctionURL(functionURLHandler, memory.New(), bad) })
-	assert.Panics(t, func() { httpapi.MustWrapALB(albHandler, memory.New(), bad) })
-	assert.NotNil(t, httpapi.MustWrapAPIGateway(restHandler, memory.New()))
-	assert.NotNil(t, httpapi.MustWrapAPIGatewayV2(v2Handler, memory.New()))
-	assert.NotNil(t, httpapi.MustWrapFunctionURL(functionURLHandler, memory.New()))
-	assert.NotNil(t, httpapi.MustWrapALB(albHandler, memory.New()))
+	assert.Panics(t, func() { idempotency.Must(httpapi.WrapAPIGateway(restHandler, memory.New(), bad)) })
+	assert.Panics(t, func() { idempotency.Must(httpapi.WrapAPIGatewayV2(v2Handler, memory.New(), bad)) })
+	assert.Panics(t, func() { idempotency.Must(httpapi.WrapFunctionURL(functionURLHandler, memory.New(), bad)) })
+	assert.Panics(t, func() { idempotency.Must(httpapi.WrapALB(albHandler, memory.New(), bad)) })
+	assert.NotNil(t, idempotency.Must(httpapi.WrapAPIGateway(restHandler, memory.New())))
+	assert.NotNil(t, idempotency.Must(httpapi.WrapAPIGatewayV2(v2Handler, memory.New())))
+	assert.NotNil(t, idempotency.Must(httpapi.WrapFunctionURL(functionURLHandler, memory.New())))
+	assert.NotNil(t, idempotency.Must(httpapi.WrapALB(albHandler, memory.New())))
 }
 
 func TestDisabledReturnsHandler(t *testing.T) {
-	t.Setenv(idempotency.EnvDisabled, "true")
+	t.Setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "true")
 	for name, wrap := range wrappers {
 		t.Run(name, func(t *testing.T) {
 			h, err := wrap(memory.New(), false)
@@ -139,16 +142,23 @@ func TestDisabledReturnsHandler(t *testing.T) {
 
 func TestDefaultKeyPrefixIsTheHandlers(t *testing.T) {
 	store := &recordingStore{Store: memory.New()}
-	h := httpapi.MustWrapAPIGatewayV2(v2Handler, store)
+	h := idempotency.Must(httpapi.WrapAPIGatewayV2(v2Handler, store))
 	ev := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "k"}}
 	ev.RequestContext.HTTP.Method = "POST"
 	_, err := h(t.Context(), ev)
 	require.NoError(t, err)
 	require.Len(t, store.written(), 1)
-	assert.True(t, strings.HasPrefix(store.written()[0].Key, idempotency.DefaultKeyPrefix(v2Handler)+"#"), store.written()[0].Key)
+	// The prefix is the one idempotency.Wrap gives the same function.
+	wrapStore := &recordingStore{Store: memory.New()}
+	_, err = idempotency.Must(idempotency.Wrap(v2Handler, wrapStore))(t.Context(), ev)
+	require.NoError(t, err)
+	prefix, _, _ := strings.Cut(store.written()[0].Key, "#")
+	wrapPrefix, _, _ := strings.Cut(wrapStore.written()[0].Key, "#")
+	assert.Equal(t, "httpapi_test.v2Handler", prefix)
+	assert.Equal(t, wrapPrefix, prefix)
 
 	store = &recordingStore{Store: memory.New()}
-	h = httpapi.MustWrapAPIGatewayV2(v2Handler, store, httpapi.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+	h = idempotency.Must(httpapi.WrapAPIGatewayV2(v2Handler, store, idempotency.WithKeyPrefix("orders")))
 	_, err = h(t.Context(), ev)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(store.written()[0].Key, "orders#"))

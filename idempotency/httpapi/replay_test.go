@@ -3,9 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
@@ -29,9 +27,9 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			MultiValueHeaders: map[string][]string{"Set-Cookie": {"a=1; Path=/", "b=2; Path=/; Secure"}, "Vary": {"Accept", "Origin"}},
 			Body:              richBody,
 		}
-		h := httpapi.MustWrapAPIGateway(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		h := idempotency.Must(httpapi.WrapAPIGateway(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 			return want, nil
-		}, memory.New())
+		}, memory.New()))
 		req := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"Idempotency-Key": "k"}}
 		first, err := h(t.Context(), req)
 		require.NoError(t, err)
@@ -49,9 +47,9 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			Cookies:    []string{"a=1; Path=/", "b=2"},
 			Body:       richBody,
 		}
-		h := httpapi.MustWrapAPIGatewayV2(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		h := idempotency.Must(httpapi.WrapAPIGatewayV2(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			return want, nil
-		}, memory.New())
+		}, memory.New()))
 		req := events.APIGatewayV2HTTPRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
 		req.RequestContext.HTTP.Method = "POST"
 		first, err := h(t.Context(), req)
@@ -71,9 +69,9 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			Body:            "JVBERi0xLjcKJcfsj6IK",
 			IsBase64Encoded: true,
 		}
-		h := httpapi.MustWrapFunctionURL(func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
+		h := idempotency.Must(httpapi.WrapFunctionURL(func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 			return want, nil
-		}, memory.New())
+		}, memory.New()))
 		req := events.LambdaFunctionURLRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
 		req.RequestContext.HTTP.Method = "PATCH"
 		first, err := h(t.Context(), req)
@@ -92,9 +90,9 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			Headers:           map[string]string{"Content-Type": "text/html"},
 			Body:              "<p>created</p>",
 		}
-		h := httpapi.MustWrapALB(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+		h := idempotency.Must(httpapi.WrapALB(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
 			return want, nil
-		}, memory.New())
+		}, memory.New()))
 		req := events.ALBTargetGroupRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"idempotency-key": "k"}}
 		first, err := h(t.Context(), req)
 		require.NoError(t, err)
@@ -114,40 +112,4 @@ func assertSameJSON(t *testing.T, want, got any) {
 	g, err := json.Marshal(got)
 	require.NoError(t, err)
 	assert.Equal(t, string(w), string(g))
-}
-
-// Retry-After is measured on the Guard's clock, the one that decides when
-// the reservation lapses.
-func TestRetryAfterUsesGuardClock(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	entered, release := make(chan struct{}), make(chan struct{})
-	a := app{respond: func(run int, _ httpReq) (httpResp, error) {
-		if run == 1 {
-			close(entered)
-			<-release
-		}
-		return created(run), nil
-	}}
-	send := wrapV2(t, a.handle, memory.New(),
-		httpapi.WithIdempotencyOptions(idempotency.WithClock(clock), idempotency.WithInProgressTimeout(90*time.Second)))
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, err := send(context.Background(), post("k1", orderA)) // no deadline: the in-progress timeout applies
-		assert.NoError(t, err)
-	})
-	<-entered
-	resp, err := send(t.Context(), post("k1", orderA))
-	require.NoError(t, err)
-	assert.Equal(t, "2", resp.headers.Get("Retry-After"), "the cap: the reservation lapses in 90 seconds")
-
-	mu.Lock()
-	now = now.Add(89*time.Second + 500*time.Millisecond)
-	mu.Unlock()
-	resp, err = send(t.Context(), post("k1", orderA))
-	require.NoError(t, err)
-	assert.Equal(t, "1", resp.headers.Get("Retry-After"), "half a second left: at least 1")
-	close(release)
-	wg.Wait()
 }

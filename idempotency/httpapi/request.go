@@ -58,7 +58,7 @@ func (r *Request) queryValues() map[string]any {
 	return out
 }
 
-// anyList returns values as the generic list that jsonvalue.AppendCanonical
+// anyList returns values as the generic list that canonical.Append
 // writes.
 func anyList(values []string) []any {
 	list := make([]any, len(values))

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
 )
 
 // HeaderReplayed is the response header that marks a replayed response,
@@ -41,13 +39,10 @@ func (resp *response) encode() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
-// responses decodes stored responses with functions compiled once.
-var responses = jsonvalue.CodecFor[response]()
-
 // decodeResponse reads a stored response.
 func decodeResponse(data []byte) (response, error) {
 	var resp response
-	if err := responses.Unmarshal(data, &resp); err != nil {
+	if err := json.Unmarshal(data, &resp); err != nil {
 		return response{}, err
 	}
 	if resp.StatusCode < 100 || resp.StatusCode > 599 {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/internal/canonical"
 )
 
 // ErrNoScope is matched (with errors.Is) by the errors of scope functions
@@ -120,7 +120,7 @@ func scopeText(v any) (string, error) {
 	case string:
 		return v, nil
 	}
-	b, err := jsonvalue.AppendCanonical(nil, v)
+	b, err := canonical.Append(nil, v)
 	if err != nil {
 		return "", fmt.Errorf("httpapi: authorizer value: %w", err)
 	}

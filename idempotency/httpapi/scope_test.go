@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -136,7 +137,7 @@ func TestPrincipalsFromTwoIssuers(t *testing.T) {
 			resp.body = fmt.Sprintf(`{"run":%d,"for":%q}`, run, req.body)
 			return resp, nil
 		}}
-		send := et.wrap(t, a.handle, memory.New(), httpapi.WithScope(httpapi.ScopePrincipal()), httpapi.WithLogger(discard()))
+		send := et.wrap(t, a.handle, memory.New(), httpapi.WithScope(httpapi.ScopePrincipal()), idempotency.WithLogger(discard()))
 		as := func(issuer, body string) httpReq {
 			req := post("shared-key", body)
 			req.caller = &caller{issuer: issuer, subject: "1234"}

@@ -10,13 +10,15 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/internal/canonical"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -44,30 +46,29 @@ type engine struct {
 }
 
 // wrap checks the options, builds the Guard and returns the adapter for h.
-func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), store persistence.Store, opts []Option) (func(context.Context, Req) (Resp, error), error) {
+func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), store persistence.Store, opts []idempotency.Option) (func(context.Context, Req) (Resp, error), error) {
+	name := "httpapi: " + b.name
 	if h == nil {
-		return nil, fmt.Errorf("httpapi: %s: nil handler", b.name)
+		return nil, fmt.Errorf("%s: nil handler", name)
 	}
 	if store == nil {
-		return nil, fmt.Errorf("httpapi: %s: nil persistence.Store", b.name)
+		return nil, fmt.Errorf("%s: nil persistence.Store", name)
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	guardOpts := []idempotency.Option{
-		idempotency.WithKeyPrefix(idempotency.DefaultKeyPrefix(h)),
-		idempotency.WithExpiry(DefaultExpiry),
-	}
-	if cfg.loggerSet {
-		guardOpts = append(guardOpts, idempotency.WithLogger(cfg.logger))
-	}
-	// The caller's options come last, so that theirs win.
-	guard, err := idempotency.NewGuard(store, append(guardOpts, cfg.guardOpts...)...)
+	// The Guard takes the same options, checked for an HTTP adapter, with
+	// the adapter's defaults: the prefix of h, and a day's expiry.
+	guardOpts := append(slices.Clip(opts), idempotency.Option(core.As(core.HTTP, name, core.Defaults{
+		Prefix: core.DefaultPrefix(h),
+		Expiry: DefaultExpiry,
+	})))
+	guard, err := idempotency.NewGuard(store, guardOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: WithIdempotencyOptions: %w", err)
+		return nil, err
 	}
-	if idempotency.Disabled() {
+	if core.Disabled() {
 		return h, nil
 	}
 	e := &engine{cfg: cfg, guard: guard}
@@ -122,7 +123,7 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		}
 		scope = s
 	}
-	key, err := e.key(scope, idemKey)
+	key, err := canonical.Append(nil, []any{scope, idemKey})
 	if err != nil {
 		return b.internalError(ctx, e, &r, err)
 	}
@@ -132,11 +133,13 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 	}
 
 	var (
-		out    Resp  // what h returned, when it ran
-		failed error // h's own error, when it returned one
+		out       Resp   // what h returned, when it ran
+		failed    error  // h's own error, when it returned one
+		recordKey string // the record's key, when h ran
 	)
-	res, panicked, err := e.do(ctx, key, fingerprint, func(ctx context.Context) ([]byte, error) {
+	res, panicked, err := e.do(ctx, string(key), string(fingerprint), func(ctx context.Context) ([]byte, error) {
 		var err error
+		recordKey, _ = idempotency.KeyFromContext(ctx)
 		mark := new(atomic.Bool)
 		start := time.Now()
 		out, err = h(context.WithValue(ctx, notExecutedKey{}, mark), event)
@@ -169,7 +172,7 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		resp, err := decodeResponse(res.Response)
 		if err != nil {
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: stored response cannot be decoded; answering 500",
-				slog.String("key", key), slog.Any("error", err))
+				slog.String("key", res.Record.Key), slog.Any("error", err))
 			return b.answer(&r, replayFailed, e.detail(replayFailed), 0), nil
 		}
 		resp.setHeader(&r, HeaderReplayed, "true")
@@ -181,14 +184,14 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		if e.cfg.returnErrors {
 			return out, err
 		}
-		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", key), slog.Any("error", err))
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", recordKey), slog.Any("error", err))
 		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
 	case errors.As(err, &inProgress):
 		return b.answer(&r, keyInUse, e.detail(keyInUse), e.retryAfter(inProgress.Until)), nil
 	case errors.As(err, &mismatch):
 		return b.answer(&r, keyReused, e.detail(keyReused), 0), nil
 	case errors.As(err, &storeErr):
-		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", key), slog.Any("error", err))
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", storeErr.Key), slog.Any("error", err))
 		return b.answer(&r, storeUnavailable, e.detail(storeUnavailable), storeRetryAfter), nil
 	case errors.As(err, &tooLarge):
 		return b.answer(&r, responseNotStored, e.detail(responseNotStored), 0), nil
@@ -276,22 +279,16 @@ func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(contex
 	return res, nil, err
 }
 
-// key returns the record key of an idempotency key in a scope: the hash of
-// the canonical JSON of [scope, key], so that scopes never share a record.
-func (e *engine) key(scope any, idemKey string) (string, error) {
-	material, err := jsonvalue.AppendCanonical(nil, []any{scope, idemKey})
-	return e.guard.Key(material), err
-}
-
-// fingerprint returns the payload hash of r: the canonical JSON of
-// [method, path, hex SHA-256 of the body, {header: [values]}], followed by
-// {parameter: [values]} when the request has a query string, hashed. The
+// fingerprint returns the fingerprint material of r, which the Guard
+// hashes into the payload hash: the canonical JSON of [method, path, hex
+// SHA-256 of the body, {header: [values]}], followed by {parameter:
+// [values]} when the request has a query string. The
 // body is hashed as the client sent it, after base64 decoding when the
 // event says it is encoded (a body that does not decode is hashed as it
 // is), so that a retry's body compares equal whether or not API Gateway
 // chose to encode it. Query parameters are compared as the event carries
 // them, in any order. The scope is in the key, not here.
-func (e *engine) fingerprint(r *Request) (string, error) {
+func (e *engine) fingerprint(r *Request) ([]byte, error) {
 	body := []byte(r.body)
 	if r.base64 {
 		if decoded, err := base64.StdEncoding.DecodeString(r.body); err == nil {
@@ -311,8 +308,7 @@ func (e *engine) fingerprint(r *Request) (string, error) {
 	if query := r.queryValues(); len(query) > 0 {
 		parts = append(parts, query)
 	}
-	material, err := jsonvalue.AppendCanonical(nil, parts)
-	return idempotency.Fingerprint(material), err
+	return canonical.Append(nil, parts)
 }
 
 // ran adds a duration of the handler to the estimate behind Retry-After:
@@ -344,7 +340,7 @@ func (e *engine) retryAfter(until time.Time) int {
 		d = min(d, took)
 	}
 	if !until.IsZero() {
-		d = min(d, until.Sub(e.guard.Now()))
+		d = min(d, time.Until(until))
 	}
 	if d <= time.Second {
 		return 1

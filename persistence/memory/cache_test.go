@@ -99,7 +99,7 @@ func TestCacheWithWrap(t *testing.T) {
 	counted := faultstore.New(memory.New())
 	cache := memory.NewCache(counted, 100)
 	runs := 0
-	h := idempotency.MustWrap(func(context.Context, string) (string, error) { runs++; return "done", nil }, cache)
+	h := idempotency.Must(idempotency.Wrap(func(context.Context, string) (string, error) { runs++; return "done", nil }, cache))
 	for range 3 {
 		got, err := h(context.Background(), "order-1")
 		require.NoError(t, err)
@@ -126,7 +126,7 @@ func TestCacheForgetsReleasedKeys(t *testing.T) {
 
 func TestCacheRemembersOmittedResponses(t *testing.T) {
 	ctx := context.Background()
-	cache := memory.NewCache(&memory.Store{MaxResponseSize: 1}, 4)
+	cache := memory.NewCache(memory.New(func(o *memory.Options) { o.MaxResponseSize = 1 }), 4)
 	now := time.Now().Truncate(time.Second)
 	rec := completedRecord("k", "", now)
 	require.NoError(t, cache.Put(ctx, rec, now))

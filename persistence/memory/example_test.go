@@ -16,7 +16,7 @@ func ExampleNew() {
 		charges++
 		return "receipt for " + orderID, nil
 	}
-	chargeOnce := idempotency.MustWrap(charge, memory.New())
+	chargeOnce := idempotency.Must(idempotency.Wrap(charge, memory.New()))
 
 	for range 3 {
 		receipt, err := chargeOnce(context.Background(), "ord_1")
@@ -36,9 +36,9 @@ func ExampleNew() {
 func ExampleNewCache() {
 	shared := memory.New()
 	cached := memory.NewCache(shared, 1000)
-	greet := idempotency.MustWrap(func(ctx context.Context, name string) (string, error) {
+	greet := idempotency.Must(idempotency.Wrap(func(ctx context.Context, name string) (string, error) {
 		return "hello " + name, nil
-	}, cached)
+	}, cached))
 
 	for range 2 {
 		greeting, _ := greet(context.Background(), "ana")

@@ -13,24 +13,37 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// Store is a concurrency-safe in-process persistence.Store. The zero value is
-// ready to use. Records live only as long as the process, so a Store protects
-// against retries within one process only; use a shared store (DynamoDB,
-// Redis) across Lambda execution environments.
+// Store is a concurrency-safe in-process [persistence.Store]. The zero
+// value is ready to use, with the default [Options]. Records live only as
+// long as the process, so a Store protects against retries within one
+// process only; use a shared store (DynamoDB, Redis) across Lambda
+// execution environments.
 type Store struct {
 	mu      sync.Mutex
 	records map[string]*persistence.Record
 	unswept int // reservations since the last sweep
 	every   int // reservations between sweeps; 0 means sweepEveryMin
+	opts    Options
+}
 
-	// MaxResponseSize, when positive, is the largest response the store keeps:
-	// larger ones are completed without their response, as a store with an
-	// item size limit does (see persistence.ErrResponseOmitted).
+// Options configures a [Store], in the style of the other stores' options:
+// [New] takes functions that set them.
+type Options struct {
+	// MaxResponseSize, when positive, is the largest response the store
+	// keeps: larger ones are completed without their response, as a store
+	// with an item size limit does (see [persistence.ErrResponseOmitted]).
+	// Zero, the default, keeps responses of any size.
 	MaxResponseSize int
 }
 
-// New returns an empty Store.
-func New() *Store { return &Store{} }
+// New returns an empty Store with the options that optFns set.
+func New(optFns ...func(*Options)) *Store {
+	s := &Store{}
+	for _, fn := range optFns {
+		fn(&s.opts)
+	}
+	return s
+}
 
 var (
 	_ persistence.Store       = (*Store)(nil)
@@ -127,7 +140,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 		return err
 	}
 	resp, omitted := rec.Response, false
-	if s.MaxResponseSize > 0 && len(resp) > s.MaxResponseSize {
+	if limit := s.opts.MaxResponseSize; limit > 0 && len(resp) > limit {
 		resp, omitted = nil, true
 	}
 	resp = bytes.Clone(resp)

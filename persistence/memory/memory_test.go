@@ -26,7 +26,7 @@ func TestConformanceSharedStore(t *testing.T) {
 }
 
 func TestMaxResponseSizeOmitsResponse(t *testing.T) {
-	s := &memory.Store{MaxResponseSize: 8}
+	s := memory.New(func(o *memory.Options) { o.MaxResponseSize = 8 })
 	now := time.Now().Truncate(time.Second)
 	rec := &persistence.Record{Key: "k", Status: persistence.StatusInProgress, ExpiresAt: now.Add(time.Hour), Token: "t"}
 	require.NoError(t, s.Put(context.Background(), rec, now))

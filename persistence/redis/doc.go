@@ -64,7 +64,7 @@
 //	in_progress_expiration  InProgressExpiresAt, epoch milliseconds (absent if none)
 //	validation              the payload hash (absent if empty)
 //	data                    the response bytes, unchanged (absent if empty)
-//	token                   the token of the invocation that wrote the record
+//	owner_token             the token of the invocation that wrote the record
 //	error_type              a recorded handler error's type (absent if none)
 //	error_message           a recorded handler error's message (absent if none)
 //	response_omitted        "1" when the response was too large to keep (see Options.MaxResponseSize)

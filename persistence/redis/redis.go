@@ -20,7 +20,7 @@ const (
 	DefaultInProgressExpirationField = "in_progress_expiration"
 	DefaultValidationField           = "validation"
 	DefaultDataField                 = "data"
-	DefaultTokenField                = "token"
+	DefaultTokenField                = "owner_token"
 	DefaultErrorTypeField            = "error_type"
 	DefaultErrorMessageField         = "error_message"
 	DefaultResponseOmittedField      = "response_omitted"

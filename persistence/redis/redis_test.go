@@ -141,7 +141,7 @@ func TestHashLayout(t *testing.T) {
 		"expiration":             "1800003600",
 		"in_progress_expiration": "1800000001234",
 		"validation":             "h",
-		"token":                  "t1",
+		"owner_token":            "t1",
 	}, got)
 
 	done := *rec
@@ -157,7 +157,7 @@ func TestHashLayout(t *testing.T) {
 		"expiration":             "1800003600",
 		"in_progress_expiration": "1800000001234",
 		"validation":             "h",
-		"token":                  "t1",
+		"owner_token":            "t1",
 		"error_type":             "CardDeclinedError",
 		"error_message":          "declined",
 		"response_omitted":       "1",

@@ -103,8 +103,6 @@ type Config struct {
 	Store persistence.Store
 	// Mailer sends the confirmations. Required.
 	Mailer Mailer
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
 	// Logger receives the handler's and the library's logs. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -121,9 +119,6 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Store == nil || cfg.Mailer == nil {
 		return nil, errors.New("confirmation: Config.Store and Config.Mailer are required")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -135,7 +130,6 @@ func New(cfg Config) (*Handler, error) {
 		idempotency.WithRequireKey(),
 		idempotency.WithKeyPrefix(KeyPrefix),
 		idempotency.WithExpiry(Expiry),
-		idempotency.WithClock(cfg.Now),
 		idempotency.WithLogger(cfg.Logger),
 	)
 	if err != nil {
@@ -208,7 +202,7 @@ func (h *Handler) sendConfirmation(ctx context.Context, o Order) (Confirmation, 
 		// the order tries again.
 		return Confirmation{}, fmt.Errorf("confirmation: sending the email for order %s: %w", o.OrderID, err)
 	}
-	return Confirmation{OrderID: o.OrderID, MessageID: id, SentAt: h.cfg.Now().UTC()}, nil
+	return Confirmation{OrderID: o.OrderID, MessageID: id, SentAt: time.Now().UTC()}, nil
 }
 
 // formatMinor formats an amount in minor units with two decimals.

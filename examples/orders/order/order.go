@@ -100,12 +100,12 @@ func NewHandler(deps Deps) (func(context.Context, events.SQSEvent) (events.SQSEv
 	}
 	p := &processor{deps: deps}
 	return batch.SQS(p.process, deps.Store,
-		batch.WithKey(KeyExpression),
+		idempotency.WithKey(KeyExpression),
 		batch.WithParallelism(4),
-		batch.WithLogger(deps.Logger),
-		batch.WithIdempotencyOptions(
+		idempotency.WithLogger(deps.Logger),
+		
 			idempotency.WithKeyPrefix(KeyPrefix),
-			idempotency.WithExpiry(Expiry)))
+			idempotency.WithExpiry(Expiry))
 }
 
 type processor struct{ deps Deps }

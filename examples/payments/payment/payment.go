@@ -5,7 +5,7 @@
 // Every real execution writes one new item, with a fresh payment ID, to a
 // ledger (see Ledger and DynamoDBLedger), so a double charge would show as
 // two items. The handler is built by New from its dependencies (the
-// idempotency store, the ledger, an ID generator and a clock), so tests run
+// idempotency store, the ledger and an ID generator), so tests run
 // it against the memory store; the example's main package builds it from
 // the environment (EnvIdempotencyTable, EnvPaymentsTable) for Lambda.
 //
@@ -116,17 +116,14 @@ type Config struct {
 	Ledger Ledger
 	// NewID returns a new payment ID. Default NewPaymentID.
 	NewID func() string
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
 	// DemoDelay makes the handler honour HeaderDemoDelay. Off by default;
 	// main sets it from EnvDemoDelay.
 	DemoDelay bool
 	// Logger receives the handler's and the adapter's logs. Default
 	// slog.Default().
 	Logger *slog.Logger
-	// Options are added to the HTTP adapter's options (tests pass a
-	// clock with idempotency.WithClock).
-	Options []httpapi.Option
+	// Options are added to the HTTP adapter's options.
+	Options []idempotency.Option
 }
 
 // New returns the handler of POST /payments: it validates the body, then
@@ -139,19 +136,13 @@ func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = NewPaymentID
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	h := &handler{cfg: cfg}
-	opts := append([]httpapi.Option{
-		httpapi.WithLogger(cfg.Logger),
-		httpapi.WithIdempotencyOptions(
-			idempotency.WithKeyPrefix(KeyPrefix),
-			idempotency.WithClock(cfg.Now),
-		),
+	opts := append([]idempotency.Option{
+		idempotency.WithLogger(cfg.Logger),
+		idempotency.WithKeyPrefix(KeyPrefix),
 	}, cfg.Options...)
 	charge, err := httpapi.WrapAPIGatewayV2(h.charge, cfg.Store, opts...)
 	if err != nil {
@@ -191,7 +182,7 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	p := Payment{PaymentID: h.cfg.NewID(), Amount: body.Amount, Currency: body.Currency, Customer: body.Customer}
 	key, _ := idempotency.KeyFromContext(ctx)
-	if err := h.cfg.Ledger.Record(ctx, Charge{Payment: p, IdempotencyKey: key, CreatedAt: h.cfg.Now()}); err != nil {
+	if err := h.cfg.Ledger.Record(ctx, Charge{Payment: p, IdempotencyKey: key, CreatedAt: time.Now()}); err != nil {
 		// Whether the ledger applied the write is unknown: record the
 		// failure instead of releasing the key, so that no retry can
 		// charge a second time. Retries get 500 recorded-error and the

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -357,7 +358,7 @@ func TestNewErrors(t *testing.T) {
 	assert.Error(t, err)
 	_, err = payment.New(payment.Config{Store: memory.New()})
 	assert.Error(t, err)
-	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &ledger{}, Options: []httpapi.Option{httpapi.WithHeader("bad header")}})
+	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &ledger{}, Options: []idempotency.Option{httpapi.WithHeader("bad header")}})
 	assert.Error(t, err, "adapter options are checked")
 }
 

@@ -23,7 +23,7 @@ import (
 // environment. It has no disruptions; it is the fast run, and the reference
 // for the others.
 func Memory() Backend {
-	return &memoryBackend{store: &memory.Store{MaxResponseSize: storeResponseLimit}}
+	return &memoryBackend{store: memory.New(func(o *memory.Options) { o.MaxResponseSize = storeResponseLimit })}
 }
 
 type memoryBackend struct{ store *memory.Store }

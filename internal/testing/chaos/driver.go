@@ -126,12 +126,12 @@ type Env struct {
 func (e *Env) Now() time.Time { return time.Now().Add(e.Skew) }
 
 // Options returns the options every deployment in the environment uses:
-// its clock, the run's expiry, a final-write timeout of one invocation
-// timeout, the harness's observer (for the report), and a logger that
-// discards (the library logs every injected fault).
+// the run's expiry, a final-write timeout of one invocation timeout, the
+// harness's observer (for the report), and a logger that discards (the
+// library logs every injected fault). The environment's clock is its
+// store's (see probe).
 func (e *Env) Options() []idempotency.Option {
 	return []idempotency.Option{
-		idempotency.WithClock(e.Now),
 		idempotency.WithExpiry(e.h.cfg.Expiry),
 		idempotency.WithFinalWriteTimeout(e.h.cfg.Timeout),
 		idempotency.WithObserver(e.h.observe),
@@ -188,7 +188,7 @@ func (GuardDriver) Deploy(env *Env, h Handler) (Invoke, error) {
 		if err != nil {
 			return Outcome{Retry: RetryUnexpected, Err: err}
 		}
-		res, err := g.Do(ctx, g.Key([]byte(req.Key)), idempotency.Fingerprint(body), func(ctx context.Context) ([]byte, error) {
+		res, err := g.Do(ctx, req.Key, string(body), func(ctx context.Context) ([]byte, error) {
 			resp, err := h(ctx, req)
 			if err != nil {
 				return nil, err

@@ -114,7 +114,7 @@ func (h *Harness) setUp() error {
 		if i < h.cfg.CachedEnvs {
 			s = memory.NewCache(s, 1024)
 		}
-		e.Store = &probe{h: h, inner: s}
+		e.Store = &probe{h: h, inner: s, skew: e.Skew}
 		for _, d := range h.drivers {
 			inv, err := d.Deploy(e, h.handle)
 			if err != nil {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -46,9 +45,7 @@ func (HTTPDriver) Deploy(env *Env, h Handler) (Invoke, error) {
 		}, nil
 	}
 	wrapped, err := httpapi.WrapAPIGatewayV2(api, env.Store,
-		httpapi.WithReturnErrors(),
-		httpapi.WithLogger(slog.New(slog.DiscardHandler)),
-		httpapi.WithIdempotencyOptions(append(env.Options(), idempotency.WithKeyPrefix("chaos.http"))...))
+		append(env.Options(), httpapi.WithReturnErrors(), idempotency.WithKeyPrefix("chaos.http"))...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,8 @@ import (
 // An environment's store is a stack:
 //
 //	library
-//	probe        records each call and its result; refuses the calls of killed invocations
+//	probe        records each call and its result; refuses the calls of killed invocations;
+//	             reads the environment's clock for the time a reservation is made at
 //	[local cache] memory.Cache, in some environments
 //	dispatch     sends each call through its invocation's faultstore.Store
 //	backend      the environment's own client of the real store (HTTP faults below it)
@@ -27,10 +28,14 @@ import (
 // invocation; the harness reports them.
 var errNoInvocation = errors.New("chaos: store call without an invocation in its context")
 
-// probe records the store calls of invocations.
+// probe records the store calls of invocations. It also gives the
+// environment its clock: a reservation is made at the library's time plus
+// skew, the offset of the environment's clock from true time, which is
+// what decides whether a record it meets is still live.
 type probe struct {
 	h     *Harness
 	inner persistence.Store
+	skew  time.Duration
 }
 
 var _ persistence.Store = (*probe)(nil)
@@ -96,6 +101,7 @@ func (p *probe) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	if err != nil {
 		return err
 	}
+	now = now.Add(p.skew)
 	c := storeCall{Op: faultstore.OpPut, Token: rec.Token, Now: now,
 		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
 	err = p.inner.Put(ctx, rec, now)
