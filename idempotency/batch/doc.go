@@ -12,8 +12,8 @@
 //
 //	store, _ := dynamodb.New(client, os.Getenv("IDEMPOTENCY_TABLE"))
 //	handler, err := batch.SQS(processOrder, store,
-//		batch.WithKey("powertools_json(body).order_id"),
-//		batch.WithIdempotencyOptions(idempotency.WithKeyPrefix("orders")))
+//		idempotency.WithKey("powertools_json(body).order_id"),
+//		idempotency.WithKeyPrefix("orders"))
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -114,10 +114,15 @@
 //
 // # Keys and options
 //
-// The key prefix is the one idempotency.Wrap would give the record
-// function (idempotency.DefaultKeyPrefix): set it with
-// idempotency.WithKeyPrefix when the function is a closure, whose Go name
-// changes with the code around it. A record without a key is always a
+// The handlers take the options of package idempotency, which makes the
+// record function idempotent with [idempotency.Wrap], next to their own
+// ([WithParallelism]). [idempotency.WithKey] selects the key (see above);
+// [idempotency.WithResponseHook] does not apply, since the record function
+// has no result.
+//
+// The key prefix is the one [idempotency.Wrap] would give the record
+// function: set it with [idempotency.WithKeyPrefix] when the function is a
+// closure, whose Go name changes with the code around it. A record without a key is always a
 // failure here (idempotency.WithRequireKey), never run unprotected. The
 // record function receives a context that carries the record's key
 // (idempotency.KeyFromContext).

@@ -5,15 +5,22 @@
 // with that key gets the first request's response, or a clear HTTP answer
 // instead of a Lambda error that API Gateway would turn into a 502.
 //
-// There is one adapter per event type: WrapAPIGateway (REST APIs, and HTTP
-// APIs with payload format 1.0), WrapAPIGatewayV2 (HTTP APIs), WrapFunctionURL
-// and WrapALB, each with a Must form. They run on an idempotency.Guard, so
-// the state machine, the store and the core options (WithIdempotencyOptions) are
-// those of package idempotency.
+// There is one adapter per event type: [WrapAPIGateway] (REST APIs, and
+// HTTP APIs with payload format 1.0), [WrapAPIGatewayV2] (HTTP APIs),
+// [WrapFunctionURL] and [WrapALB]. They run on an [idempotency.Guard], so
+// the state machine and the store are those of package idempotency, and
+// they take its options ([idempotency.WithExpiry], [idempotency.WithLogger],
+// ...) next to their own ([WithScope], [WithHeader], ...):
 //
-//	handler := httpapi.MustWrapAPIGatewayV2(createOrder, store,
-//		httpapi.WithScope(httpapi.ScopePrincipal()))
-//	lambda.Start(handler)
+//	lambda.Start(idempotency.Must(httpapi.WrapAPIGatewayV2(createOrder, store,
+//		httpapi.WithScope(httpapi.ScopePrincipal()))))
+//
+// The options that select keys from typed inputs and shape typed results
+// ([idempotency.WithKey], [idempotency.WithPayloadValidation],
+// [idempotency.WithRequireKey], [idempotency.WithResponseHook]) are refused:
+// the adapters derive keys from the Idempotency-Key header and fingerprint
+// requests themselves. Without [idempotency.WithKeyPrefix] the prefix is
+// the one [idempotency.Wrap] would give the wrapped handler.
 //
 // # Requests
 //
@@ -96,7 +103,11 @@
 // MarkNotExecuted, for example a 400 from validation that ran before the
 // side effect. A Go error or a panic of the handler releases the key too;
 // idempotency.Permanent and idempotency.WithPermanentErrors record a Go
-// error instead, which retries receive as recorded-error.
+// error instead, which retries receive as recorded-error. A classifier
+// given with [idempotency.WithPermanentErrors] sees the handler's Go
+// errors, and also the error with which the adapter releases a response
+// that is not stored: match specific errors (errors.Is, errors.As), or
+// such responses are recorded as errors instead of being released.
 //
 // The stored form is the response itself: status code, headers,
 // multi-value headers, cookies, body, isBase64Encoded and ALB's status

@@ -79,7 +79,7 @@ func TestInvalidStatusReleases(t *testing.T) {
 }
 
 // A classifier that takes every error for permanent also records the
-// release of a 5xx response, as WithIdempotencyOptions warns.
+// release of a 5xx response, as the package documentation warns.
 func TestClassifierSeesReleasedResponses(t *testing.T) {
 	a := app{respond: func(run int, _ httpReq) (httpResp, error) { return status(http.StatusServiceUnavailable, "down"), nil }}
 	send := wrapV2(t, a.handle, memory.New(),

@@ -14,9 +14,9 @@
 //
 // Each attempt is an invocation in one of several execution environments.
 // An environment has its own store client (its own SDK or Redis client and
-// connections), its own fault injection, its own clock (WithClock, offset
-// from true time by up to the skew bound), and, in some environments, the
-// local cache (memory.NewCache). An invocation has a deadline, the Lambda
+// connections), its own fault injection, its own clock (offset from true
+// time by up to the skew bound: the time its reservations are made at),
+// and, in some environments, the local cache (memory.NewCache). An invocation has a deadline, the Lambda
 // function timeout, which the library records as the in-progress expiry;
 // its context expires when the environment's own clock reaches the
 // deadline, as on Lambda. A client gives up on an invocation at its
