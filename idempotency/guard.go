@@ -28,6 +28,8 @@ type Guard struct {
 	cfg      *config
 	prefix   string
 	disabled bool
+	// flightID is what the flights of the Guard's keys are kept under.
+	flightID any
 }
 
 // Result is what [Guard.Do] returns.
@@ -70,13 +72,15 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 		return nil, errors.New(cfg.name + ": nil persistence.Store")
 	}
 	local, _ := store.(persistence.LocalReader)
-	return &Guard{
+	g := &Guard{
 		store:    store,
 		local:    local,
 		cfg:      cfg,
 		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
 		disabled: core.Disabled(),
-	}, nil
+	}
+	g.flightID = flightIdentity(g)
+	return g, nil
 }
 
 // Do runs fn at most once for key, and returns its encoded result, or the
@@ -91,12 +95,15 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 //     live record exists, so fn never runs twice concurrently for one key.
 //     A store that implements [persistence.LocalReader] is read before
 //     that: a completed key with the same payload hash is answered without
-//     the write.
+//     the write. Calls with one key in one process share one reservation:
+//     while one holds it, the others do not ask the store.
 //   - If the key has completed, fn does not run and the stored result is
 //     returned with Replayed set (or the recorded error, as a
 //     [*StoredError], or [*ResponseTooLargeError]).
-//   - If another invocation holds the key, the call fails with
-//     [*InProgressError].
+//   - If another call holds the key, the call fails with
+//     [*InProgressError], unless [WithWait] lets it wait for that call's
+//     outcome: its result, or its release, after which this call reserves
+//     the key and runs fn.
 //   - If the store fails before fn runs, the call fails with [*StoreError]
 //     and fn does not run.
 //   - If fn returns an error, the key is released (deleted) so a retry can
@@ -111,7 +118,12 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 //     an error instead would make the caller retry at once into
 //     *InProgressError; releasing the key would let a retry repeat the side
 //     effect immediately. Keeping the reservation bounds that window by the
-//     invocation's deadline.
+//     in-progress expiry.
+//
+// The reservation holds the key until ctx's deadline (on Lambda, the
+// invocation's). Without a deadline, or with [WithLease], it holds it for
+// a lease that is renewed while fn runs, so that the key of a process that
+// dies lapses within one lease.
 //
 // fn receives a context that carries the record's key (see
 // [KeyFromContext]). The completion and release writes run on a context
@@ -126,28 +138,104 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 	if payload != "" {
 		payloadHash = core.Hash([]byte(payload))
 	}
-	rec, replay, err := g.reserve(ctx, core.Key(g.prefix, []byte(key)), payloadHash)
-	if rec == nil {
+	h, replay, err := g.acquire(ctx, core.Key(g.prefix, []byte(key)), payloadHash)
+	if h == nil {
 		return replay, err
 	}
-	return g.run(ctx, rec, fn)
+	return g.run(ctx, h, fn)
 }
 
-// reserve writes the in-progress record for key. It returns the record when
-// the caller now owns the key; otherwise the result of an earlier call to
-// replay, or why the call cannot go on.
-func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persistence.Record, Result, error) {
-	now := time.Now()
-	if g.local != nil {
-		// A store in the process answers a completed key without the
-		// write. A payload that differs goes on to the write, so that the
-		// stored record, not a cached copy, decides the mismatch.
-		if existing := g.local.ReadLocal(key, now); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
-			replay, err := g.answer(ctx, key, payloadHash, existing)
-			return nil, replay, err
+// A holder is a call that owns its key: it reserved it in the store, and
+// leads the key's flight in the process.
+type holder struct {
+	rec    *persistence.Record
+	flight *flight
+}
+
+// acquire makes the call the holder of key, or returns the answer it gets
+// instead: the result of an earlier call to replay, or why it cannot go
+// on.
+func (g *Guard) acquire(ctx context.Context, key, payloadHash string) (h *holder, res Result, err error) {
+	w := g.newWaiter(ctx)
+	defer func() { g.reportWait(ctx, w, key, err) }()
+	for {
+		if g.local != nil {
+			// A store in the process answers a completed key without the
+			// write. A payload that differs goes on to the write, so that the
+			// stored record, not a cached copy, decides the mismatch.
+			if existing := g.local.ReadLocal(key, time.Now()); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
+				replay, err := g.answer(ctx, key, payloadHash, existing)
+				return nil, replay, err
+			}
 		}
+		f, leader := g.join(key, payloadHash)
+		if !leader {
+			if w == nil {
+				g.observe(ctx, EventInProgress, key, nil)
+				return nil, Result{}, &InProgressError{Key: key, Until: f.lapses()}
+			}
+			outcome, ok, err := w.follow(ctx, f)
+			switch {
+			case err != nil:
+				return nil, Result{}, err
+			case !ok:
+				g.observe(ctx, EventInProgress, key, nil)
+				return nil, Result{}, &InProgressError{Key: key, Until: f.lapses()}
+			case outcome != nil:
+				replay, err := g.answer(ctx, key, payloadHash, outcome)
+				return nil, replay, err
+			}
+			continue // the leader released the key, or could not reserve it
+		}
+		rec, outcome, res, err := g.reserve(ctx, key, payloadHash, f, w)
+		if rec != nil {
+			return &holder{rec: rec, flight: f}, Result{}, nil
+		}
+		g.land(key, f, outcome)
+		return nil, res, err
 	}
-	rec := &persistence.Record{
+}
+
+// reserve writes the in-progress record for key, as the leader of its
+// flight f. It returns the record when the caller now owns the key;
+// otherwise the answer of the live record that holds it, with that record
+// as the outcome for the flight's followers when it has completed, or why
+// the call cannot go on. With a waiter w, a record in progress elsewhere
+// is polled until it completes or is released, or the wait runs out.
+func (g *Guard) reserve(ctx context.Context, key, payloadHash string, f *flight, w *waiter) (rec, outcome *persistence.Record, res Result, err error) {
+	for {
+		rec, existing, err := g.put(ctx, key, payloadHash)
+		switch {
+		case err != nil:
+			return nil, nil, Result{}, err
+		case rec != nil:
+			f.setUntil(rec.InProgressExpiresAt)
+			return rec, nil, Result{}, nil
+		}
+		mismatch := payloadHash != "" && existing.PayloadHash != payloadHash
+		if existing.Status != persistence.StatusCompleted && !mismatch && w != nil {
+			f.setUntil(existing.InProgressExpiresAt)
+			ok, err := w.pause(ctx)
+			if err != nil {
+				return nil, nil, Result{}, err
+			}
+			if ok {
+				continue
+			}
+		}
+		if existing.Status == persistence.StatusCompleted && !mismatch {
+			outcome = existing
+		}
+		res, err = g.answer(ctx, key, payloadHash, existing)
+		return nil, outcome, res, err
+	}
+}
+
+// put makes one reservation attempt: it returns the in-progress record the
+// call now owns, or the live record that holds the key, or a *StoreError.
+func (g *Guard) put(ctx context.Context, key, payloadHash string) (rec, existing *persistence.Record, err error) {
+	now := time.Now()
+	rec = &persistence.Record{
 		Key:         key,
 		Status:      persistence.StatusInProgress,
 		PayloadHash: payloadHash,
@@ -158,7 +246,7 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 		err := g.store.Put(ctx, rec, now)
 		if err == nil {
 			g.observe(ctx, EventReserved, key, nil)
-			return rec, Result{}, nil
+			return rec, nil, nil
 		}
 		var conflict *persistence.ConflictError
 		if !errors.As(err, &conflict) {
@@ -166,7 +254,7 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 			// (fenced by our token, so it cannot touch anyone else's record)
 			// rather than leave the key blocked until the deadline.
 			g.releaseQuietly(ctx, rec)
-			return nil, Result{}, &StoreError{Op: "put", Key: key, Err: err}
+			return nil, nil, &StoreError{Op: "put", Key: key, Err: err}
 		}
 		existing := conflict.Existing
 		if existing == nil {
@@ -178,39 +266,35 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string) (*persiste
 				// reply was lost, retried by the store's client into a
 				// conflict with itself. Release it as above.
 				g.releaseQuietly(ctx, rec)
-				return nil, Result{}, &StoreError{Op: "get", Key: key, Err: err}
+				return nil, nil, &StoreError{Op: "get", Key: key, Err: err}
 			}
 		}
 		if existing != nil && existing.Token == rec.Token {
 			// Our own reservation: a retried write whose first reply was
 			// lost found it.
 			g.observe(ctx, EventReserved, key, nil)
-			return rec, Result{}, nil
+			return rec, nil, nil
 		}
 		if existing != nil && existing.Live(now) {
-			replay, err := g.answer(ctx, key, payloadHash, existing)
-			return nil, replay, err
+			return nil, existing, nil
 		}
 		// The record vanished or expired between the write and the read.
 		if attempt == maxReserveAttempts {
 			g.releaseQuietly(ctx, rec)
-			return nil, Result{}, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
+			return nil, nil, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
 		now = time.Now()
 	}
 }
 
 // setExpiries sets the expiry times of an in-progress record written at
-// now. The in-progress expiry is the context's deadline; the record's own
-// expiry never comes before it, so that a short expiry cannot let a second
-// invocation in while the first still runs.
+// now. The in-progress expiry is the end of the reservation's first lease
+// (see leaseFor); the record's own expiry never comes before it, so that a
+// short expiry cannot let a second invocation in while the first still
+// runs.
 func (g *Guard) setExpiries(ctx context.Context, rec *persistence.Record, now time.Time) {
-	until, ok := ctx.Deadline()
-	if !ok {
-		until = now.Add(g.cfg.inProgressTimeout)
-	}
-	rec.InProgressExpiresAt = until
-	rec.ExpiresAt = ceilSecond(later(now.Add(g.cfg.expiry), until))
+	rec.InProgressExpiresAt = g.leaseEnd(ctx, now)
+	rec.ExpiresAt = ceilSecond(later(now.Add(g.cfg.expiry), rec.InProgressExpiresAt))
 }
 
 func later(a, b time.Time) time.Time {
@@ -254,29 +338,36 @@ func (g *Guard) answer(ctx context.Context, key, payloadHash string, existing *p
 	return Result{Response: existing.Response, Replayed: true, Record: existing}, nil
 }
 
-// run calls fn as the owner of rec's key and completes or releases the key.
-func (g *Guard) run(ctx context.Context, rec *persistence.Record, fn func(context.Context) ([]byte, error)) (Result, error) {
+// run calls fn as the holder of the key, and completes or releases the
+// key; its flight then lands with the completed record, or with nothing.
+func (g *Guard) run(ctx context.Context, h *holder, fn func(context.Context) ([]byte, error)) (Result, error) {
+	rec := h.rec
+	l := g.startLease(ctx, h)
+	var outcome *persistence.Record
 	returned := false
 	defer func() {
 		if !returned {
 			// fn panicked (or called runtime.Goexit): release the key and
 			// let the panic go on with its own stack.
+			l.stop()
 			g.release(ctx, rec)
 		}
+		g.land(rec.Key, h.flight, outcome)
 	}()
 	resp, err := fn(withRecord(ctx, rec))
 	returned = true
+	l.stop()
 
 	if err != nil {
 		if isPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
 			err = unwrapPermanent(err)
-			g.complete(ctx, rec, nil, err)
+			outcome = g.complete(ctx, rec, nil, err)
 		} else {
 			g.release(ctx, rec)
 		}
 		return Result{}, err
 	}
-	g.complete(ctx, rec, resp, nil)
+	outcome = g.complete(ctx, rec, resp, nil)
 	return Result{Response: resp}, nil
 }
 
@@ -304,11 +395,15 @@ func (g *Guard) finalContext(ctx context.Context) (context.Context, context.Canc
 }
 
 // complete stores the result (or recorded error) of the invocation that
-// owns rec.
+// owns rec. It returns the completed record that other calls with the key
+// in this process may answer from: the one it stored, or, when storing it
+// failed, the result in hand, which answers concurrent duplicates of the
+// call as well as the store would have; nil when another invocation took
+// the key over.
 //
 // rec becomes the completed record: the invocation has no further use for
 // the in-progress one.
-func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []byte, handlerErr error) {
+func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []byte, handlerErr error) *persistence.Record {
 	rec.Status = persistence.StatusCompleted
 	rec.ExpiresAt = ceilSecond(time.Now().Add(g.cfg.expiry))
 	rec.Response = resp
@@ -321,6 +416,7 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
 	err := g.store.Update(wctx, rec)
+	completed := *rec
 	switch {
 	case err == nil:
 		g.observe(ctx, kind, rec.Key, nil)
@@ -328,13 +424,16 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: response too large to store; retries will get ResponseTooLargeError",
 			slog.String("key", rec.Key), slog.Int("response_bytes", len(resp)))
 		g.observe(ctx, EventResponseOmitted, rec.Key, err)
+		completed.Response, completed.ResponseOmitted = nil, true
 	case errors.Is(err, persistence.ErrFenced):
 		g.fencedOut(ctx, rec, "completing")
+		return nil
 	default:
 		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: storing the result failed; returning it anyway, the key stays reserved until its in-progress expiry",
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
 		g.observe(ctx, EventCompletionFailed, rec.Key, err)
 	}
+	return &completed
 }
 
 // release deletes the record of the invocation that owns rec, so that a
@@ -372,6 +471,12 @@ func (g *Guard) fencedOut(ctx context.Context, rec *persistence.Record, what str
 func (g *Guard) observe(ctx context.Context, kind EventKind, key string, err error) {
 	if g.cfg.observer != nil {
 		g.cfg.observer(ctx, Event{Kind: kind, Key: key, Err: err})
+	}
+}
+
+func (g *Guard) observeFor(ctx context.Context, e Event) {
+	if g.cfg.observer != nil {
+		g.cfg.observer(ctx, e)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -106,4 +107,12 @@ func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) er
 	s.updates = append(s.updates, *rec)
 	s.mu.Unlock()
 	return s.Store.Update(ctx, rec)
+}
+
+// keyOf returns the record key of in, a whole input, with prefix.
+func keyOf(t testing.TB, prefix string, in any) string {
+	t.Helper()
+	material, _, err := core.Material(nil, in)
+	require.NoError(t, err)
+	return core.Key(prefix, material)
 }

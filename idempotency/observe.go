@@ -1,5 +1,7 @@
 package idempotency
 
+import "time"
+
 // EventKind says what happened to a key; see Event.
 type EventKind int
 
@@ -34,6 +36,18 @@ const (
 	// EventReleaseFailed: releasing the key failed (Err); it stays reserved
 	// until its in-progress expiry.
 	EventReleaseFailed
+	// EventWaited: a call that found its key in progress (WithWait) has
+	// stopped waiting, after Duration: it got the outcome it waited for
+	// (Err nil), or the wait ran out (Err is ErrInProgress), or its context
+	// ended (Err is the context's error), or the store failed.
+	EventWaited
+	// EventRenewed: the reservation's lease was renewed (WithLease).
+	EventRenewed
+	// EventRenewalFailed: renewing the reservation's lease failed (Err):
+	// the renewals stop, and the key lapses at the end of the current
+	// lease while the function still runs. Err is persistence.ErrFenced
+	// when another call has taken the key over.
+	EventRenewalFailed
 	// EventFencedOut: completing or releasing the key was refused because
 	// the record no longer carries this invocation's token: another
 	// invocation took the key over after this one's in-progress expiry (this
@@ -55,6 +69,9 @@ var eventKindNames = map[EventKind]string{
 	EventCompletionFailed: "completion_failed",
 	EventReleaseFailed:    "release_failed",
 	EventFencedOut:        "fenced_out",
+	EventWaited:           "waited",
+	EventRenewed:          "renewed",
+	EventRenewalFailed:    "renewal_failed",
 }
 
 // String returns a short snake_case name, suitable as a metric dimension.
@@ -71,4 +88,6 @@ type Event struct {
 	Kind EventKind
 	Key  string // the full idempotency key; empty for EventUnprotected
 	Err  error  // the cause, for the failure kinds
+	// Duration is how long the step took, for EventWaited.
+	Duration time.Duration
 }

@@ -18,10 +18,11 @@ const (
 	// Powertools. The HTTP adapters default to 24 hours instead
 	// (httpapi.DefaultExpiry).
 	DefaultExpiry = time.Hour
-	// DefaultInProgressTimeout is how long a reservation holds its key when
-	// the context has no deadline (outside Lambda): the longest a Lambda
-	// invocation can run.
-	DefaultInProgressTimeout = 15 * time.Minute
+	// DefaultLease is how long a reservation holds its key when the context
+	// has no deadline (servers, background jobs), unless renewed: the call
+	// renews it while its function runs, so a long call keeps its key, and
+	// the key of a process that dies lapses within a lease. See WithLease.
+	DefaultLease = 30 * time.Second
 	// DefaultFinalWriteTimeout bounds the write that completes or releases a
 	// key. It runs on a context detached from the caller's cancellation,
 	// because the commonest failure is a deadline that has just passed.
@@ -46,7 +47,8 @@ type settings struct {
 	responseHook      any // func(context.Context, Out, *persistence.Record) Out
 	isPermanent       func(error) bool
 	decodeError       func(*StoredError) error
-	inProgressTimeout time.Duration
+	lease             time.Duration
+	wait              time.Duration
 	finalWriteTimeout time.Duration
 	observer          func(context.Context, Event)
 }
@@ -93,9 +95,6 @@ func newConfig(entry core.Entry, name string, opts []Option) (*config, error) {
 	cfg.prefix0 = d.Prefix
 	if cfg.expiry == 0 {
 		cfg.expiry = cmp.Or(d.Expiry, DefaultExpiry)
-	}
-	if cfg.inProgressTimeout == 0 {
-		cfg.inProgressTimeout = DefaultInProgressTimeout
 	}
 	if cfg.finalWriteTimeout == 0 {
 		cfg.finalWriteTimeout = DefaultFinalWriteTimeout
@@ -255,17 +254,48 @@ func WithErrorDecoder(decode func(*StoredError) error) Option {
 	})
 }
 
-// WithInProgressTimeout sets how long a reservation holds its key when the
-// context has no deadline. On Lambda the context's deadline, the
-// invocation's, is used instead: a crashed invocation's key becomes usable
-// again at its deadline. Default [DefaultInProgressTimeout].
-func WithInProgressTimeout(d time.Duration) Option {
-	return option("WithInProgressTimeout", core.All, func(c *core.Config, s *settings) {
-		if d <= 0 {
-			c.Fail(fmt.Errorf("idempotency.WithInProgressTimeout(%v): must be positive", d))
+// WithLease makes reservations hold their key for d at a time, renewed
+// while the function runs (a third of d before the lease ends, with one
+// store request, fenced on the call's token), and never past the context's
+// deadline. On Lambda, without it, a reservation holds its key until the
+// invocation's deadline: a crashed invocation of a function with a
+// 15-minute timeout blocks its key for up to 15 minutes, and with a lease of
+// 10 seconds for at most 10. Without a deadline the lease is
+// [DefaultLease]. A renewal that fails stops the renewals
+// ([EventRenewalFailed]); the function goes on, and its key lapses at the
+// end of the current lease. d must be at least 10 milliseconds.
+func WithLease(d time.Duration) Option {
+	return option("WithLease", core.All, func(c *core.Config, s *settings) {
+		if d < 10*time.Millisecond {
+			c.Fail(fmt.Errorf("idempotency.WithLease(%v): a lease must be at least 10ms", d))
 			return
 		}
-		s.inProgressTimeout = d
+		s.lease = d
+	})
+}
+
+// WithWait makes a call that finds its key in progress wait, up to max,
+// for the outcome of the call that holds it, instead of failing at once
+// with [*InProgressError]: the holder's result when it completes (replayed,
+// as to a retry), or, when it releases the key (its function failed), the
+// key itself, which the waiter then reserves to run its own function. A
+// wait never goes past the context's deadline less a margin for the
+// waiter's own answer (a tenth of the time it had left, at most a second);
+// when it runs out, the call fails with *InProgressError as without the
+// option. A waiter whose context is cancelled returns the context's error.
+//
+// Waiters in the process of the holder are woken by its outcome, without a
+// store request. Waiters in other processes poll the store, with one
+// conditional write a poll, backing off from 10 milliseconds to half a
+// second with jitter: a wait of max costs at most about 6 + 2·max/s
+// requests. Off by default.
+func WithWait(max time.Duration) Option {
+	return option("WithWait", core.All, func(c *core.Config, s *settings) {
+		if max <= 0 {
+			c.Fail(fmt.Errorf("idempotency.WithWait(%v): must be positive", max))
+			return
+		}
+		s.wait = max
 	})
 }
 

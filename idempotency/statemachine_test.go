@@ -364,7 +364,7 @@ func testCompletionFailureReturnsResultAndKeepsReservation(t *testing.T) {
 	var ev eventLog
 	logger, logs := testlog.Text()
 	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe),
-		idempotency.WithLogger(logger), idempotency.WithInProgressTimeout(time.Minute))
+		idempotency.WithLogger(logger), idempotency.WithLease(time.Minute))
 
 	got, err := charge(t.Context(), o1)
 	require.NoError(t, err, "the caller must get the result even though storing it failed")
@@ -400,7 +400,7 @@ func testReleaseFailureKeepsReservationUntilInProgressExpiry(t *testing.T) {
 	}}
 	var ev eventLog
 	charge := mustWrap(t, c.handle, store,
-		idempotency.WithObserver(ev.observe), idempotency.WithInProgressTimeout(30*time.Second))
+		idempotency.WithObserver(ev.observe), idempotency.WithLease(30*time.Second))
 
 	_, err := charge(t.Context(), o1)
 	require.Same(t, boom, err)
@@ -540,15 +540,17 @@ func testLateFinisherIsFencedOut(t *testing.T) {
 		close(started)
 		<-finish
 		return receipt{ChargeID: "slow"}, nil
-	}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe),
-		idempotency.WithInProgressTimeout(10*time.Second))
+	}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe))
 	fast := mustWrap(t, func(context.Context, order) (receipt, error) {
 		return receipt{ChargeID: "fast"}, nil
 	}, store, idempotency.WithKeyPrefix("p"))
 
+	// The slow invocation's deadline is in 10 seconds; it runs past it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	done := make(chan receipt)
 	go func() {
-		got, err := slow(t.Context(), o1)
+		got, err := slow(ctx, o1)
 		assert.NoError(t, err)
 		done <- got
 	}()

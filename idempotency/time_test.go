@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -68,24 +70,66 @@ func TestCrashedInvocationFreesKeyAtItsDeadline(t *testing.T) {
 	})
 }
 
-func TestNoDeadlineUsesInProgressTimeout(t *testing.T) {
+// Without a deadline, a reservation is a lease that the call renews while
+// its function runs: a call that runs for three leases keeps its key.
+func TestLeaseIsRenewedWhileTheFunctionRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memory.New()
-		hang := make(chan struct{})
-		var wg sync.WaitGroup
-		crashing := mustWrap(t, func(context.Context, order) (receipt, error) { <-hang; return receipt{}, nil },
-			store, idempotency.WithKeyPrefix("p"))
+		store := faultstore.New(memory.New())
+		var ev eventLog
+		long := mustWrap(t, func(context.Context, order) (receipt, error) {
+			time.Sleep(3 * idempotency.DefaultLease)
+			return receipt{ChargeID: "long"}, nil
+		}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe))
 		var c counter
-		retry := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"))
+		other := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"))
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			got, err := long(context.Background(), o1)
+			assert.NoError(t, err)
+			assert.Equal(t, "long", got.ChargeID)
+		})
+		for range 5 {
+			time.Sleep(idempotency.DefaultLease / 2)
+			// Another process: it asks the store, which the lease keeps
+			// holding the key.
+			rec, err := store.Inner.Get(t.Context(), keyOf(t, "p", o1))
+			require.NoError(t, err)
+			assert.True(t, rec.Live(time.Now()), "the reservation lapsed while its function ran")
+		}
+		wg.Wait()
+		assert.Equal(t, 0, c.count())
+		assert.GreaterOrEqual(t, store.Calls(faultstore.OpUpdate), 1+3*3-1, "a renewal every third of a lease, then the completion")
+		_, err := other(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, 0, c.count(), "the retry replays the long call's result")
+	})
+}
+
+// A process that dies stops renewing: its key lapses within one lease.
+func TestLeaseLapsesWhenRenewalsStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := faultstore.New(memory.New())
+		// The renewals never reach the store, as from a process that died.
+		store.Fault = faultstore.On(faultstore.OpUpdate, 0, faultstore.FailBefore)
+		var ev eventLog
+		hang := make(chan struct{})
+		crashing := mustWrap(t, func(context.Context, order) (receipt, error) { <-hang; return receipt{}, nil },
+			store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		var c counter
+		var wg sync.WaitGroup
 		wg.Go(func() { _, _ = crashing(context.Background(), o1) })
 		synctest.Wait()
+		other := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"))
 
-		time.Sleep(idempotency.DefaultInProgressTimeout - time.Second)
-		_, err := retry(t.Context(), o1)
+		time.Sleep(idempotency.DefaultLease - time.Second)
+		_, err := other(t.Context(), o1)
 		assert.ErrorIs(t, err, idempotency.ErrInProgress)
+		assert.Contains(t, ev.list(), idempotency.EventRenewalFailed)
 		time.Sleep(2 * time.Second)
-		_, err = retry(t.Context(), o1)
-		require.NoError(t, err)
+		store.Fault = nil
+		_, err = other(t.Context(), o1)
+		require.NoError(t, err, "the key lapsed one lease after the reservation")
+		assert.Equal(t, 1, c.count())
 		close(hang)
 		wg.Wait()
 	})

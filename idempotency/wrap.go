@@ -86,12 +86,12 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		}
 		return zero, err
 	}
-	rec, res, err := w.g.reserve(ctx, key, payloadHash)
+	h, res, err := w.g.acquire(ctx, key, payloadHash)
 	if err != nil {
 		return zero, err
 	}
-	if rec != nil {
-		return w.run(ctx, rec, in)
+	if h != nil {
+		return w.run(ctx, h, in)
 	}
 	var replay Out
 	if err := json.Unmarshal(res.Response, &replay); err != nil {
@@ -103,10 +103,10 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	return replay, nil
 }
 
-// run calls h as the owner of rec's key.
-func (w *wrapped[In, Out]) run(ctx context.Context, rec *persistence.Record, in In) (Out, error) {
+// run calls the handler as the holder of the key.
+func (w *wrapped[In, Out]) run(ctx context.Context, h *holder, in In) (Out, error) {
 	var out Out
-	_, err := w.g.run(ctx, rec, func(ctx context.Context) ([]byte, error) {
+	_, err := w.g.run(ctx, h, func(ctx context.Context) ([]byte, error) {
 		var herr error
 		out, herr = w.h(ctx, in)
 		if herr != nil {

@@ -32,7 +32,7 @@ func TestWrapRejectsBadOptions(t *testing.T) {
 		"nil logger":                    {idempotency.WithLogger(nil)},
 		"hook of another type":          {idempotency.WithResponseHook(func(_ context.Context, s string, _ *persistence.Record) string { return s })},
 		"nil option":                    {nil},
-		"in-progress timeout":           {idempotency.WithInProgressTimeout(-time.Second)},
+		"in-progress timeout":           {idempotency.WithLease(-time.Second)},
 		"final write timeout":           {idempotency.WithFinalWriteTimeout(0)},
 		"nil classifier":                {idempotency.WithPermanentErrors(nil)},
 		"nil decoder":                   {idempotency.WithErrorDecoder(nil)},

@@ -55,6 +55,7 @@ var cases = []struct {
 	{"PutOverInProgressExpired", testPutOverInProgressExpired},
 	{"CompletedIgnoresInProgressExpiry", testCompletedIgnoresInProgressExpiry},
 	{"LateCompletionWithoutTakeover", testLateCompletionWithoutTakeover},
+	{"RenewInProgress", testRenewInProgress},
 	{"PutAfterDelete", testPutAfterDelete},
 	{"GetMissing", testGetMissing},
 	{"UpdateRoundTrip", testUpdateRoundTrip},
@@ -310,6 +311,33 @@ func testLateCompletionWithoutTakeover(t *testing.T, s persistence.Store) {
 		t.Fatalf("Update by the owner of a lapsed reservation that nobody took over: %v, want it to land", err)
 	}
 	checkRecord(t, "Get after the late completion", mustGet(t, s, rec.Key), done)
+}
+
+// testRenewInProgress: an Update of an in-progress record by its owner
+// (a lease renewal) extends its in-progress expiry, and keeps it in
+// progress; an Update with another token is fenced.
+func testRenewInProgress(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	rec.InProgressExpiresAt = now.Add(time.Second)
+	mustPut(t, s, rec, now)
+
+	renewed := *rec
+	renewed.InProgressExpiresAt = now.Add(time.Minute)
+	mustUpdate(t, s, &renewed)
+	checkRecord(t, "Get after a renewal", mustGet(t, s, rec.Key), &renewed)
+	later := now.Add(5 * time.Second) // past the first in-progress expiry
+	checkConflict(t, s.Put(ctx(t), inProgress(rec.Key, later), later), &renewed)
+
+	intruder := renewed
+	intruder.Token = rand.Text()
+	intruder.InProgressExpiresAt = now.Add(time.Hour)
+	if err := s.Update(ctx(t), &intruder); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("renewal with another token: got %v, want persistence.ErrFenced", err)
+	}
+	done := completed(&renewed, later, []byte(`"renewed"`))
+	mustUpdate(t, s, done)
+	checkRecord(t, "Get after completing a renewed record", mustGet(t, s, rec.Key), done)
 }
 
 func testPutAfterDelete(t *testing.T, s persistence.Store) {

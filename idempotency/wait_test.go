@@ -1,0 +1,303 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+// gate is a handler that blocks until it is opened, and then answers, or
+// fails, or panics.
+type gate struct {
+	entered chan struct{}
+	open    chan struct{}
+	counter
+	outcome func() (receipt, error) // nil: a receipt
+}
+
+func newGate() *gate {
+	return &gate{entered: make(chan struct{}, 16), open: make(chan struct{})}
+}
+
+func (g *gate) handle(ctx context.Context, o order) (receipt, error) {
+	g.entered <- struct{}{}
+	<-g.open
+	r, err := g.counter.handle(ctx, o)
+	if g.outcome != nil {
+		return g.outcome()
+	}
+	return r, err
+}
+
+// holdKey starts a call of h with o that blocks in g, and returns when it
+// holds the key, with a function that opens g and waits for the call's
+// result.
+func holdKey(t *testing.T, g *gate, h func(context.Context, order) (receipt, error), o order) (finish func() (receipt, error)) {
+	t.Helper()
+	var (
+		wg  sync.WaitGroup
+		got receipt
+		err error
+	)
+	wg.Go(func() { got, err = h(context.Background(), o) })
+	<-g.entered
+	return func() (receipt, error) {
+		close(g.open)
+		wg.Wait()
+		return got, err
+	}
+}
+
+// waitFor calls h with o in a goroutine, and returns a function that waits
+// for its result.
+func waitFor(ctx context.Context, h func(context.Context, order) (receipt, error), o order) func() (receipt, error) {
+	var (
+		wg  sync.WaitGroup
+		got receipt
+		err error
+	)
+	wg.Go(func() { got, err = h(ctx, o) })
+	return func() (receipt, error) { wg.Wait(); return got, err }
+}
+
+// A duplicate in the same process, without WithWait, gets InProgressError
+// at once, without a store request of its own.
+func TestDuplicateInProcessIsRefusedWithoutARequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := faultstore.New(memory.New())
+		g := newGate()
+		h := mustWrap(t, g.handle, store, idempotency.WithKeyPrefix("p"))
+		finish := holdKey(t, g, h, o1)
+		puts := store.Calls(faultstore.OpPut)
+
+		_, err := h(t.Context(), o1)
+		var ipe *idempotency.InProgressError
+		require.ErrorAs(t, err, &ipe)
+		assert.False(t, ipe.Until.IsZero(), "the reservation's lapse is known")
+		assert.Equal(t, puts, store.Calls(faultstore.OpPut), "no store request")
+		assert.Zero(t, store.Calls(faultstore.OpGet))
+
+		_, err = finish()
+		require.NoError(t, err)
+		again, err := h(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", again.ChargeID)
+		assert.Equal(t, 1, g.count())
+	})
+}
+
+// The outcomes of a wait in the holder's process, each woken by the
+// holder's outcome, without polling.
+func TestWaitInProcess(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		outcome func() (receipt, error) // the holder's
+		// want is what the waiter gets: the holder's receipt (replayed),
+		// or its own run's.
+		wantCharge string
+		wantRuns   int
+		wantErr    error
+	}{
+		{name: "completed", wantCharge: "ch_o-1_1", wantRuns: 1},
+		{name: "released, then run", outcome: func() (receipt, error) { return receipt{}, boom }, wantCharge: "ch_o-1_2", wantRuns: 2},
+		{name: "holder panicked", outcome: func() (receipt, error) { panic("holder") }, wantCharge: "ch_o-1_2", wantRuns: 2},
+		{name: "permanent error recorded", outcome: func() (receipt, error) { return receipt{}, idempotency.Permanent(boom) },
+			wantRuns: 1, wantErr: idempotency.ErrStoredError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := faultstore.New(memory.New())
+				var ev eventLog
+				holderGate := newGate()
+				holderGate.outcome = tc.outcome
+				holder := mustWrap(t, holderGate.handle, store, idempotency.WithKeyPrefix("p"))
+				var runs counter
+				// The waiter's handler shares the holder's run count.
+				waiter := mustWrap(t, func(ctx context.Context, o order) (receipt, error) {
+					holderGate.counter.mu.Lock()
+					holderGate.counter.runs++
+					n := holderGate.counter.runs
+					holderGate.counter.mu.Unlock()
+					runs.handle(ctx, o)
+					return receipt{ChargeID: "ch_o-1_" + string(rune('0'+n))}, nil
+				}, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute), idempotency.WithObserver(ev.observe))
+
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					defer func() { _ = recover() }()
+					_, _ = holder(context.Background(), o1)
+				})
+				<-holderGate.entered
+				puts := store.Calls(faultstore.OpPut)
+				result := waitFor(t.Context(), waiter, o1)
+				synctest.Wait() // the waiter is blocked on the holder's flight
+				assert.Equal(t, puts, store.Calls(faultstore.OpPut), "the waiter asks nothing of the store while it waits")
+				close(holderGate.open)
+				wg.Wait()
+
+				got, err := result()
+				if tc.wantErr != nil {
+					require.ErrorIs(t, err, tc.wantErr)
+				} else {
+					require.NoError(t, err)
+					assert.Equal(t, tc.wantCharge, got.ChargeID)
+				}
+				assert.Equal(t, tc.wantRuns, holderGate.count())
+				assert.Contains(t, ev.list(), idempotency.EventWaited)
+			})
+		})
+	}
+}
+
+func TestWaitTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate()
+		store := memory.New()
+		holder := mustWrap(t, g.handle, store, idempotency.WithKeyPrefix("p"))
+		waiter := mustWrap(t, g.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(5*time.Second))
+		finish := holdKey(t, g, holder, o1)
+
+		start := time.Now()
+		_, err := waiter(t.Context(), o1)
+		assert.ErrorIs(t, err, idempotency.ErrInProgress)
+		assert.Equal(t, 5*time.Second, time.Since(start), "the wait's maximum")
+
+		// A context deadline shortens the wait, leaving a tenth of it for
+		// the answer.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		start = time.Now()
+		_, err = waiter(ctx, o1)
+		assert.ErrorIs(t, err, idempotency.ErrInProgress)
+		assert.Equal(t, 1800*time.Millisecond, time.Since(start))
+		_, err = finish()
+		require.NoError(t, err)
+	})
+}
+
+// A waiter whose context is cancelled stops waiting with the context's
+// error, and the holder goes on undisturbed.
+func TestWaitCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate()
+		store := memory.New()
+		h := mustWrap(t, g.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute))
+		finish := holdKey(t, g, h, o1)
+
+		ctx, cancel := context.WithCancel(t.Context())
+		result := waitFor(ctx, h, o1)
+		synctest.Wait()
+		cancel()
+		_, err := result()
+		assert.ErrorIs(t, err, context.Canceled)
+
+		got, err := finish()
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", got.ChargeID)
+		again, err := h(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, got, again)
+		assert.Equal(t, 1, g.count())
+	})
+}
+
+// A holder that runs past its deadline is taken over; its completion is
+// fenced out. A waiter in its process follows the call that took over.
+func TestWaitHolderFencedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		var ev eventLog
+		late := newGate()
+		slow := mustWrap(t, late.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe))
+		var c counter
+		taker := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute))
+
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		slowResult := waitFor(ctx, slow, o1)
+		<-late.entered
+		time.Sleep(11 * time.Second) // past the slow call's deadline: its reservation lapsed
+		got, err := taker(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", got.ChargeID, "the key is taken over, not waited for")
+
+		close(late.open)
+		_, err = slowResult()
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.EventFencedOut, ev.list()[len(ev.list())-1])
+		again, err := taker(t.Context(), o1)
+		require.NoError(t, err)
+		assert.Equal(t, got, again)
+	})
+}
+
+// Waiters in another process (another store client, no shared memory)
+// poll the store, with backoff: few requests for a long wait.
+func TestWaitAcrossProcesses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memory.New()
+		// Two processes: two Guards over two distinct store values of one
+		// backing store, so they share no flights.
+		here, there := faultstore.New(shared), faultstore.New(shared)
+		g := newGate()
+		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
+		var c counter
+		waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute),
+			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		finish := holdKey(t, g, holder, o1)
+
+		result := waitFor(t.Context(), waiter, o1)
+		time.Sleep(10 * time.Second)
+		_, err := finish()
+		require.NoError(t, err)
+		got, err := result()
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", got.ChargeID, "the holder's result, replayed")
+		assert.Zero(t, c.count())
+		// 10 s of polling: 10, 20, ..., 320 ms (6), then 375 to 500 ms.
+		polls := there.Calls(faultstore.OpPut)
+		assert.LessOrEqual(t, polls, 6+3*10+1)
+		assert.GreaterOrEqual(t, polls, 10)
+	})
+}
+
+// Several callers with one key in one process: one store reservation for
+// the burst, one run, one answer for all.
+func TestBurstSharesOneReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := faultstore.New(memory.New())
+		var c counter
+		h := mustWrap(t, func(ctx context.Context, o order) (receipt, error) {
+			time.Sleep(50 * time.Millisecond)
+			return c.handle(ctx, o)
+		}, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Second))
+		var wg sync.WaitGroup
+		results := make([]receipt, 64)
+		for i := range results {
+			wg.Go(func() {
+				got, err := h(t.Context(), o1)
+				assert.NoError(t, err)
+				results[i] = got
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 1, c.count())
+		for _, got := range results {
+			assert.Equal(t, "ch_o-1_1", got.ChargeID)
+		}
+		assert.Equal(t, 1, store.Calls(faultstore.OpPut), "one reservation for the burst")
+		assert.Equal(t, 1, store.Calls(faultstore.OpUpdate))
+	})
+}
