@@ -22,9 +22,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/retrysafe/retrysafe/examples/internal/sdkconfig"
 	"github.com/retrysafe/retrysafe/examples/orders/order"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -44,7 +44,8 @@ func handlerFromEnv(ctx context.Context) (func(context.Context, events.SQSEvent)
 	if ordersTable == "" || idempotencyTable == "" {
 		return nil, fmt.Errorf("orders: %s and %s must be set", order.EnvOrdersTable, order.EnvIdempotencyTable)
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The batch runs records in parallel over one client.
+	cfg, err := sdkconfig.Load(ctx, order.Parallelism*sdkconfig.Concurrency())
 	if err != nil {
 		return nil, fmt.Errorf("orders: loading the AWS configuration: %w", err)
 	}

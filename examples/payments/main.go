@@ -16,9 +16,9 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/retrysafe/retrysafe/examples/internal/sdkconfig"
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
@@ -41,9 +41,10 @@ func newHandler(ctx context.Context) (httpapi.APIGatewayV2Handler, error) {
 	if idemTable == "" || payTable == "" {
 		return nil, fmt.Errorf("%s and %s must name the DynamoDB tables", payment.EnvIdempotencyTable, payment.EnvPaymentsTable)
 	}
-	// LoadDefaultConfig honours AWS_ENDPOINT_URL_DYNAMODB, so the same
-	// binary runs against DynamoDB Local or dynalite.
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The configuration honours AWS_ENDPOINT_URL_DYNAMODB, so the same
+	// binary runs against DynamoDB Local or dynalite, and suits many
+	// concurrent invocations in one process (Lambda Managed Instances).
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.Concurrency())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -196,4 +197,47 @@ func pick(h harness, records []spec, failed []string) []spec {
 		}
 	}
 	return out
+}
+
+// TestParallelDuplicatesWait: records of different ordering groups run in
+// parallel, so two that carry the same key meet while the first runs. With
+// idempotency.WithWait the second waits for the first, in memory, and
+// reports success: one run. Without it the second fails as in progress,
+// and comes back.
+func TestParallelDuplicatesWait(t *testing.T) {
+	for _, wait := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := kinesisHarness()
+				release := make(chan struct{})
+				rc := &recorder{hook: func(context.Context, run) { <-release }}
+				opts := []idempotency.Option{idempotency.WithKey(h.key), batch.WithParallelism(2)}
+				if wait {
+					opts = append(opts, idempotency.WithWait(time.Minute))
+				}
+				deliver := h.build(t, rc, memory.New(), opts...)
+				// One order in two partitions: two lanes, one key.
+				records := []spec{{n: 1, order: "o-1", group: "pk-a"}, {n: 2, order: "o-1", group: "pk-b"}}
+				var failed []string
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					var err error
+					failed, err = deliver(t.Context(), records)
+					assert.NoError(t, err)
+				}()
+				// Every goroutine is blocked: the first record in its
+				// function, the second waiting for it, or done.
+				synctest.Wait()
+				close(release)
+				<-done
+				assert.Len(t, rc.takeRuns(), 1, "one run")
+				if wait {
+					assert.Empty(t, failed, "the duplicate waited, and succeeded")
+				} else {
+					assert.Len(t, failed, 1, "the duplicate failed as in progress")
+				}
+			})
+		})
+	}
 }

@@ -58,6 +58,7 @@ func TestAdapters(t *testing.T) {
 		{"a day's expiry by default", testDefaultExpiry},
 		{"responses marked not executed", testMarkNotExecuted},
 		{"Retry-After estimates the handler's duration", testRetryAfterEstimate},
+		{"a waiting duplicate gets the replay", testWaitingDuplicate},
 	}
 	forEachEventType(t, func(t *testing.T, et eventType) {
 		for _, row := range rows {
@@ -912,4 +913,61 @@ func testRetryAfterEstimate(t *testing.T, et eventType) {
 			})
 		})
 	}
+}
+
+// With idempotency.WithWait, a duplicate that arrives while the first
+// request runs waits for it and gets its response, replayed, instead of a
+// 409; only a wait that runs out answers 409 with Retry-After.
+func testWaitingDuplicate(t *testing.T, et eventType) {
+	synctest.Test(t, func(t *testing.T) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		a := app{respond: func(run int, req httpReq) (httpResp, error) {
+			if run == 1 {
+				close(entered)
+				<-release
+			}
+			return created(run), nil
+		}}
+		send := et.wrap(t, a.handle, memory.New(), idempotency.WithWait(10*time.Second))
+		var wg sync.WaitGroup
+		var first, dup httpResp
+		wg.Go(func() {
+			var err error
+			first, err = send(t.Context(), post("k1", orderA))
+			assert.NoError(t, err)
+		})
+		<-entered
+		wg.Go(func() {
+			var err error
+			dup, err = send(t.Context(), post("k1", orderA))
+			assert.NoError(t, err)
+		})
+		time.Sleep(2 * time.Second)
+		close(release)
+		wg.Wait()
+		assert.Equal(t, http.StatusCreated, dup.status)
+		assert.Equal(t, "true", dup.headers.Get(httpapi.HeaderReplayed))
+		assert.Equal(t, first, withoutReplayHeader(dup), "the first request's response, byte for byte")
+		assert.Equal(t, 1, a.count())
+
+		// A wait that runs out: 409 with Retry-After.
+		slow := app{respond: func(run int, req httpReq) (httpResp, error) {
+			time.Sleep(time.Minute)
+			return created(run), nil
+		}}
+		send = et.wrap(t, slow.handle, memory.New(), idempotency.WithWait(10*time.Second))
+		wg.Go(func() {
+			_, err := send(t.Context(), post("k2", orderA))
+			assert.NoError(t, err)
+		})
+		synctest.Wait()
+		start := time.Now()
+		resp, err := send(t.Context(), post("k2", orderA))
+		require.NoError(t, err)
+		assert.Equal(t, 10*time.Second, time.Since(start))
+		assert.Equal(t, http.StatusConflict, resp.status)
+		assert.Equal(t, httpapi.ProblemKeyInUse, problemOf(t, resp).Type)
+		assert.NotEmpty(t, resp.headers.Get("Retry-After"))
+		wg.Wait()
+	})
 }

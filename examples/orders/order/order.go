@@ -57,6 +57,9 @@ const KeyPrefix = "orders"
 // later.
 const Expiry = 24 * time.Hour
 
+// Parallelism is how many records of a batch are processed at a time.
+const Parallelism = 4
+
 // Order is the JSON body of an order message. Fields other than order_id
 // are kept with the processed order, as the body.
 type Order struct {
@@ -101,11 +104,10 @@ func NewHandler(deps Deps) (func(context.Context, events.SQSEvent) (events.SQSEv
 	p := &processor{deps: deps}
 	return batch.SQS(p.process, deps.Store,
 		idempotency.WithKey(KeyExpression),
-		batch.WithParallelism(4),
+		batch.WithParallelism(Parallelism),
 		idempotency.WithLogger(deps.Logger),
-		
-			idempotency.WithKeyPrefix(KeyPrefix),
-			idempotency.WithExpiry(Expiry))
+		idempotency.WithKeyPrefix(KeyPrefix),
+		idempotency.WithExpiry(Expiry))
 }
 
 type processor struct{ deps Deps }
