@@ -203,6 +203,6 @@ func (g *Guard) reportWait(ctx context.Context, w *waiter, key string, err error
 		if errors.As(err, &ipe) {
 			err = ErrInProgress
 		}
-		g.observeFor(ctx, Event{Kind: EventWaited, Key: key, Err: err, Duration: time.Since(w.start)})
+		g.observeFor(ctx, Event{Kind: EventWaited, Key: key, Err: err, Start: w.start, Duration: time.Since(w.start)})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -30,6 +31,8 @@ type Guard struct {
 	disabled bool
 	// flightID is what the flights of the Guard's keys are kept under.
 	flightID any
+	// storeName names the store's type, for observers.
+	storeName string
 }
 
 // Result is what [Guard.Do] returns.
@@ -80,6 +83,7 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 		disabled: core.Disabled(),
 	}
 	g.flightID = flightIdentity(g)
+	g.storeName = fmt.Sprintf("%T", store)
 	return g, nil
 }
 
@@ -134,15 +138,57 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 		resp, err := fn(ctx)
 		return Result{Response: resp}, unwrapPermanent(err)
 	}
+	ctx, c := g.beginCall(ctx)
 	var payloadHash string
 	if payload != "" {
 		payloadHash = core.Hash([]byte(payload))
 	}
-	h, replay, err := g.acquire(ctx, core.Key(g.prefix, []byte(key)), payloadHash)
-	if h == nil {
-		return replay, err
+	c.key = core.Key(g.prefix, []byte(key))
+	h, res, err := g.acquire(ctx, c, payloadHash)
+	if h != nil {
+		res, err = g.run(ctx, c, h, fn)
 	}
-	return g.run(ctx, h, fn)
+	c.end(ctx, err)
+	return res, err
+}
+
+// A call is the state of one call of Do or of a wrapped function: its
+// key, and what its observers learn of it.
+type call struct {
+	g   *Guard
+	key string
+	// start is when the call began, and outcome how it ended, for
+	// EventCallEnded; both are kept only when the Guard has observers.
+	start   time.Time
+	outcome Outcome
+	ended   bool
+}
+
+// beginCall starts a call, and returns the context it goes on with.
+func (g *Guard) beginCall(ctx context.Context) (context.Context, *call) {
+	c := &call{g: g}
+	if len(g.cfg.observers) > 0 {
+		ctx = g.cfg.observers.beginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
+		c.start = time.Now()
+	}
+	return ctx, c
+}
+
+// settle records the call's outcome.
+func (c *call) settle(o Outcome) { c.outcome = o }
+
+// end reports the end of the call, which returns err.
+func (c *call) end(ctx context.Context, err error) {
+	g := c.g
+	if len(g.cfg.observers) == 0 || c.ended {
+		return
+	}
+	c.ended = true
+	outcome := c.outcome
+	if outcome == "" && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		outcome = OutcomeCanceled
+	}
+	g.cfg.observers.observe(ctx, Event{Kind: EventCallEnded, Key: c.key, Err: err, Start: c.start, Duration: time.Since(c.start), Outcome: outcome})
 }
 
 // A holder is a call that owns its key: it reserved it in the store, and
@@ -155,7 +201,8 @@ type holder struct {
 // acquire makes the call the holder of key, or returns the answer it gets
 // instead: the result of an earlier call to replay, or why it cannot go
 // on.
-func (g *Guard) acquire(ctx context.Context, key, payloadHash string) (h *holder, res Result, err error) {
+func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *holder, res Result, err error) {
+	key := c.key
 	w := g.newWaiter(ctx)
 	defer func() { g.reportWait(ctx, w, key, err) }()
 	for {
@@ -164,30 +211,28 @@ func (g *Guard) acquire(ctx context.Context, key, payloadHash string) (h *holder
 			// write. A payload that differs goes on to the write, so that the
 			// stored record, not a cached copy, decides the mismatch.
 			if existing := g.local.ReadLocal(key, time.Now()); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
-				replay, err := g.answer(ctx, key, payloadHash, existing)
+				replay, err := g.answer(ctx, c, payloadHash, existing)
 				return nil, replay, err
 			}
 		}
 		f, leader := g.join(key, payloadHash)
 		if !leader {
 			if w == nil {
-				g.observe(ctx, EventInProgress, key, nil)
-				return nil, Result{}, &InProgressError{Key: key, Until: f.lapses()}
+				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
 			}
 			outcome, ok, err := w.follow(ctx, f)
 			switch {
 			case err != nil:
 				return nil, Result{}, err
 			case !ok:
-				g.observe(ctx, EventInProgress, key, nil)
-				return nil, Result{}, &InProgressError{Key: key, Until: f.lapses()}
+				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
 			case outcome != nil:
-				replay, err := g.answer(ctx, key, payloadHash, outcome)
+				replay, err := g.answer(ctx, c, payloadHash, outcome)
 				return nil, replay, err
 			}
 			continue // the leader released the key, or could not reserve it
 		}
-		rec, outcome, res, err := g.reserve(ctx, key, payloadHash, f, w)
+		rec, outcome, res, err := g.reserve(ctx, c, payloadHash, f, w)
 		if rec != nil {
 			return &holder{rec: rec, flight: f}, Result{}, nil
 		}
@@ -202,9 +247,9 @@ func (g *Guard) acquire(ctx context.Context, key, payloadHash string) (h *holder
 // as the outcome for the flight's followers when it has completed, or why
 // the call cannot go on. With a waiter w, a record in progress elsewhere
 // is polled until it completes or is released, or the wait runs out.
-func (g *Guard) reserve(ctx context.Context, key, payloadHash string, f *flight, w *waiter) (rec, outcome *persistence.Record, res Result, err error) {
+func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string, f *flight, w *waiter) (rec, outcome *persistence.Record, res Result, err error) {
 	for {
-		rec, existing, err := g.put(ctx, key, payloadHash)
+		rec, existing, err := g.put(ctx, c, payloadHash)
 		switch {
 		case err != nil:
 			return nil, nil, Result{}, err
@@ -226,15 +271,17 @@ func (g *Guard) reserve(ctx context.Context, key, payloadHash string, f *flight,
 		if existing.Status == persistence.StatusCompleted && !mismatch {
 			outcome = existing
 		}
-		res, err = g.answer(ctx, key, payloadHash, existing)
+		res, err = g.answer(ctx, c, payloadHash, existing)
 		return nil, outcome, res, err
 	}
 }
 
 // put makes one reservation attempt: it returns the in-progress record the
 // call now owns, or the live record that holds the key, or a *StoreError.
-func (g *Guard) put(ctx context.Context, key, payloadHash string) (rec, existing *persistence.Record, err error) {
+func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, existing *persistence.Record, err error) {
+	key := c.key
 	now := time.Now()
+	start := now
 	rec = &persistence.Record{
 		Key:         key,
 		Status:      persistence.StatusInProgress,
@@ -243,9 +290,9 @@ func (g *Guard) put(ctx context.Context, key, payloadHash string) (rec, existing
 	}
 	for attempt := 1; ; attempt++ {
 		g.setExpiries(ctx, rec, now)
-		err := g.store.Put(ctx, rec, now)
+		err := g.storePut(ctx, rec, now)
 		if err == nil {
-			g.observe(ctx, EventReserved, key, nil)
+			g.observeFor(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
 			return rec, nil, nil
 		}
 		var conflict *persistence.ConflictError
@@ -254,11 +301,12 @@ func (g *Guard) put(ctx context.Context, key, payloadHash string) (rec, existing
 			// (fenced by our token, so it cannot touch anyone else's record)
 			// rather than leave the key blocked until the deadline.
 			g.releaseQuietly(ctx, rec)
+			c.settle(OutcomeStoreError)
 			return nil, nil, &StoreError{Op: "put", Key: key, Err: err}
 		}
 		existing := conflict.Existing
 		if existing == nil {
-			existing, err = g.store.Get(ctx, key)
+			existing, err = g.storeGet(ctx, key)
 			if errors.Is(err, persistence.ErrNotFound) {
 				existing = nil
 			} else if err != nil {
@@ -266,13 +314,14 @@ func (g *Guard) put(ctx context.Context, key, payloadHash string) (rec, existing
 				// reply was lost, retried by the store's client into a
 				// conflict with itself. Release it as above.
 				g.releaseQuietly(ctx, rec)
+				c.settle(OutcomeStoreError)
 				return nil, nil, &StoreError{Op: "get", Key: key, Err: err}
 			}
 		}
 		if existing != nil && existing.Token == rec.Token {
 			// Our own reservation: a retried write whose first reply was
 			// lost found it.
-			g.observe(ctx, EventReserved, key, nil)
+			g.observeFor(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
 			return rec, nil, nil
 		}
 		if existing != nil && existing.Live(now) {
@@ -281,6 +330,7 @@ func (g *Guard) put(ctx context.Context, key, payloadHash string) (rec, existing
 		// The record vanished or expired between the write and the read.
 		if attempt == maxReserveAttempts {
 			g.releaseQuietly(ctx, rec)
+			c.settle(OutcomeStoreError)
 			return nil, nil, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
 		now = time.Now()
@@ -314,62 +364,81 @@ func ceilSecond(t time.Time) time.Time {
 	return whole.Add(time.Second)
 }
 
-// answer turns the live record that holds key into the caller's answer.
-func (g *Guard) answer(ctx context.Context, key, payloadHash string, existing *persistence.Record) (Result, error) {
+// answer turns the live record that holds the call's key into the
+// caller's answer.
+func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existing *persistence.Record) (Result, error) {
+	key := c.key
 	if payloadHash != "" && existing.PayloadHash != payloadHash {
 		g.observe(ctx, EventPayloadMismatch, key, nil)
+		c.settle(OutcomePayloadMismatch)
 		return Result{}, &PayloadMismatchError{Key: key}
 	}
 	if existing.Status != persistence.StatusCompleted {
-		g.observe(ctx, EventInProgress, key, nil)
-		return Result{}, &InProgressError{Key: key, Until: existing.InProgressExpiresAt}
+		return Result{}, g.inProgress(ctx, c, existing.InProgressExpiresAt)
 	}
 	g.observe(ctx, EventReplayed, key, nil)
 	switch {
 	case existing.ErrorType != "":
+		c.settle(OutcomeStoredError)
 		stored := &StoredError{Key: key, Type: existing.ErrorType, Message: existing.ErrorMessage}
 		if g.cfg.decodeError != nil {
 			return Result{}, g.cfg.decodeError(stored)
 		}
 		return Result{}, stored
 	case existing.ResponseOmitted:
+		c.settle(OutcomeReplay)
 		return Result{}, &ResponseTooLargeError{Key: key}
 	}
+	c.settle(OutcomeReplay)
 	return Result{Response: existing.Response, Replayed: true, Record: existing}, nil
+}
+
+// inProgress refuses the call: the key is held until until.
+func (g *Guard) inProgress(ctx context.Context, c *call, until time.Time) error {
+	g.observe(ctx, EventInProgress, c.key, nil)
+	c.settle(OutcomeInProgress)
+	return &InProgressError{Key: c.key, Until: until}
 }
 
 // run calls fn as the holder of the key, and completes or releases the
 // key; its flight then lands with the completed record, or with nothing.
-func (g *Guard) run(ctx context.Context, h *holder, fn func(context.Context) ([]byte, error)) (Result, error) {
+func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Context) ([]byte, error)) (Result, error) {
 	rec := h.rec
 	l := g.startLease(ctx, h)
 	var outcome *persistence.Record
 	returned := false
+	start := time.Now()
 	defer func() {
 		if !returned {
 			// fn panicked (or called runtime.Goexit): release the key and
 			// let the panic go on with its own stack.
 			l.stop()
-			g.release(ctx, rec)
+			g.observeFor(ctx, Event{Kind: EventRan, Key: rec.Key, Err: errPanicked, Start: start, Duration: time.Since(start)})
+			g.release(ctx, c, rec)
+			c.end(ctx, errPanicked)
 		}
 		g.land(rec.Key, h.flight, outcome)
 	}()
 	resp, err := fn(withRecord(ctx, rec))
 	returned = true
 	l.stop()
+	g.observeFor(ctx, Event{Kind: EventRan, Key: rec.Key, Err: err, Start: start, Duration: time.Since(start)})
 
 	if err != nil {
 		if isPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
 			err = unwrapPermanent(err)
-			outcome = g.complete(ctx, rec, nil, err)
+			outcome = g.complete(ctx, c, rec, nil, err)
 		} else {
-			g.release(ctx, rec)
+			g.release(ctx, c, rec)
 		}
 		return Result{}, err
 	}
-	outcome = g.complete(ctx, rec, resp, nil)
+	outcome = g.complete(ctx, c, rec, resp, nil)
 	return Result{Response: resp}, nil
 }
+
+// errPanicked is the error observers see for a function that panicked.
+var errPanicked = errors.New("idempotency: the function panicked")
 
 // isPermanent reports whether err's chain holds an error marked with
 // Permanent.
@@ -403,7 +472,7 @@ func (g *Guard) finalContext(ctx context.Context) (context.Context, context.Canc
 //
 // rec becomes the completed record: the invocation has no further use for
 // the in-progress one.
-func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []byte, handlerErr error) *persistence.Record {
+func (g *Guard) complete(ctx context.Context, c *call, rec *persistence.Record, resp []byte, handlerErr error) *persistence.Record {
 	rec.Status = persistence.StatusCompleted
 	rec.ExpiresAt = ceilSecond(time.Now().Add(g.cfg.expiry))
 	rec.Response = resp
@@ -415,43 +484,55 @@ func (g *Guard) complete(ctx context.Context, rec *persistence.Record, resp []by
 	}
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
-	err := g.store.Update(wctx, rec)
+	start := time.Now()
+	err := g.storeUpdate(wctx, rec)
+	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
 	completed := *rec
 	switch {
 	case err == nil:
-		g.observe(ctx, kind, rec.Key, nil)
+		done.Kind = kind
+		c.settle(OutcomeNew)
 	case errors.Is(err, persistence.ErrResponseOmitted):
 		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: response too large to store; retries will get ResponseTooLargeError",
 			slog.String("key", rec.Key), slog.Int("response_bytes", len(resp)))
-		g.observe(ctx, EventResponseOmitted, rec.Key, err)
+		done.Kind, done.Err = EventResponseOmitted, err
+		c.settle(OutcomeNew)
 		completed.Response, completed.ResponseOmitted = nil, true
 	case errors.Is(err, persistence.ErrFenced):
-		g.fencedOut(ctx, rec, "completing")
+		g.fencedOut(ctx, c, rec, "completing", done)
 		return nil
 	default:
 		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: storing the result failed; returning it anyway, the key stays reserved until its in-progress expiry",
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		g.observe(ctx, EventCompletionFailed, rec.Key, err)
+		done.Kind, done.Err = EventCompletionFailed, err
+		c.settle(OutcomeCompletionFailed)
 	}
+	g.observeFor(ctx, done)
 	return &completed
 }
 
 // release deletes the record of the invocation that owns rec, so that a
 // retry can run.
-func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
+func (g *Guard) release(ctx context.Context, c *call, rec *persistence.Record) {
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
-	err := g.store.Delete(wctx, rec.Key, rec.Token)
+	start := time.Now()
+	err := g.storeDelete(wctx, rec.Key, rec.Token)
+	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
 	switch {
 	case err == nil:
-		g.observe(ctx, EventReleased, rec.Key, nil)
+		done.Kind = EventReleased
+		c.settle(OutcomeHandlerError)
 	case errors.Is(err, persistence.ErrFenced):
-		g.fencedOut(ctx, rec, "releasing")
+		g.fencedOut(ctx, c, rec, "releasing", done)
+		return
 	default:
 		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: releasing the key failed; it stays reserved until its in-progress expiry",
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		g.observe(ctx, EventReleaseFailed, rec.Key, err)
+		done.Kind, done.Err = EventReleaseFailed, err
+		c.settle(OutcomeCompletionFailed)
 	}
+	g.observeFor(ctx, done)
 }
 
 // releaseQuietly undoes a reservation whose write failed, in case it landed
@@ -459,24 +540,72 @@ func (g *Guard) release(ctx context.Context, rec *persistence.Record) {
 func (g *Guard) releaseQuietly(ctx context.Context, rec *persistence.Record) {
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
-	_ = g.store.Delete(wctx, rec.Key, rec.Token)
+	_ = g.storeDelete(wctx, rec.Key, rec.Token)
 }
 
-func (g *Guard) fencedOut(ctx context.Context, rec *persistence.Record, what string) {
+// fencedOut reports a completion or release write, done, that the store
+// refused.
+func (g *Guard) fencedOut(ctx context.Context, c *call, rec *persistence.Record, what string, done Event) {
 	g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the record no longer carries this invocation's token (another invocation took the key over after this one's in-progress expiry, or the store lost the record); not "+what+" it",
 		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt))
-	g.observe(ctx, EventFencedOut, rec.Key, persistence.ErrFenced)
+	done.Kind, done.Err = EventFencedOut, persistence.ErrFenced
+	c.settle(OutcomeFencedOut)
+	g.observeFor(ctx, done)
 }
 
 func (g *Guard) observe(ctx context.Context, kind EventKind, key string, err error) {
-	if g.cfg.observer != nil {
-		g.cfg.observer(ctx, Event{Kind: kind, Key: key, Err: err})
+	if len(g.cfg.observers) > 0 {
+		g.cfg.observers.observe(ctx, Event{Kind: kind, Key: key, Err: err})
 	}
 }
 
 func (g *Guard) observeFor(ctx context.Context, e Event) {
-	if g.cfg.observer != nil {
-		g.cfg.observer(ctx, e)
+	if len(g.cfg.observers) > 0 {
+		g.cfg.observers.observe(ctx, e)
+	}
+}
+
+// The store's requests, timed for the observers (EventStoreRequest).
+
+func (g *Guard) storePut(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	start := g.clock()
+	err := g.store.Put(ctx, rec, now)
+	g.request(ctx, "put", rec.Key, start, err)
+	return err
+}
+
+func (g *Guard) storeGet(ctx context.Context, key string) (*persistence.Record, error) {
+	start := g.clock()
+	rec, err := g.store.Get(ctx, key)
+	g.request(ctx, "get", key, start, err)
+	return rec, err
+}
+
+func (g *Guard) storeUpdate(ctx context.Context, rec *persistence.Record) error {
+	start := g.clock()
+	err := g.store.Update(ctx, rec)
+	g.request(ctx, "update", rec.Key, start, err)
+	return err
+}
+
+func (g *Guard) storeDelete(ctx context.Context, key, token string) error {
+	start := g.clock()
+	err := g.store.Delete(ctx, key, token)
+	g.request(ctx, "delete", key, start, err)
+	return err
+}
+
+// clock reads the time for a store request's event, when someone observes.
+func (g *Guard) clock() time.Time {
+	if len(g.cfg.observers) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (g *Guard) request(ctx context.Context, op, key string, start time.Time, err error) {
+	if len(g.cfg.observers) > 0 {
+		g.cfg.observers.observe(ctx, Event{Kind: EventStoreRequest, Key: key, Op: op, Err: err, Start: start, Duration: time.Since(start)})
 	}
 }
 

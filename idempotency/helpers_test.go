@@ -71,13 +71,32 @@ type eventLog struct {
 	mu    sync.Mutex
 	kinds []idempotency.EventKind
 	errs  []error
+	all   []idempotency.Event
 }
 
+// observe records the steps of the state machine, leaving out the events
+// that time them (store requests, the function's run, the call's end),
+// which all.
 func (e *eventLog) observe(_ context.Context, ev idempotency.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+	switch ev.Kind {
+	case idempotency.EventStoreRequest, idempotency.EventRan, idempotency.EventCallEnded:
+		return
+	}
 	e.kinds = append(e.kinds, ev.Kind)
 	e.errs = append(e.errs, ev.Err)
+}
+
+// Observe implements idempotency.Observer.
+func (e *eventLog) Observe(ctx context.Context, ev idempotency.Event) { e.observe(ctx, ev) }
+
+// events returns every event observed.
+func (e *eventLog) events() []idempotency.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]idempotency.Event(nil), e.all...)
 }
 
 func (e *eventLog) list() []idempotency.EventKind {

@@ -93,7 +93,7 @@ func (l *lease) renew() {
 	renewed.InProgressExpiresAt = end
 	renewed.ExpiresAt = ceilSecond(later(rec.ExpiresAt, end))
 	wctx, cancel := g.finalContext(l.ctx)
-	err := g.store.Update(wctx, &renewed)
+	err := g.storeUpdate(wctx, &renewed)
 	cancel()
 	if err != nil {
 		l.stopped = true

@@ -1,16 +1,54 @@
 package idempotency
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// EventKind says what happened to a key; see Event.
+// An Observer is told what happens to idempotent calls, synchronously, for
+// metrics, traces and alarms: each step of the state machine as an
+// [Event]. It must be fast and must not panic. [WithObserver] adds one;
+// several may observe one function.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc is a function that observes events.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe implements [Observer].
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// A CallObserver is an [Observer] that also sees each call begin. BeginCall
+// returns the context the call goes on with: the function runs with it,
+// and the call's events, the last of which is [EventCallEnded], come with
+// it. A tracer starts the call's span there.
+type CallObserver interface {
+	Observer
+	BeginCall(ctx context.Context, c Call) context.Context
+}
+
+// Call describes an idempotent call as it begins.
+type Call struct {
+	// Prefix is the prefix of the call's key (see [WithKeyPrefix]).
+	Prefix string
+	// Store names the store's type, such as "*dynamodb.Store".
+	Store string
+}
+
+// EventKind says what happened to a key; see [Event].
 type EventKind int
 
-// The kinds of Event, in the order they can happen to a key.
+// The kinds of [Event], in the order they can happen to a key.
 const (
 	// EventUnprotected: no key was found and WithRequireKey is off, so the
 	// handler ran without idempotency.
 	EventUnprotected EventKind = iota + 1
-	// EventReserved: the key was reserved; the handler runs next.
+	// EventStoreRequest: the call made a store request, Op, which took
+	// Duration from Start; Err is its error, a conflict included.
+	EventStoreRequest
+	// EventReserved: the key was reserved, in Duration from Start (every
+	// attempt); the handler runs next.
 	EventReserved
 	// EventReplayed: a stored result (or recorded error) was returned
 	// instead of running the handler.
@@ -19,7 +57,23 @@ const (
 	EventInProgress
 	// EventPayloadMismatch: the call was refused with *PayloadMismatchError.
 	EventPayloadMismatch
-	// EventCompleted: the result was stored.
+	// EventWaited: a call that found its key in progress (WithWait) has
+	// stopped waiting, after Duration: it got the outcome it waited for
+	// (Err nil), or the wait ran out (Err is ErrInProgress), or its context
+	// ended (Err is the context's error), or the store failed.
+	EventWaited
+	// EventRenewed: the reservation's lease was renewed (WithLease).
+	EventRenewed
+	// EventRenewalFailed: renewing the reservation's lease failed (Err):
+	// the renewals stop, and the key lapses at the end of the current
+	// lease while the function still runs. Err is persistence.ErrFenced
+	// when another call has taken the key over.
+	EventRenewalFailed
+	// EventRan: the function returned, after Duration from Start, with
+	// its error Err (nil on success).
+	EventRan
+	// EventCompleted: the result was stored, by a write of Duration from
+	// Start, as are those of the next kinds.
 	EventCompleted
 	// EventErrorRecorded: a permanent handler error was stored.
 	EventErrorRecorded
@@ -36,32 +90,29 @@ const (
 	// EventReleaseFailed: releasing the key failed (Err); it stays reserved
 	// until its in-progress expiry.
 	EventReleaseFailed
-	// EventWaited: a call that found its key in progress (WithWait) has
-	// stopped waiting, after Duration: it got the outcome it waited for
-	// (Err nil), or the wait ran out (Err is ErrInProgress), or its context
-	// ended (Err is the context's error), or the store failed.
-	EventWaited
-	// EventRenewed: the reservation's lease was renewed (WithLease).
-	EventRenewed
-	// EventRenewalFailed: renewing the reservation's lease failed (Err):
-	// the renewals stop, and the key lapses at the end of the current
-	// lease while the function still runs. Err is persistence.ErrFenced
-	// when another call has taken the key over.
-	EventRenewalFailed
 	// EventFencedOut: completing or releasing the key was refused because
 	// the record no longer carries this invocation's token: another
 	// invocation took the key over after this one's in-progress expiry (this
 	// one ran past its deadline), or the store lost the record (a Redis
 	// restart or failover).
 	EventFencedOut
+	// EventCallEnded: the call ended, Duration after it began, with
+	// Outcome; Err is the error it returned. It is the last event of a
+	// call.
+	EventCallEnded
 )
 
 var eventKindNames = map[EventKind]string{
 	EventUnprotected:      "unprotected",
+	EventStoreRequest:     "store_request",
 	EventReserved:         "reserved",
 	EventReplayed:         "replayed",
 	EventInProgress:       "in_progress",
 	EventPayloadMismatch:  "payload_mismatch",
+	EventWaited:           "waited",
+	EventRenewed:          "renewed",
+	EventRenewalFailed:    "renewal_failed",
+	EventRan:              "ran",
 	EventCompleted:        "completed",
 	EventErrorRecorded:    "error_recorded",
 	EventResponseOmitted:  "response_omitted",
@@ -69,9 +120,7 @@ var eventKindNames = map[EventKind]string{
 	EventCompletionFailed: "completion_failed",
 	EventReleaseFailed:    "release_failed",
 	EventFencedOut:        "fenced_out",
-	EventWaited:           "waited",
-	EventRenewed:          "renewed",
-	EventRenewalFailed:    "renewal_failed",
+	EventCallEnded:        "call_ended",
 }
 
 // String returns a short snake_case name, suitable as a metric dimension.
@@ -82,12 +131,74 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Event reports a step of the idempotency state machine to the observer set
-// with WithObserver, for metrics and alarms.
+// Event reports a step of the idempotency state machine to the observers
+// set with [WithObserver].
 type Event struct {
 	Kind EventKind
 	Key  string // the full idempotency key; empty for EventUnprotected
 	Err  error  // the cause, for the failure kinds
-	// Duration is how long the step took, for EventWaited.
+	// Start and Duration time the step, for the kinds that say so.
+	Start    time.Time
 	Duration time.Duration
+	// Op is the store request of EventStoreRequest: "put", "get",
+	// "update" or "delete".
+	Op string
+	// Outcome is the call's, for EventCallEnded.
+	Outcome Outcome
+}
+
+// Outcome is how an idempotent call ended, as [EventCallEnded] reports it.
+type Outcome string
+
+// The outcomes of a call.
+const (
+	// OutcomeNew: the function ran, and its result (or a permanent error)
+	// was stored.
+	OutcomeNew Outcome = "new"
+	// OutcomeReplay: a stored result was returned instead of running the
+	// function (also when it could not be replayed: Err says why).
+	OutcomeReplay Outcome = "replay"
+	// OutcomeStoredError: a recorded error was returned instead of
+	// running the function.
+	OutcomeStoredError Outcome = "stored_error"
+	// OutcomeInProgress: another call holds the key (*InProgressError).
+	OutcomeInProgress Outcome = "in_progress"
+	// OutcomePayloadMismatch: the key was used with another payload.
+	OutcomePayloadMismatch Outcome = "payload_mismatch"
+	// OutcomeNoKey: no key could be selected from the input: the call
+	// failed with *KeyError, or ran unprotected.
+	OutcomeNoKey Outcome = "no_key"
+	// OutcomeStoreError: the store failed before the function ran.
+	OutcomeStoreError Outcome = "store_error"
+	// OutcomeHandlerError: the function failed (or panicked) and the key
+	// was released.
+	OutcomeHandlerError Outcome = "handler_error"
+	// OutcomeFencedOut: the function ran, but its completion or release
+	// was refused: another call had taken the key over.
+	OutcomeFencedOut Outcome = "fenced_out"
+	// OutcomeCompletionFailed: the function ran, but storing its result
+	// (or releasing the key) failed.
+	OutcomeCompletionFailed Outcome = "completion_failed"
+	// OutcomeCanceled: the call's context ended while it waited.
+	OutcomeCanceled Outcome = "canceled"
+)
+
+// observers is the set of observers of a Guard.
+type observers []Observer
+
+func (os observers) observe(ctx context.Context, e Event) {
+	for _, o := range os {
+		o.Observe(ctx, e)
+	}
+}
+
+// beginCall tells the call observers that a call begins, and returns the
+// call's context.
+func (os observers) beginCall(ctx context.Context, c Call) context.Context {
+	for _, o := range os {
+		if co, ok := o.(CallObserver); ok {
+			ctx = co.BeginCall(ctx, c)
+		}
+	}
+	return ctx
 }

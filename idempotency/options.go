@@ -50,7 +50,7 @@ type settings struct {
 	lease             time.Duration
 	wait              time.Duration
 	finalWriteTimeout time.Duration
-	observer          func(context.Context, Event)
+	observers         observers
 }
 
 type settingsKey struct{}
@@ -311,15 +311,18 @@ func WithFinalWriteTimeout(d time.Duration) Option {
 	})
 }
 
-// WithObserver sets a function called at every step of the state machine,
-// synchronously, for metrics and alarms (see [Event]). It must be fast and
-// must not panic.
-func WithObserver(observe func(ctx context.Context, e Event)) Option {
-	return option("WithObserver", core.All, func(c *core.Config, s *settings) {
-		if observe == nil {
-			c.Fail(fmt.Errorf("idempotency.WithObserver: nil function"))
+// WithObserver adds an observer, told synchronously of every step of the
+// state machine, for metrics, traces and alarms (see [Observer] and
+// [Event]; [ObserverFunc] adapts a function). It may be given more than
+// once: every observer sees every event, in the order they were given.
+func WithObserver(o Observer) Option {
+	return func(c *core.Config) {
+		c.Use("idempotency.WithObserver", core.All, true)
+		if o == nil {
+			c.Fail(fmt.Errorf("idempotency.WithObserver: nil observer"))
 			return
 		}
-		s.observer = observe
-	})
+		s := core.Section[settings](c, settingsKey{})
+		s.observers = append(s.observers, o)
+	}
 }

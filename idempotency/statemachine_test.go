@@ -25,7 +25,7 @@ func TestFirstCallRunsAndRetriesReplay(t *testing.T) {
 	store := memory.New()
 	var c counter
 	var ev eventLog
-	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe))
+	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(&ev))
 
 	callAndRetry(t, charge, o1, 3)
 	assert.Equal(t, 1, c.count())
@@ -55,7 +55,7 @@ func TestHandlerErrorReleasesKeyAndPassesThrough(t *testing.T) {
 		return nil
 	}}
 	var ev eventLog
-	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe))
+	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(&ev))
 
 	got, err := charge(t.Context(), o1)
 	require.Same(t, declined, err, "the handler's error must come back unchanged")
@@ -195,7 +195,7 @@ func TestLocalStoreReplaysWithoutWrites(t *testing.T) {
 	var c counter
 	var ev eventLog
 	charge := mustWrap(t, c.handle, store, idempotency.WithKey("order_id"),
-		idempotency.WithPayloadValidation("amount"), idempotency.WithObserver(ev.observe))
+		idempotency.WithPayloadValidation("amount"), idempotency.WithObserver(&ev))
 
 	callAndRetry(t, charge, o1, 3)
 	assert.Equal(t, int32(1), store.puts.Load(), "replays write nothing")
@@ -329,7 +329,7 @@ func TestLostPutReplyRecognisesOwnReservation(t *testing.T) {
 	store.Fault = faultstore.On(faultstore.OpPut, 1, faultstore.RetryAfterLostReply)
 	var c counter
 	var ev eventLog
-	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe))
+	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(&ev))
 	_, err := charge(t.Context(), o1)
 	require.NoError(t, err, "the retried write must recognise its own reservation")
 	assert.Equal(t, 1, c.count())
@@ -363,7 +363,7 @@ func testCompletionFailureReturnsResultAndKeepsReservation(t *testing.T) {
 	var c counter
 	var ev eventLog
 	logger, logs := testlog.Text()
-	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe),
+	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(&ev),
 		idempotency.WithLogger(logger), idempotency.WithLease(time.Minute))
 
 	got, err := charge(t.Context(), o1)
@@ -400,7 +400,7 @@ func testReleaseFailureKeepsReservationUntilInProgressExpiry(t *testing.T) {
 	}}
 	var ev eventLog
 	charge := mustWrap(t, c.handle, store,
-		idempotency.WithObserver(ev.observe), idempotency.WithLease(30*time.Second))
+		idempotency.WithObserver(&ev), idempotency.WithLease(30*time.Second))
 
 	_, err := charge(t.Context(), o1)
 	require.Same(t, boom, err)
@@ -480,7 +480,7 @@ func TestResponseTooLarge(t *testing.T) {
 	store := memory.New(func(o *memory.Options) { o.MaxResponseSize = 10 })
 	var c counter
 	var ev eventLog
-	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(ev.observe))
+	charge := mustWrap(t, c.handle, store, idempotency.WithObserver(&ev))
 	got, err := charge(t.Context(), o1)
 	require.NoError(t, err, "the first caller gets the result")
 	assert.Equal(t, "ch_o-1_1", got.ChargeID)
@@ -540,7 +540,7 @@ func testLateFinisherIsFencedOut(t *testing.T) {
 		close(started)
 		<-finish
 		return receipt{ChargeID: "slow"}, nil
-	}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe))
+	}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(&ev))
 	fast := mustWrap(t, func(context.Context, order) (receipt, error) {
 		return receipt{ChargeID: "fast"}, nil
 	}, store, idempotency.WithKeyPrefix("p"))

@@ -79,7 +79,7 @@ func TestLeaseIsRenewedWhileTheFunctionRuns(t *testing.T) {
 		long := mustWrap(t, func(context.Context, order) (receipt, error) {
 			time.Sleep(3 * idempotency.DefaultLease)
 			return receipt{ChargeID: "long"}, nil
-		}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe))
+		}, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(&ev))
 		var c counter
 		other := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"))
 		var wg sync.WaitGroup
@@ -114,7 +114,7 @@ func TestLeaseLapsesWhenRenewalsStop(t *testing.T) {
 		var ev eventLog
 		hang := make(chan struct{})
 		crashing := mustWrap(t, func(context.Context, order) (receipt, error) { <-hang; return receipt{}, nil },
-			store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+			store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(&ev), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 		var c counter
 		var wg sync.WaitGroup
 		wg.Go(func() { _, _ = crashing(context.Background(), o1) })

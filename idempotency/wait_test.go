@@ -132,7 +132,7 @@ func TestWaitInProcess(t *testing.T) {
 					holderGate.counter.mu.Unlock()
 					runs.handle(ctx, o)
 					return receipt{ChargeID: "ch_o-1_" + string(rune('0'+n))}, nil
-				}, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute), idempotency.WithObserver(ev.observe))
+				}, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute), idempotency.WithObserver(&ev))
 
 				var wg sync.WaitGroup
 				wg.Go(func() {
@@ -220,7 +220,7 @@ func TestWaitHolderFencedOut(t *testing.T) {
 		store := memory.New()
 		var ev eventLog
 		late := newGate()
-		slow := mustWrap(t, late.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(ev.observe))
+		slow := mustWrap(t, late.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithObserver(&ev))
 		var c counter
 		taker := mustWrap(t, c.handle, store, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute))
 

@@ -74,39 +74,43 @@ type wrapped[In, Out any] struct {
 	hook func(context.Context, Out, *persistence.Record) Out
 }
 
-func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
-	var zero Out
+func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
+	g := w.g
+	ctx, c := g.beginCall(ctx)
+	defer func() { c.end(ctx, err) }()
 	key, payloadHash, err := w.derive(in)
 	if err != nil {
-		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !w.g.cfg.requireKey {
-			w.g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
+		c.settle(OutcomeNoKey)
+		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !g.cfg.requireKey {
+			g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
 				slog.String("key_expression", ke.Expression))
-			w.g.observe(ctx, EventUnprotected, "", nil)
+			g.observe(ctx, EventUnprotected, "", nil)
 			return w.h(ctx, in)
 		}
-		return zero, err
+		return out, err
 	}
-	h, res, err := w.g.acquire(ctx, key, payloadHash)
+	c.key = key
+	h, res, err := g.acquire(ctx, c, payloadHash)
 	if err != nil {
-		return zero, err
+		return out, err
 	}
 	if h != nil {
-		return w.run(ctx, h, in)
+		return w.run(ctx, c, h, in)
 	}
-	var replay Out
-	if err := json.Unmarshal(res.Response, &replay); err != nil {
+	if err := json.Unmarshal(res.Response, &out); err != nil {
+		var zero Out
 		return zero, &ReplayError{Key: key, Err: err}
 	}
 	if w.hook != nil {
-		replay = w.hook(ctx, replay, res.Record)
+		out = w.hook(ctx, out, res.Record)
 	}
-	return replay, nil
+	return out, nil
 }
 
 // run calls the handler as the holder of the key.
-func (w *wrapped[In, Out]) run(ctx context.Context, h *holder, in In) (Out, error) {
+func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (Out, error) {
 	var out Out
-	_, err := w.g.run(ctx, h, func(ctx context.Context) ([]byte, error) {
+	_, err := w.g.run(ctx, c, h, func(ctx context.Context) ([]byte, error) {
 		var herr error
 		out, herr = w.h(ctx, in)
 		if herr != nil {

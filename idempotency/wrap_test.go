@@ -76,7 +76,7 @@ func TestMissingKey(t *testing.T) {
 			h := func(context.Context, map[string]any) (int, error) { runs++; return runs, nil }
 			var ev eventLog
 			logger, logs := testlog.Text()
-			loose := mustWrap(t, h, memory.New(), idempotency.WithKey("id"), idempotency.WithObserver(ev.observe), idempotency.WithLogger(logger))
+			loose := mustWrap(t, h, memory.New(), idempotency.WithKey("id"), idempotency.WithObserver(&ev), idempotency.WithLogger(logger))
 			for range 2 {
 				_, err := loose(t.Context(), tc.input)
 				require.NoError(t, err)

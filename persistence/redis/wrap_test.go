@@ -64,7 +64,13 @@ type events struct {
 	kinds []idempotency.EventKind
 }
 
-func (e *events) observe(_ context.Context, ev idempotency.Event) {
+// Observe records the steps of the state machine, leaving out the events
+// that time them.
+func (e *events) Observe(_ context.Context, ev idempotency.Event) {
+	switch ev.Kind {
+	case idempotency.EventStoreRequest, idempotency.EventRan, idempotency.EventCallEnded:
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.kinds = append(e.kinds, ev.Kind)
@@ -301,7 +307,7 @@ func TestWrapRestartBetweenReservationAndCompletion(t *testing.T) {
 		}
 		return nil
 	}
-	h := wrap(t, c, store, idempotency.WithObserver(ev.observe))
+	h := wrap(t, c, store, idempotency.WithObserver(&ev))
 	ctx := t.Context()
 	o := newOrder()
 

@@ -134,7 +134,7 @@ func (e *Env) Options() []idempotency.Option {
 	return []idempotency.Option{
 		idempotency.WithExpiry(e.h.cfg.Expiry),
 		idempotency.WithFinalWriteTimeout(e.h.cfg.Timeout),
-		idempotency.WithObserver(e.h.observe),
+		idempotency.WithObserver(idempotency.ObserverFunc(e.h.observe)),
 		idempotency.WithLogger(slog.New(slog.DiscardHandler)),
 	}
 }
