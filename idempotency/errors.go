@@ -30,7 +30,49 @@ var (
 	// ErrStoredError: the key completed with a recorded (permanent) error,
 	// which is replayed.
 	ErrStoredError = errors.New("idempotency: replaying a recorded error")
+	// ErrNotCommitted: the writes the function staged, and its result,
+	// were not committed (WithTransactions).
+	ErrNotCommitted = errors.New("idempotency: the function's writes were not committed")
 )
+
+// CommitError is returned instead of the function's result when the
+// function succeeded but the writes it staged ([WithTransactions]) could
+// not be committed with its completion. Err says why:
+//
+//   - errors.As finds a [*persistence.CommitCanceledError], with the
+//     store's reasons: a staged write's own condition failed (an
+//     insufficient balance, say), or the writes exceed the store's limits.
+//     Nothing was written, and the key was released: a retry runs the
+//     function again.
+//   - errors.Is matches [persistence.ErrFenced]: another call took the key
+//     over (this one ran past its in-progress expiry). Nothing of this
+//     call was written.
+//   - Unknown is set: the commit failed in a way that leaves its outcome
+//     unknown (its reply was lost). The key stays reserved until its
+//     in-progress expiry; a retry with the same key then gets the result
+//     if the commit happened, or runs the function again if it did not.
+//
+// The commit is atomic in every case: the writes and the completion happen
+// together or not at all.
+type CommitError struct {
+	Key     string
+	Unknown bool
+	Err     error
+}
+
+// Error implements error.
+func (e *CommitError) Error() string {
+	if e.Unknown {
+		return fmt.Sprintf("idempotency: committing the writes of key %s failed, and may have happened: %v", e.Key, e.Err)
+	}
+	return fmt.Sprintf("idempotency: the writes of key %s were not committed: %v", e.Key, e.Err)
+}
+
+// Unwrap returns the store's error.
+func (e *CommitError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrNotCommitted) true.
+func (e *CommitError) Is(target error) bool { return target == ErrNotCommitted }
 
 // InProgressError is returned when another invocation has reserved the key
 // and has not finished. Retry later: the reservation lapses at Until even if

@@ -74,6 +74,9 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	if store == nil {
 		return nil, errors.New(cfg.name + ": nil persistence.Store")
 	}
+	if cfg.transactions && !persistence.Commits(store) {
+		return nil, fmt.Errorf("%s: idempotency.WithTransactions: the store, a %T, does not commit staged writes (persistence.Committer)", cfg.name, store)
+	}
 	local, _ := store.(persistence.LocalReader)
 	g := &Guard{
 		store:    store,
@@ -419,10 +422,19 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 		}
 		g.land(rec.Key, h.flight, outcome)
 	}()
-	resp, err := fn(withRecord(ctx, rec))
+	fnCtx := withRecord(ctx, rec)
+	var staging *persistence.Staging
+	if g.cfg.transactions {
+		fnCtx, staging = persistence.NewStagingContext(fnCtx)
+	}
+	resp, err := fn(fnCtx)
 	returned = true
 	l.stop()
 	g.observeFor(ctx, Event{Kind: EventRan, Key: rec.Key, Err: err, Start: start, Duration: time.Since(start)})
+	var writes []any
+	if staging != nil {
+		writes = staging.Close() // nothing staged from now on is written
+	}
 
 	if err != nil {
 		if isPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
@@ -433,8 +445,71 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 		}
 		return Result{}, err
 	}
+	if len(writes) > 0 {
+		if outcome, err = g.commit(ctx, c, rec, resp, writes); err != nil {
+			return Result{}, err
+		}
+		return Result{Response: resp}, nil
+	}
 	outcome = g.complete(ctx, c, rec, resp, nil)
 	return Result{Response: resp}, nil
+}
+
+// commit completes rec with the result resp and the writes the function
+// staged, in one atomic step (WithTransactions). It returns the completed
+// record, or a *CommitError: then nothing was written, and the key is
+// released when a write's own condition failed; or the outcome is unknown,
+// and the key stays reserved until its in-progress expiry.
+func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, resp []byte, writes []any) (*persistence.Record, error) {
+	rec.Status = persistence.StatusCompleted
+	rec.ExpiresAt = ceilSecond(time.Now().Add(g.cfg.expiry))
+	rec.Response = resp
+	wctx, cancel := g.finalContext(ctx)
+	defer cancel()
+	start := time.Now()
+	err := g.store.(persistence.Committer).Commit(wctx, rec, writes)
+	g.request(ctx, "commit", rec.Key, g.clockSince(start), err)
+	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
+	completed := *rec
+	switch {
+	case err == nil:
+		done.Kind = EventCompleted
+		c.settle(OutcomeNew)
+	case errors.Is(err, persistence.ErrResponseOmitted):
+		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: response too large to store; the writes committed, and retries will get ResponseTooLargeError",
+			slog.String("key", rec.Key), slog.Int("response_bytes", len(resp)))
+		done.Kind, done.Err = EventResponseOmitted, err
+		c.settle(OutcomeNew)
+		completed.Response, completed.ResponseOmitted = nil, true
+	case errors.Is(err, persistence.ErrFenced):
+		g.fencedOut(ctx, c, rec, "committing", done)
+		return nil, &CommitError{Key: rec.Key, Err: err}
+	case errors.Is(err, persistence.ErrCommitCanceled):
+		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the staged writes were refused; nothing was written, and the key is released",
+			slog.String("key", rec.Key), slog.Any("error", err))
+		done.Kind, done.Err = EventCommitCanceled, err
+		g.observeFor(ctx, done)
+		g.release(ctx, c, rec)
+		c.settle(OutcomeNotCommitted)
+		return nil, &CommitError{Key: rec.Key, Err: err}
+	default:
+		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: the commit failed and may or may not have happened; the key stays reserved until its in-progress expiry",
+			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
+		done.Kind, done.Err = EventCompletionFailed, err
+		g.observeFor(ctx, done)
+		c.settle(OutcomeCompletionFailed)
+		return nil, &CommitError{Key: rec.Key, Unknown: true, Err: err}
+	}
+	g.observeFor(ctx, done)
+	return &completed, nil
+}
+
+// clockSince returns start when someone observes (see clock).
+func (g *Guard) clockSince(start time.Time) time.Time {
+	if len(g.cfg.observers) == 0 {
+		return time.Time{}
+	}
+	return start
 }
 
 // errPanicked is the error observers see for a function that panicked.

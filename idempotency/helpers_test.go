@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -135,3 +136,6 @@ func keyOf(t testing.TB, prefix string, in any) string {
 	require.NoError(t, err)
 	return core.Key(prefix, material)
 }
+
+// discardLogger returns a logger for tests that provoke errors on purpose.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

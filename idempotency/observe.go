@@ -80,6 +80,11 @@ const (
 	// EventResponseOmitted: the key was completed without its response,
 	// which was too large for the store.
 	EventResponseOmitted
+	// EventCommitCanceled: the writes the function staged were refused,
+	// with the completion (WithTransactions): a write's own condition
+	// failed, or they exceed the store's limits (Err). Nothing was
+	// written; the key is released next.
+	EventCommitCanceled
 	// EventReleased: the key was released after a handler error or panic,
 	// so a retry runs the handler again.
 	EventReleased
@@ -116,6 +121,7 @@ var eventKindNames = map[EventKind]string{
 	EventCompleted:        "completed",
 	EventErrorRecorded:    "error_recorded",
 	EventResponseOmitted:  "response_omitted",
+	EventCommitCanceled:   "commit_canceled",
 	EventReleased:         "released",
 	EventCompletionFailed: "completion_failed",
 	EventReleaseFailed:    "release_failed",
@@ -141,7 +147,7 @@ type Event struct {
 	Start    time.Time
 	Duration time.Duration
 	// Op is the store request of EventStoreRequest: "put", "get",
-	// "update" or "delete".
+	// "update", "delete" or "commit".
 	Op string
 	// Outcome is the call's, for EventCallEnded.
 	Outcome Outcome
@@ -179,6 +185,10 @@ const (
 	// OutcomeCompletionFailed: the function ran, but storing its result
 	// (or releasing the key) failed.
 	OutcomeCompletionFailed Outcome = "completion_failed"
+	// OutcomeNotCommitted: the function ran, but the writes it staged
+	// were refused with its completion (WithTransactions): nothing was
+	// written, and the key was released.
+	OutcomeNotCommitted Outcome = "not_committed"
 	// OutcomeCanceled: the call's context ended while it waited.
 	OutcomeCanceled Outcome = "canceled"
 )

@@ -49,6 +49,7 @@ type settings struct {
 	decodeError       func(*StoredError) error
 	lease             time.Duration
 	wait              time.Duration
+	transactions      bool
 	finalWriteTimeout time.Duration
 	observers         observers
 }
@@ -272,6 +273,23 @@ func WithLease(d time.Duration) Option {
 		}
 		s.lease = d
 	})
+}
+
+// WithTransactions runs the function with a context in which it can stage
+// writes of its own (for DynamoDB, dynamodb.Stage), which then commit
+// together with the completion of its key, atomically: both happen, or
+// neither. A side effect in the same database as the records (a ledger
+// entry, an order, a balance) then happens exactly once, even when the
+// function dies between the side effect and its completion: nothing of it
+// is written until the commit. If the function returns an error, nothing
+// it staged is written. A commit that fails returns a [*CommitError]
+// instead of the result.
+//
+// The store must commit staged writes ([persistence.Committer]; the
+// DynamoDB store does, through a local cache too): with another, wrapping
+// fails.
+func WithTransactions() Option {
+	return option("WithTransactions", core.All, func(_ *core.Config, s *settings) { s.transactions = true })
 }
 
 // WithWait makes a call that finds its key in progress wait, up to max,

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -124,6 +125,12 @@ func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (
 		}
 		return resp, nil
 	})
+	var notCommitted *CommitError
+	if errors.As(err, &notCommitted) {
+		// The result belongs to writes that did not commit.
+		var zero Out
+		return zero, err
+	}
 	// out is what h returned, with its error if any.
 	return out, err
 }

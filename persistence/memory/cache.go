@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type Cache struct {
 var (
 	_ persistence.Store       = (*Cache)(nil)
 	_ persistence.LocalReader = (*Cache)(nil)
+	_ persistence.Committer   = (*Cache)(nil)
+	_ persistence.Unwrapper   = (*Cache)(nil)
 )
 
 // NewCache returns a Cache of at most capacity completed records in front
@@ -92,6 +95,12 @@ func (c *Cache) Get(ctx context.Context, key string) (*persistence.Record, error
 // completed.
 func (c *Cache) Update(ctx context.Context, rec *persistence.Record) error {
 	err := c.store.Update(ctx, rec)
+	c.completed(rec, err)
+	return err
+}
+
+// completed caches rec after the store wrote it, with err.
+func (c *Cache) completed(rec *persistence.Record, err error) {
 	switch {
 	case err == nil:
 		c.remember(rec)
@@ -102,8 +111,23 @@ func (c *Cache) Update(ctx context.Context, rec *persistence.Record) error {
 	default:
 		c.forget(rec.Key)
 	}
+}
+
+// Commit commits through to the store, which must be a
+// persistence.Committer (persistence.Commits tells), and caches the record
+// once it is completed.
+func (c *Cache) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	committer, ok := c.store.(persistence.Committer)
+	if !ok {
+		return fmt.Errorf("memory: Cache.Commit: the cached store, a %T, does not commit staged writes", c.store)
+	}
+	err := committer.Commit(ctx, rec, writes)
+	c.completed(rec, err)
 	return err
 }
+
+// Unwrap returns the store the Cache is in front of.
+func (c *Cache) Unwrap() persistence.Store { return c.store }
 
 // Delete forgets the key and deletes it from the store.
 func (c *Cache) Delete(ctx context.Context, key, token string) error {

@@ -22,6 +22,7 @@ const (
 	OpGet    Op = "get"
 	OpUpdate Op = "update"
 	OpDelete Op = "delete"
+	OpCommit Op = "commit"
 )
 
 // Fault is what to do to one call.
@@ -65,7 +66,11 @@ type Store struct {
 	calls map[Op]int
 }
 
-var _ persistence.Store = (*Store)(nil)
+var (
+	_ persistence.Store     = (*Store)(nil)
+	_ persistence.Committer = (*Store)(nil)
+	_ persistence.Unwrapper = (*Store)(nil)
+)
 
 // New returns a Store over inner that injects nothing until Fault is set.
 func New(inner persistence.Store) *Store { return &Store{Inner: inner} }
@@ -143,6 +148,18 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 func (s *Store) Delete(ctx context.Context, key, token string) error {
 	return do(s.start(OpDelete, key), func() error { return s.Inner.Delete(ctx, key, token) })
 }
+
+// Commit implements persistence.Committer, over an Inner that commits.
+func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	committer, ok := s.Inner.(persistence.Committer)
+	if !ok {
+		return errors.New("faultstore: the inner store does not commit staged writes")
+	}
+	return do(s.start(OpCommit, rec.Key), func() error { return committer.Commit(ctx, rec, writes) })
+}
+
+// Unwrap returns Inner.
+func (s *Store) Unwrap() persistence.Store { return s.Inner }
 
 // On returns a Fault function that injects fault into the nth call of op
 // (every call when n is 0) and nothing else.

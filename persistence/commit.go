@@ -1,0 +1,146 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// A Committer is a Store that can commit writes of a function's own
+// together with the completion of its key, in one atomic step, so that a
+// side effect in the same database happens exactly once: both happen, or
+// neither. The writes are the store's own kind (for DynamoDB, transaction
+// items), staged by the function with the store package's function (for
+// DynamoDB, dynamodb.Stage) in the context the library gives it.
+//
+// A store that decorates another (a cache) implements Committer by passing
+// Commit on, and Unwrapper, so that the library can check, when a handler
+// is wrapped, that the store underneath commits.
+type Committer interface {
+	Store
+
+	// Commit completes rec, as Update does, fenced on rec.Token, and
+	// applies writes, atomically. On success both happened. Otherwise
+	// neither did, and the error says why:
+	//
+	//   - ErrFenced: the stored record does not carry rec.Token (another
+	//     invocation took the key over);
+	//   - an error matching ErrCommitCanceled (a *CommitCanceledError): a
+	//     write's own condition failed, or the writes exceed the store's
+	//     limits; nothing was written;
+	//   - any other error: the outcome is unknown (a lost reply). Repeating
+	//     Commit with the same rec and writes is safe: the store makes the
+	//     repeat idempotent (for DynamoDB, with a ClientRequestToken derived
+	//     from rec.Token).
+	//
+	// A Commit without writes is an Update.
+	Commit(ctx context.Context, rec *Record, writes []any) error
+}
+
+// An Unwrapper is a Store that decorates another, which Unwrap returns.
+type Unwrapper interface {
+	Unwrap() Store
+}
+
+// Commits reports whether store commits staged writes: it is a Committer,
+// and so is every store it decorates.
+func Commits(store Store) bool {
+	for {
+		if _, ok := store.(Committer); !ok {
+			return false
+		}
+		u, ok := store.(Unwrapper)
+		if !ok {
+			return true
+		}
+		store = u.Unwrap()
+	}
+}
+
+// ErrCommitCanceled is matched (with errors.Is) by every
+// *CommitCanceledError.
+var ErrCommitCanceled = errors.New("persistence: commit canceled; nothing was written")
+
+// CommitCanceledError is returned by Committer.Commit when the commit was
+// refused and nothing was written: a staged write's own condition failed
+// (an insufficient balance, say), or the writes exceed the store's limits.
+type CommitCanceledError struct {
+	// Reasons are the store's reasons, one per write in the order they
+	// were staged, the record's completion last, when the store gives them
+	// (DynamoDB's cancellation reasons); empty otherwise.
+	Reasons []CommitCancelReason
+	// Err is the store's error.
+	Err error
+}
+
+// CommitCancelReason is why a store canceled one write of a commit.
+type CommitCancelReason struct {
+	// Code is the store's code: "None" for a write that would have
+	// succeeded, "ConditionalCheckFailed" for one whose condition failed.
+	Code    string
+	Message string
+}
+
+// Error implements error.
+func (e *CommitCanceledError) Error() string {
+	return "persistence: commit canceled, nothing was written: " + e.Err.Error()
+}
+
+// Unwrap returns the store's error.
+func (e *CommitCanceledError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCommitCanceled) true.
+func (e *CommitCanceledError) Is(target error) bool { return target == ErrCommitCanceled }
+
+// Staging collects the writes a function stages for the commit of its
+// key. It is safe for concurrent use.
+type Staging struct {
+	mu     sync.Mutex
+	writes []any
+	closed bool
+}
+
+type stagingKey struct{}
+
+// NewStagingContext returns ctx with a new Staging, which Stage adds to:
+// the library gives it to a function whose store commits.
+func NewStagingContext(ctx context.Context) (context.Context, *Staging) {
+	s := &Staging{}
+	return context.WithValue(ctx, stagingKey{}, s), s
+}
+
+// ErrNoStaging is returned by Stage outside a function whose key commits
+// with staged writes (idempotency.WithTransactions).
+var ErrNoStaging = errors.New("persistence: nothing to stage writes in: the function is not run with transactions (idempotency.WithTransactions)")
+
+// Stage adds writes to the Staging of ctx. It returns ErrNoStaging without
+// one, and an error once the function has returned.
+func Stage(ctx context.Context, writes ...any) error {
+	s, ok := ctx.Value(stagingKey{}).(*Staging)
+	if !ok {
+		return ErrNoStaging
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("persistence: the function has returned; writes staged now are not committed")
+	}
+	s.writes = append(s.writes, writes...)
+	return nil
+}
+
+// Writes returns the writes staged so far.
+func (s *Staging) Writes() []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]any(nil), s.writes...)
+}
+
+// Close ends the staging: later writes are refused, so that none is staged
+// once the commit has been sent. It returns the writes staged.
+func (s *Staging) Close() []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return s.writes
+}
