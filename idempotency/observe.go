@@ -2,7 +2,10 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // An Observer is told what happens to idempotent calls, synchronously, for
@@ -211,4 +214,99 @@ func (os observers) beginCall(ctx context.Context, c Call) context.Context {
 		}
 	}
 	return ctx
+}
+
+// A call is the state of one call of Do or of a wrapped function: its
+// key, and what its observers learn of it.
+type call struct {
+	g   *Guard
+	key string
+	// start is when the call began, and outcome how it ended, for
+	// EventCallEnded; both are kept only when the Guard has observers.
+	start   time.Time
+	outcome Outcome
+	ended   bool
+}
+
+// beginCall starts a call, and returns the context it goes on with.
+func (g *Guard) beginCall(ctx context.Context) (context.Context, *call) {
+	c := &call{g: g}
+	if len(g.cfg.observers) > 0 {
+		ctx = g.cfg.observers.beginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
+		c.start = time.Now()
+	}
+	return ctx, c
+}
+
+// settle records the call's outcome.
+func (c *call) settle(o Outcome) { c.outcome = o }
+
+// end reports the end of the call, which returns err.
+func (c *call) end(ctx context.Context, err error) {
+	g := c.g
+	if len(g.cfg.observers) == 0 || c.ended {
+		return
+	}
+	c.ended = true
+	outcome := c.outcome
+	if outcome == "" && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		outcome = OutcomeCanceled
+	}
+	g.cfg.observers.observe(ctx, Event{Kind: EventCallEnded, Key: c.key, Err: err, Start: c.start, Duration: time.Since(c.start), Outcome: outcome})
+}
+
+func (g *Guard) observe(ctx context.Context, kind EventKind, key string, err error) {
+	if len(g.cfg.observers) > 0 {
+		g.cfg.observers.observe(ctx, Event{Kind: kind, Key: key, Err: err})
+	}
+}
+
+func (g *Guard) observeFor(ctx context.Context, e Event) {
+	if len(g.cfg.observers) > 0 {
+		g.cfg.observers.observe(ctx, e)
+	}
+}
+
+// The store's requests, timed for the observers (EventStoreRequest).
+
+func (g *Guard) storePut(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	start := g.clock()
+	err := g.store.Put(ctx, rec, now)
+	g.request(ctx, "put", rec.Key, start, err)
+	return err
+}
+
+func (g *Guard) storeGet(ctx context.Context, key string) (*persistence.Record, error) {
+	start := g.clock()
+	rec, err := g.store.Get(ctx, key)
+	g.request(ctx, "get", key, start, err)
+	return rec, err
+}
+
+func (g *Guard) storeUpdate(ctx context.Context, rec *persistence.Record) error {
+	start := g.clock()
+	err := g.store.Update(ctx, rec)
+	g.request(ctx, "update", rec.Key, start, err)
+	return err
+}
+
+func (g *Guard) storeDelete(ctx context.Context, key, token string) error {
+	start := g.clock()
+	err := g.store.Delete(ctx, key, token)
+	g.request(ctx, "delete", key, start, err)
+	return err
+}
+
+// clock reads the time for a store request's event, when someone observes.
+func (g *Guard) clock() time.Time {
+	if len(g.cfg.observers) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (g *Guard) request(ctx context.Context, op, key string, start time.Time, err error) {
+	if len(g.cfg.observers) > 0 {
+		g.cfg.observers.observe(ctx, Event{Kind: EventStoreRequest, Key: key, Op: op, Err: err, Start: start, Duration: time.Since(start)})
+	}
 }
