@@ -146,9 +146,9 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 		payloadHash = core.Hash([]byte(payload))
 	}
 	c.key = core.Key(g.prefix, []byte(key))
-	h, res, err := g.acquire(ctx, c, payloadHash)
+	h, res, err := g.acquire(ctx, &c, payloadHash)
 	if h != nil {
-		res, err = g.run(ctx, c, h, fn)
+		res, err = g.run(ctx, &c, h, fn)
 	}
 	c.end(ctx, err)
 	return res, err

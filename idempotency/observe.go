@@ -229,8 +229,8 @@ type call struct {
 }
 
 // beginCall starts a call, and returns the context it goes on with.
-func (g *Guard) beginCall(ctx context.Context) (context.Context, *call) {
-	c := &call{g: g}
+func (g *Guard) beginCall(ctx context.Context) (context.Context, call) {
+	c := call{g: g}
 	if len(g.cfg.observers) > 0 {
 		ctx = g.cfg.observers.beginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
 		c.start = time.Now()

@@ -91,12 +91,12 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error)
 		return out, err
 	}
 	c.key = key
-	h, res, err := g.acquire(ctx, c, payloadHash)
+	h, res, err := g.acquire(ctx, &c, payloadHash)
 	if err != nil {
 		return out, err
 	}
 	if h != nil {
-		return w.run(ctx, c, h, in)
+		return w.run(ctx, &c, h, in)
 	}
 	if err := json.Unmarshal(res.Response, &out); err != nil {
 		var zero Out
