@@ -132,7 +132,7 @@ func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) er
 // keyOf returns the record key of in, a whole input, with prefix.
 func keyOf(t testing.TB, prefix string, in any) string {
 	t.Helper()
-	material, _, err := core.Material(nil, in)
+	material, _, err := core.AppendMaterial(nil, nil, in)
 	require.NoError(t, err)
 	return core.Key(prefix, material)
 }

@@ -151,7 +151,10 @@ func (e *ResponseEncodingError) Unwrap() error { return e.Err }
 // derive returns the record key and the payload hash of in.
 func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 	cfg := w.g.cfg
-	material, noKey, err := core.Material(cfg.key, in)
+	// Material is hashed, not kept: a buffer of the call's will do for
+	// most keys.
+	var buf [256]byte
+	material, noKey, err := core.AppendMaterial(buf[:0], cfg.key, in)
 	switch {
 	case err != nil:
 		return "", "", &KeyError{Expression: text(cfg.key), Err: err}
@@ -162,7 +165,7 @@ func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
 	}
 	key = core.Key(w.g.prefix, material)
 	if cfg.validation != nil {
-		material, _, err := core.Material(cfg.validation, in)
+		material, _, err := core.AppendMaterial(material[:0], cfg.validation, in)
 		if err != nil {
 			return "", "", &KeyError{Expression: cfg.validation.String(), Err: fmt.Errorf("payload validation: %w", err)}
 		}

@@ -4,7 +4,7 @@ package jmespath
 // meaning of Powertools for AWS Lambda's built-in envelopes. Use them as
 // expressions, or as the start of one:
 //
-//	jmespath.MustCompile(jmespath.EnvelopeAPIGatewayREST + ".order_id")
+//	jmespath.Compile(jmespath.EnvelopeAPIGatewayREST + ".order_id")
 const (
 	// EnvelopeAPIGatewayREST is the JSON body of an API Gateway REST API
 	// (payload format 1.0) request.

@@ -21,25 +21,12 @@ func ExampleExpression_SearchValue() {
 	// Output: ord_42 <nil>
 }
 
-// AppendCanonical gives the bytes a key is hashed from: equal values give
-// equal bytes, however the client spelled them.
-func ExampleExpression_AppendCanonical() {
-	expr := jmespath.MustCompile("powertools_json(body).order")
-	for _, body := range []string{
-		`{"order": {"id": 7, "lines": [1.0, 2]}}`,
-		`{"order": {"lines": [1, 2e0], "id": 7.00}}`,
-	} {
-		key, err := expr.AppendCanonical(nil, events.APIGatewayProxyRequest{Body: body})
-		fmt.Println(string(key), err)
-	}
-	// Output:
-	// {"id":7,"lines":[1,2]} <nil>
-	// {"id":7,"lines":[1,2]} <nil>
-}
-
 // Envelopes are the expressions Powertools names for common events.
 func ExampleExpression_SearchJSON() {
-	expr := jmespath.MustCompile(jmespath.EnvelopeSQS)
+	expr, err := jmespath.Compile(jmespath.EnvelopeSQS)
+	if err != nil {
+		panic(err)
+	}
 	body, err := expr.SearchJSON([]byte(`{"Records": [{"messageId": "m1", "body": "{\"order_id\": \"ord_1\"}"}]}`))
 	fmt.Println(body, err)
 	// Output: [map[order_id:ord_1]] <nil>

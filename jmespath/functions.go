@@ -12,8 +12,6 @@ import (
 	jp "github.com/jmespath-community/go-jmespath"
 	"github.com/jmespath-community/go-jmespath/pkg/functions"
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
-
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
 )
 
 // MaxDecompressedSize caps what powertools_base64_gzip inflates, so that a
@@ -73,66 +71,69 @@ func jsonType(v any) string {
 // powertoolsFunctions are the Powertools functions, with the same names and meaning
 // as in Powertools for AWS Lambda (Python and TypeScript).
 var powertoolsFunctions = []jp.FunctionEntry{
-	{Name: "powertools_json", Arguments: stringArg, Handler: powertoolsJSON},
-	{Name: "powertools_base64", Arguments: stringArg, Handler: powertoolsBase64},
-	{Name: "powertools_base64_gzip", Arguments: stringArg, Handler: powertoolsBase64Gzip},
+	{Name: "powertools_json", Arguments: stringArg, Handler: handler("powertools_json", decodeJSON)},
+	{Name: "powertools_base64", Arguments: stringArg, Handler: handler("powertools_base64", base64Text)},
+	{Name: "powertools_base64_gzip", Arguments: stringArg, Handler: handler("powertools_base64_gzip", base64GzipText)},
 }
 
-// powertoolsJSON decodes a string that holds JSON, as API Gateway's body
-// or an SQS message body does.
-func powertoolsJSON(args []any) (any, error) {
-	s, ok, err := textArg("powertools_json", args[0])
-	if !ok {
-		return nil, err
+// handler returns the interpreter's function for fn, which is named name.
+func handler(name string, fn func(string) (any, error)) jp.JpFunction {
+	return func(args []any) (any, error) {
+		s, ok, err := textArg(name, args[0])
+		if !ok {
+			return nil, err
+		}
+		v, err := fn(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return v, nil
 	}
-	v, err := jsonvalue.Decode([]byte(s), nil)
+}
+
+// decodeJSON decodes a string that holds JSON, as API Gateway's body or an
+// SQS message body does.
+func decodeJSON(s string) (any, error) {
+	v, err := parseJSON([]byte(s))
 	if err != nil {
-		return nil, fmt.Errorf("powertools_json: %w: %w", ErrInvalidJSON, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 	}
 	return v, nil
 }
 
-// powertoolsBase64 decodes standard base64 into a string, as Kinesis record
-// data and base64-encoded bodies need.
-func powertoolsBase64(args []any) (any, error) {
-	s, ok, err := textArg("powertools_base64", args[0])
-	if !ok {
-		return nil, err
-	}
+// base64Text decodes standard base64 into a string, as Kinesis record data
+// and base64-encoded bodies need.
+func base64Text(s string) (any, error) {
 	b, err := decodeBase64(s)
 	if err != nil {
-		return nil, fmt.Errorf("powertools_base64: %w", err)
+		return nil, err
 	}
 	if !utf8.Valid(b) {
-		return nil, fmt.Errorf("powertools_base64: %w", ErrNotText)
+		return nil, ErrNotText
 	}
 	return string(b), nil
 }
 
-// powertoolsBase64Gzip decodes base64, then gunzips, as CloudWatch Logs
+// base64GzipText decodes base64, then gunzips, as CloudWatch Logs
 // subscription data needs.
-func powertoolsBase64Gzip(args []any) (any, error) {
-	s, ok, err := textArg("powertools_base64_gzip", args[0])
-	if !ok {
-		return nil, err
-	}
+func base64GzipText(s string) (any, error) {
 	b, err := decodeBase64(s)
 	if err != nil {
-		return nil, fmt.Errorf("powertools_base64_gzip: %w", err)
+		return nil, err
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("powertools_base64_gzip: %w: %w", ErrInvalidGzip, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidGzip, err)
 	}
 	out, err := io.ReadAll(io.LimitReader(zr, MaxDecompressedSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("powertools_base64_gzip: %w: %w", ErrInvalidGzip, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidGzip, err)
 	}
 	if len(out) > MaxDecompressedSize {
-		return nil, fmt.Errorf("powertools_base64_gzip: %w", ErrTooLarge)
+		return nil, ErrTooLarge
 	}
 	if !utf8.Valid(out) {
-		return nil, fmt.Errorf("powertools_base64_gzip: %w", ErrNotText)
+		return nil, ErrNotText
 	}
 	return string(out), nil
 }

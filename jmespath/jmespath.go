@@ -9,22 +9,26 @@
 // cannot, so it cannot run powertools_json). Compile an expression once, at
 // start-up, and search it many times.
 //
-// An Expression searches any Go value as encoding/json would encode it
-// (SearchValue) or raw JSON (SearchJSON) without decoding the whole input:
-// at compile time it works out which members of the input the expression
-// can read, and only those are converted. Numbers are exact: a number that
-// a float64 cannot hold exactly (a large integer ID, say) stays a
-// json.Number.
+// An Expression searches a Go value as encoding/json encodes it
+// (SearchValue), a JSON document (SearchJSON) or a generic value (Search).
+// The result is always the interpreter's on the input as encoding/json
+// produces it. Numbers are exact: a number that a float64 cannot hold
+// exactly (a large integer ID, say) is a json.Number, others are float64.
+//
+// The expressions keys are made of, chains of members, indexes and
+// Powertools functions, and lists or hashes of them, are evaluated without
+// the interpreter and without converting the whole input: see plan.
 package jmespath
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	jp "github.com/jmespath-community/go-jmespath"
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
 
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
+	"github.com/retrysafe/retrysafe/internal/canonical"
 )
 
 // Expression is a compiled JMESPath expression. It is safe for concurrent
@@ -32,7 +36,6 @@ import (
 type Expression struct {
 	text           string
 	compiled       jp.JMESPath
-	reads          *jsonvalue.Selection
 	orderDependent bool
 	plan           *plan // nil unless the expression is simple
 }
@@ -74,18 +77,7 @@ func Compile(expression string) (*Expression, error) {
 	if err != nil {
 		return nil, &CompileError{Expression: expression, Err: err}
 	}
-	sel, orderDependent := reads(ast)
-	return &Expression{text: expression, compiled: compiled, reads: sel, orderDependent: orderDependent, plan: newPlan(ast)}, nil
-}
-
-// MustCompile is like Compile but panics if the expression does not parse.
-// It simplifies the initialisation of package-level variables.
-func MustCompile(expression string) *Expression {
-	e, err := Compile(expression)
-	if err != nil {
-		panic(err)
-	}
-	return e
+	return &Expression{text: expression, compiled: compiled, orderDependent: orderDependent(ast), plan: newPlan(ast)}, nil
 }
 
 // OrderDependent reports whether the expression's result may depend on the
@@ -95,21 +87,42 @@ func MustCompile(expression string) *Expression {
 // input, and must not be used to derive a key.
 func (e *Expression) OrderDependent() bool { return e.orderDependent }
 
+// orderedFunctions list object members in the object's order.
+var orderedFunctions = map[string]bool{"keys": true, "values": true, "items": true}
+
+func orderDependent(node parsing.ASTNode) bool {
+	name, _ := node.Value.(string)
+	if node.NodeType == parsing.ASTValueProjection || node.NodeType == parsing.ASTFunctionExpression && orderedFunctions[name] {
+		return true
+	}
+	for _, child := range node.Children {
+		if orderDependent(child) {
+			return true
+		}
+	}
+	return false
+}
+
 // String returns the expression's source text.
 func (e *Expression) String() string { return e.text }
 
 // Search evaluates the expression against data, a generic JSON value
 // (map[string]any, []any, string, float64, json.Number, bool or nil), as
 // encoding/json decodes into an any.
-func (e *Expression) Search(data any) (result any, err error) {
+func (e *Expression) Search(data any) (any, error) {
 	if e.plan != nil {
-		return e.plan.eval(e, input{generic: data, kind: genericInput})
+		return e.plan.eval(e, input{generic: data})
 	}
+	return e.interpret(data)
+}
+
+// interpret runs the interpreter on data.
+func (e *Expression) interpret(data any) (result any, err error) {
 	defer func() {
 		// The interpreter is not ours; a panic on odd input must not take
 		// the invocation down with it.
 		if r := recover(); r != nil {
-			result, err = nil, fmt.Errorf("jmespath: evaluating %q: %v", e.text, r)
+			result, err = nil, &SearchError{Expression: e.text, Err: fmt.Errorf("%v", r)}
 		}
 	}()
 	result, err = e.compiled.Search(data)
@@ -119,75 +132,40 @@ func (e *Expression) Search(data any) (result any, err error) {
 	return result, nil
 }
 
-// SearchJSON evaluates the expression against a JSON document. Only the
-// parts of the document the expression can read are decoded, but the whole
-// document must be valid JSON.
+// SearchJSON evaluates the expression against a JSON document, which must
+// be valid JSON as a whole: otherwise the error wraps ErrInvalidJSON.
 func (e *Expression) SearchJSON(doc []byte) (any, error) {
 	if e.plan != nil {
-		return e.plan.eval(e, input{doc: doc, kind: jsonInput})
-	}
-	data, err := e.ParseJSON(doc)
-	if err != nil {
-		return nil, err
-	}
-	return e.Search(data)
-}
-
-// SearchValue evaluates the expression against v as encoding/json would
-// encode it. Only the parts of v the expression can read are converted.
-func (e *Expression) SearchValue(v any) (any, error) {
-	if e.plan != nil {
-		return e.plan.eval(e, input{goValue: v, kind: goInput})
-	}
-	data, err := e.Value(v)
-	if err != nil {
-		return nil, err
-	}
-	return e.Search(data)
-}
-
-// AppendCanonical evaluates the expression against v, as SearchValue does,
-// and appends the canonical JSON encoding of the result to dst: object
-// members sorted by name, numbers in one normal form (1, 1.0 and 1e0 are
-// one number), strings with one escaping, no spaces. Equal results give
-// equal bytes; idempotency keys are hashed from them. For the usual key
-// expression, powertools_json(body).order_id with a string order_id, it
-// does not allocate.
-func (e *Expression) AppendCanonical(dst []byte, v any) ([]byte, error) {
-	if e.plan != nil {
-		if out, done, err := e.plan.appendCanonical(e, dst, v); done {
-			return out, err
+		if !json.Valid(doc) {
+			_, err := canonical.Parse(doc)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 		}
+		return e.plan.eval(e, input{doc: doc, isDoc: true})
 	}
-	result, err := e.SearchValue(v)
-	if err != nil {
-		return dst, err
-	}
-	out, err := jsonvalue.AppendCanonical(dst, result)
-	if err != nil {
-		return dst, &SearchError{Expression: e.text, Err: err}
-	}
-	return out, nil
-}
-
-// ParseJSON decodes doc into the generic form Search takes, keeping only
-// the parts the expression can read.
-func (e *Expression) ParseJSON(doc []byte) (any, error) {
-	data, err := jsonvalue.Decode(doc, e.reads)
+	data, err := parseJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 	}
-	return data, nil
+	return e.interpret(data)
 }
 
-// Value converts v into the generic form Search takes, as encoding/json
-// would encode it, keeping only the parts the expression can read.
-func (e *Expression) Value(v any) (any, error) {
-	data, err := jsonvalue.FromGo(v, e.reads)
+// SearchValue evaluates the expression against v as encoding/json encodes
+// it: json.Marshal(v). A plan reads only the members on its paths, with
+// encoding/json's rules, and encodes only what they reach; so an error
+// that json.Marshal would report for a part of v that the expression does
+// not read (a NaN, a MarshalJSON method that fails) is not reported.
+func (e *Expression) SearchValue(v any) (any, error) {
+	if e.plan != nil {
+		result, err := e.plan.eval(e, input{goValue: v, isGo: true})
+		if err != errSlow {
+			return result, err
+		}
+	}
+	data, err := canonical.FromGo(v)
 	if err != nil {
 		return nil, fmt.Errorf("jmespath: converting %T: %w", v, err)
 	}
-	return data, nil
+	return e.interpret(exactNumbers(data))
 }
 
 // SearchError reports an expression that failed while it was evaluated,

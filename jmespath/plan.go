@@ -1,11 +1,14 @@
 package jmespath
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
-
-	"github.com/retrysafe/retrysafe/internal/jsonvalue"
 )
 
 // A plan evaluates a simple expression without the interpreter, reading
@@ -15,6 +18,10 @@ import (
 // "powertools_json(powertools_base64(data)).id"), or a multi-select list or
 // hash of such chains ("[customer, order_id]"). Everything else goes to the
 // interpreter.
+//
+// On a Go value, a chain's first path is followed with reflect (see
+// followGo), and only the value it reaches is encoded. On JSON, the text is
+// checked once and only the value a path reaches is decoded.
 type plan struct {
 	chains []chain
 	// shape is how the chains' results are returned: one result, a list,
@@ -35,53 +42,61 @@ const (
 // turn: a JMESPath chain, since each step applies to the previous one's
 // result.
 type chain struct {
-	paths [][]jsonvalue.Step
-	fns   []func([]any) (any, error)
-	json  []bool // fns[i] is powertools_json, which plan fuses with the path after it
-	// text is paths[0] compiled for Go values, when fns[0] is
-	// powertools_json: the path to the JSON text of the usual key.
-	text *jsonvalue.GoPath
+	paths [][]step
+	fns   []function
+}
+
+// A function is a Powertools function in a chain.
+type function struct {
+	name string
+	fn   func(string) (any, error) // nil for powertools_json, which the chain runs itself
+}
+
+// A step is a member name or an index.
+type step struct {
+	name    string
+	key     reflect.Value // name, as a map key
+	plain   bool          // name is valid UTF-8 without U+FFFD
+	index   int
+	isIndex bool
+}
+
+func memberStep(name string) step {
+	return step{name: name, key: reflect.ValueOf(name), plain: utf8.ValidString(name) && !strings.ContainsRune(name, utf8.RuneError)}
 }
 
 // newPlan returns a plan for ast, or nil if the expression is not simple.
 func newPlan(ast parsing.ASTNode) *plan {
+	p := &plan{}
+	nodes := []parsing.ASTNode{ast}
 	switch ast.NodeType {
 	case parsing.ASTMultiSelectList:
-		p := &plan{shape: list}
-		for _, child := range ast.Children {
-			c, ok := linearize(child, chain{paths: [][]jsonvalue.Step{nil}})
+		p.shape, nodes = list, ast.Children
+	case parsing.ASTMultiSelectHash:
+		p.shape, nodes = hash, nil
+		for _, pair := range ast.Children {
+			name, ok := pair.Value.(string)
 			if !ok {
 				return nil
 			}
-			p.chains = append(p.chains, c.compiled())
-		}
-		return p
-	case parsing.ASTMultiSelectHash:
-		p := &plan{shape: hash}
-		for _, pair := range ast.Children {
-			c, ok := linearize(pair.Children[0], chain{paths: [][]jsonvalue.Step{nil}})
-			name, isString := pair.Value.(string)
-			if !ok || !isString {
-				return nil
-			}
-			p.chains = append(p.chains, c.compiled())
 			p.names = append(p.names, name)
+			nodes = append(nodes, pair.Children[0])
 		}
-		return p
 	}
-	c, ok := linearize(ast, chain{paths: [][]jsonvalue.Step{nil}})
-	if !ok {
-		return nil
+	for _, node := range nodes {
+		c, ok := linearize(node, chain{paths: [][]step{nil}})
+		if !ok {
+			return nil
+		}
+		p.chains = append(p.chains, c)
 	}
-	return &plan{chains: []chain{c.compiled()}}
+	return p
 }
 
-// compiled returns c ready to run.
-func (c chain) compiled() chain {
-	if len(c.fns) > 0 && c.json[0] {
-		c.text = jsonvalue.NewGoPath(c.paths[0])
-	}
-	return c
+var planFunctions = map[string]func(string) (any, error){
+	"powertools_json":        nil,
+	"powertools_base64":      base64Text,
+	"powertools_base64_gzip": base64GzipText,
 }
 
 // linearize appends node's steps to c.
@@ -90,7 +105,7 @@ func linearize(node parsing.ASTNode, c chain) (chain, bool) {
 	switch node.NodeType {
 	case parsing.ASTField:
 		name, ok := node.Value.(string)
-		c.paths[last] = append(c.paths[last], jsonvalue.Member(name))
+		c.paths[last] = append(c.paths[last], memberStep(name))
 		return c, ok
 	case parsing.ASTIdentity, parsing.ASTCurrentNode:
 		return c, true
@@ -101,7 +116,7 @@ func linearize(node parsing.ASTNode, c chain) (chain, bool) {
 		}
 		i, isInt := node.Children[1].Value.(int)
 		last = len(c.paths) - 1
-		c.paths[last] = append(c.paths[last], jsonvalue.Element(i))
+		c.paths[last] = append(c.paths[last], step{index: i, isIndex: true})
 		return c, isInt
 	case parsing.ASTSubexpression, parsing.ASTPipe:
 		c, ok := linearize(node.Children[0], c)
@@ -118,34 +133,26 @@ func linearize(node parsing.ASTNode, c chain) (chain, bool) {
 		if c, ok = linearize(node.Children[0], c); !ok {
 			return c, false
 		}
-		c.fns = append(c.fns, fn)
-		c.json = append(c.json, name == "powertools_json")
+		c.fns = append(c.fns, function{name: name, fn: fn})
 		c.paths = append(c.paths, nil)
 		return c, true
 	}
 	return c, false
 }
 
-var planFunctions = map[string]func([]any) (any, error){
-	"powertools_json":        powertoolsJSON,
-	"powertools_base64":      powertoolsBase64,
-	"powertools_base64_gzip": powertoolsBase64Gzip,
-}
-
-// input is what a plan runs on: a Go value, a JSON document, or a generic
-// value.
+// input is what a plan runs on: a Go value, a JSON document already known
+// to be valid, or a generic value.
 type input struct {
 	goValue any
 	doc     []byte
 	generic any
-	kind    int
+	isGo    bool
+	isDoc   bool
 }
 
-const (
-	goInput = iota
-	jsonInput
-	genericInput
-)
+// errSlow is a plan's answer for a Go value whose encoding it does not
+// follow: the expression then runs on the value's encoding.
+var errSlow = errors.New("jmespath: not planned for this value")
 
 func (p *plan) eval(e *Expression, in input) (any, error) {
 	if p.shape == single {
@@ -153,132 +160,124 @@ func (p *plan) eval(e *Expression, in input) (any, error) {
 	}
 	// The interpreter builds a multi-select even on null, so the plan does
 	// too.
-	if p.shape == list {
-		out := make([]any, len(p.chains))
-		for i := range p.chains {
-			v, err := p.chains[i].eval(e, in)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
-		}
-		return out, nil
-	}
-	out := make(map[string]any, len(p.chains))
+	results := make([]any, len(p.chains))
 	for i := range p.chains {
 		v, err := p.chains[i].eval(e, in)
 		if err != nil {
 			return nil, err
 		}
-		out[p.names[i]] = v
+		results[i] = v
+	}
+	if p.shape == list {
+		return results, nil
+	}
+	out := make(map[string]any, len(p.chains))
+	for i, name := range p.names {
+		out[name] = results[i]
 	}
 	return out, nil
 }
 
-func inputError(e *Expression, in input, err error) error {
-	if in.kind == jsonInput {
-		return fmt.Errorf("%w: %w", ErrInvalidJSON, err)
-	}
-	return fmt.Errorf("jmespath: converting %T: %w", in.goValue, err)
-}
-
 func (c *chain) eval(e *Expression, in input) (any, error) {
-	var cur any
-	var err error
+	var cur cursor
 	switch {
-	case in.kind == goInput && len(c.fns) > 0 && c.json[0]:
-		// The usual key expression, powertools_json(body).id: read the
-		// string without boxing it, and decode only what the path reaches.
-		s, isString, other, err := c.text.LookupString(in.goValue)
-		if err != nil {
-			return nil, inputError(e, in, err)
-		}
-		if isString {
-			if cur, err = decodeJSONPath(e, s, c.paths[1]); err != nil {
-				return nil, err
-			}
-			return c.apply(e, cur, 1)
-		}
-		return c.apply(e, other, 0)
-	case in.kind == goInput:
-		cur, err = jsonvalue.LookupGo(in.goValue, c.paths[0])
-	case in.kind == jsonInput:
-		cur, err = jsonvalue.LookupJSON(in.doc, c.paths[0])
-	default:
-		cur = jsonvalue.Walk(in.generic, c.paths[0])
-	}
-	if err != nil {
-		return nil, inputError(e, in, err)
-	}
-	return c.apply(e, cur, 0)
-}
-
-// apply applies the chain's functions from the first-th on, each followed
-// by its path, to cur.
-func (c *chain) apply(e *Expression, cur any, first int) (any, error) {
-	for i := first; i < len(c.fns); i++ {
-		rest := c.paths[i+1]
-		if c.json[i] {
-			// powertools_json followed by a path: decode only what the path
-			// reaches.
-			s, ok, err := textArg("powertools_json", cur)
-			if err != nil {
-				return nil, &SearchError{Expression: e.text, Err: err}
-			}
-			if !ok {
-				cur = nil
-				continue
-			}
-			if cur, err = decodeJSONPath(e, s, rest); err != nil {
-				return nil, err
-			}
-			continue
+	case in.isGo:
+		leaf, ok := followGo(reflect.ValueOf(in.goValue), c.paths[0])
+		if !ok {
+			return nil, errSlow
 		}
 		var err error
-		if cur, err = c.fns[i]([]any{cur}); err != nil {
-			return nil, &SearchError{Expression: e.text, Err: err}
+		if cur.s, cur.isString = goString(leaf); !cur.isString {
+			if cur.v, err = goLeaf(leaf); err != nil {
+				return nil, fmt.Errorf("jmespath: converting %T: %w", in.goValue, err)
+			}
 		}
-		cur = jsonvalue.Walk(cur, rest)
+	case in.isDoc:
+		cur.raw = in.doc
+	default:
+		cur.v = in.generic
 	}
-	return cur, nil
+	if !in.isGo {
+		cur = cur.follow(c.paths[0])
+	}
+	for i, f := range c.fns {
+		s, ok := cur.s, cur.isString
+		if !ok {
+			arg, err := cur.value()
+			if err != nil {
+				return nil, err
+			}
+			if s, ok, err = textArg(f.name, arg); err != nil {
+				return nil, &SearchError{Expression: e.text, Err: err}
+			}
+		}
+		if !ok {
+			// A Powertools function gives null for null, and the rest of
+			// the chain null too.
+			return nil, nil
+		}
+		var err error
+		if cur = (cursor{}); f.fn == nil {
+			// powertools_json: check the text, and decode only what the
+			// path after it reaches.
+			if cur.raw = []byte(s); !json.Valid(cur.raw) {
+				_, err = decodeJSON(s)
+			}
+		} else {
+			cur.v, err = f.fn(s)
+		}
+		if err != nil {
+			return nil, &SearchError{Expression: e.text, Err: fmt.Errorf("%s: %w", f.name, err)}
+		}
+		cur = cur.follow(c.paths[i+1])
+	}
+	return cur.value()
 }
 
-// decodeJSONPath is powertools_json(s) followed by path, decoding only the
-// value the path reaches.
-func decodeJSONPath(e *Expression, s string, path []jsonvalue.Step) (any, error) {
-	v, err := jsonvalue.LookupJSONString(s, path)
-	if err != nil {
-		return nil, invalidJSONArg(e, err)
-	}
-	return v, nil
+// A cursor is a value a chain has reached: the text of a JSON value known
+// to be valid (raw), a string (s, when isString), or else a generic value
+// (v).
+type cursor struct {
+	raw      []byte
+	s        string
+	isString bool
+	v        any
 }
 
-func invalidJSONArg(e *Expression, err error) error {
-	return &SearchError{Expression: e.text, Err: fmt.Errorf("powertools_json: %w: %w", ErrInvalidJSON, err)}
+func (c cursor) follow(path []step) cursor {
+	for _, s := range path {
+		switch {
+		case c.isString:
+			return cursor{} // a string has no members or elements
+		case c.raw != nil && s.isIndex:
+			c.raw = element(c.raw, s.index)
+		case c.raw != nil:
+			c.raw = member(c.raw, s)
+		case s.isIndex:
+			a, _ := c.v.([]any)
+			i := s.index
+			if i < 0 {
+				i += len(a)
+			}
+			c.v = nil
+			if i >= 0 && i < len(a) {
+				c.v = a[i]
+			}
+		default:
+			m, _ := c.v.(map[string]any)
+			c.v = m[s.name]
+		}
+	}
+	return c
 }
 
-// appendCanonical is Expression.AppendCanonical for the usual key
-// expression, powertools_json(<path>).<path> on a Go value: the value the
-// second path reaches is encoded straight from the JSON text, without
-// being decoded into an any first. done is false for other expressions
-// and inputs, which take the general way.
-func (p *plan) appendCanonical(e *Expression, dst []byte, v any) (out []byte, done bool, err error) {
-	if p.shape != single {
-		return dst, false, nil
+// value returns the value c is at.
+func (c cursor) value() (any, error) {
+	switch {
+	case c.isString:
+		return c.s, nil
+	case c.raw != nil:
+		return decodeValue(c.raw)
 	}
-	c := &p.chains[0]
-	if len(c.fns) != 1 || !c.json[0] {
-		return dst, false, nil
-	}
-	s, isString, _, err := c.text.LookupString(v)
-	if err != nil {
-		return dst, true, inputError(e, input{goValue: v, kind: goInput}, err)
-	}
-	if !isString {
-		return dst, false, nil
-	}
-	if out, err = jsonvalue.AppendCanonicalAt(dst, s, c.paths[1]); err != nil {
-		return dst, true, invalidJSONArg(e, err)
-	}
-	return out, true, nil
+	return c.v, nil
 }
