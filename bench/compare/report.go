@@ -48,10 +48,16 @@ type target struct {
 func (r *report) check() {
 	r.Targets = nil
 	for _, w := range r.Rows {
-		if w.Phase.Store == "memory" {
+		switch w.Phase.Store {
+		case "memory":
 			r.Targets = append(r.Targets,
-				target{"in-memory overhead at least 20× lower than Powertools' (median added latency), " + w.Phase.Path, fmt.Sprintf("%.1f×", w.Ratios.Median), w.Ratios.Median >= 20},
-				target{"in-memory overhead at least 20× lower than Powertools' (CPU per invocation), " + w.Phase.Path, fmt.Sprintf("%.1f×", w.Ratios.CPU), w.Ratios.CPU >= 20},
+				target{"in-memory overhead at least 5× lower than Powertools' (median added latency), " + w.Phase.Path, fmt.Sprintf("%.1f×", w.Ratios.Median), w.Ratios.Median >= 5},
+				target{"in-memory overhead at least 4× lower than Powertools' (CPU per invocation), " + w.Phase.Path, fmt.Sprintf("%.1f×", w.Ratios.CPU), w.Ratios.CPU >= 4},
+			)
+		case "dynamodb":
+			r.Targets = append(r.Targets,
+				target{"DynamoDB: at least 1.4× lower latency than Powertools (median), " + w.Phase.Path, fmt.Sprintf("%.1f×", w.Ratios.Median), w.Ratios.Median >= 1.4},
+				target{"DynamoDB: at least 3× lower CPU than Powertools (per invocation), " + w.Phase.Path, fmt.Sprintf("%.1f×", w.Ratios.CPU), w.Ratios.CPU >= 3},
 			)
 		}
 	}
