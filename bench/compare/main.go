@@ -20,7 +20,7 @@
 // runs it):
 //
 //	npm ci && (cd bench/compare/node && npm ci)
-//	go run ./bench/compare [-rounds 7] [-out bench/compare/results]
+//	go -C bench/compare run . [-rounds 7] [-out results]
 package main
 
 import (
@@ -89,7 +89,7 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 1, "rounds run first and not counted (JIT warm-up, connections)")
 	flag.IntVar(&o.nMemory, "n-memory", 10000, "invocations per loop with the in-memory store")
 	flag.IntVar(&o.nDynamoDB, "n-dynamodb", 300, "invocations per loop with DynamoDB")
-	flag.StringVar(&o.out, "out", "bench/compare/results", "directory for compare.md, compare.svg and compare.json")
+	flag.StringVar(&o.out, "out", "results", "directory for compare.md, compare.svg and compare.json (make compare runs in bench/compare)")
 	flag.BoolVar(&o.allOld, "all-old", true, "make the proxy return the existing item on a failed conditional PutItem, as DynamoDB does and dynalite does not")
 	flag.StringVar(&o.node, "node", "node", "the Node.js executable")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the Go driver to this file (go tool pprof reads it)")

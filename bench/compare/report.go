@@ -212,7 +212,7 @@ func (r *report) markdown() string {
 			"PutItem, as DynamoDB does, with a read of its own that is not counted, for both sides alike (`-all-old=false` turns this off: " +
 			"a replay then costs both libraries a GetItem more). ")
 	}
-	p("Generated %s by `make compare` (`go run ./bench/compare`).\n", r.Date)
+	p("Generated %s by `make compare` (`go -C bench/compare run .`).\n", r.Date)
 	return b.String()
 }
 
