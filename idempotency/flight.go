@@ -197,12 +197,12 @@ func (w *waiter) pause(ctx context.Context) (ok bool, err error) {
 
 // reportWait reports the end of a call's wait, if it waited: it ended
 // with err (nil when the call got an outcome or the key).
-func (g *Guard) reportWait(ctx context.Context, w *waiter, key string, err error) {
+func (c *call) reportWait(ctx context.Context, w *waiter, key string, err error) {
 	if w != nil && w.waited {
 		var ipe *InProgressError
 		if errors.As(err, &ipe) {
 			err = ErrInProgress
 		}
-		g.observeFor(ctx, Event{Kind: EventWaited, Key: key, Err: err, Start: w.start, Duration: time.Since(w.start)})
+		c.report(ctx, Event{Kind: EventWaited, Key: key, Err: err, Start: w.start, Duration: time.Since(w.start)})
 	}
 }

@@ -140,7 +140,8 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 		resp, err := fn(ctx)
 		return Result{Response: resp}, unwrapPermanent(err)
 	}
-	ctx, c := g.beginCall(ctx)
+	var c call
+	ctx = g.beginCall(ctx, &c)
 	var payloadHash string
 	if payload != "" {
 		payloadHash = core.Hash([]byte(payload))
@@ -167,7 +168,7 @@ type holder struct {
 func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *holder, res Result, err error) {
 	key := c.key
 	w := g.newWaiter(ctx)
-	defer func() { g.reportWait(ctx, w, key, err) }()
+	defer func() { c.reportWait(ctx, w, key, err) }()
 	for {
 		if g.local != nil {
 			// A store in the process answers a completed key without the
@@ -253,9 +254,9 @@ func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, exis
 	}
 	for attempt := 1; ; attempt++ {
 		g.setExpiries(ctx, rec, now)
-		err := g.storePut(ctx, rec, now)
+		err := c.storePut(ctx, rec, now)
 		if err == nil {
-			g.observeFor(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
+			c.report(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
 			return rec, nil, nil
 		}
 		var conflict *persistence.ConflictError
@@ -263,20 +264,20 @@ func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, exis
 			// The write may have landed with its reply lost: release it
 			// (fenced by our token, so it cannot touch anyone else's record)
 			// rather than leave the key blocked until the deadline.
-			g.releaseQuietly(ctx, rec)
+			c.releaseQuietly(ctx, rec)
 			c.settle(OutcomeStoreError)
 			return nil, nil, &StoreError{Op: "put", Key: key, Err: err}
 		}
 		existing := conflict.Existing
 		if existing == nil {
-			existing, err = g.storeGet(ctx, key)
+			existing, err = c.storeGet(ctx, key)
 			if errors.Is(err, persistence.ErrNotFound) {
 				existing = nil
 			} else if err != nil {
 				// The conflicting record may be our own: a write whose
 				// reply was lost, retried by the store's client into a
 				// conflict with itself. Release it as above.
-				g.releaseQuietly(ctx, rec)
+				c.releaseQuietly(ctx, rec)
 				c.settle(OutcomeStoreError)
 				return nil, nil, &StoreError{Op: "get", Key: key, Err: err}
 			}
@@ -284,7 +285,7 @@ func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, exis
 		if existing != nil && existing.Token == rec.Token {
 			// Our own reservation: a retried write whose first reply was
 			// lost found it.
-			g.observeFor(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
+			c.report(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
 			return rec, nil, nil
 		}
 		if existing != nil && existing.Live(now) {
@@ -292,7 +293,7 @@ func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, exis
 		}
 		// The record vanished or expired between the write and the read.
 		if attempt == maxReserveAttempts {
-			g.releaseQuietly(ctx, rec)
+			c.releaseQuietly(ctx, rec)
 			c.settle(OutcomeStoreError)
 			return nil, nil, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
@@ -332,14 +333,14 @@ func ceilSecond(t time.Time) time.Time {
 func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existing *persistence.Record) (Result, error) {
 	key := c.key
 	if payloadHash != "" && existing.PayloadHash != payloadHash {
-		g.observe(ctx, EventPayloadMismatch, key, nil)
+		c.observe(ctx, EventPayloadMismatch, key, nil)
 		c.settle(OutcomePayloadMismatch)
 		return Result{}, &PayloadMismatchError{Key: key}
 	}
 	if existing.Status != persistence.StatusCompleted {
 		return Result{}, g.inProgress(ctx, c, existing.InProgressExpiresAt)
 	}
-	g.observe(ctx, EventReplayed, key, nil)
+	c.observe(ctx, EventReplayed, key, nil)
 	switch {
 	case existing.ErrorType != "":
 		c.settle(OutcomeStoredError)
@@ -358,7 +359,7 @@ func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existin
 
 // inProgress refuses the call: the key is held until until.
 func (g *Guard) inProgress(ctx context.Context, c *call, until time.Time) error {
-	g.observe(ctx, EventInProgress, c.key, nil)
+	c.observe(ctx, EventInProgress, c.key, nil)
 	c.settle(OutcomeInProgress)
 	return &InProgressError{Key: c.key, Until: until}
 }

@@ -49,6 +49,7 @@ func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
 // lease renews a holder's reservation while its function runs.
 type lease struct {
 	g     *Guard
+	c     call // a copy of the call, to report the renewals
 	ctx   context.Context
 	h     *holder
 	every time.Duration
@@ -61,12 +62,12 @@ type lease struct {
 // startLease starts renewing h's reservation, or returns nil when it lasts
 // until the context's deadline. No goroutine runs until the first
 // renewal is due.
-func (g *Guard) startLease(ctx context.Context, h *holder) *lease {
+func (g *Guard) startLease(ctx context.Context, c *call, h *holder) *lease {
 	d := g.leaseFor(ctx)
 	if d == 0 {
 		return nil
 	}
-	l := &lease{g: g, ctx: ctx, h: h, every: d / 3}
+	l := &lease{g: g, c: *c, ctx: ctx, h: h, every: d / 3}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.timer = time.AfterFunc(l.every, l.renew)
@@ -93,7 +94,7 @@ func (l *lease) renew() {
 	renewed.InProgressExpiresAt = end
 	renewed.ExpiresAt = ceilSecond(later(rec.ExpiresAt, end))
 	wctx, cancel := g.finalContext(l.ctx)
-	err := g.storeUpdate(wctx, &renewed)
+	err := l.c.storeUpdate(wctx, &renewed)
 	cancel()
 	if err != nil {
 		l.stopped = true
@@ -103,12 +104,12 @@ func (l *lease) renew() {
 		}
 		g.cfg.logger.LogAttrs(l.ctx, level, "idempotency: "+what,
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		g.observe(l.ctx, EventRenewalFailed, rec.Key, err)
+		l.c.observe(l.ctx, EventRenewalFailed, rec.Key, err)
 		return
 	}
 	rec.InProgressExpiresAt, rec.ExpiresAt = renewed.InProgressExpiresAt, renewed.ExpiresAt
 	l.h.flight.setUntil(end)
-	g.observe(l.ctx, EventRenewed, rec.Key, nil)
+	l.c.observe(l.ctx, EventRenewed, rec.Key, nil)
 	l.timer.Reset(l.every)
 }
 

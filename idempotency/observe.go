@@ -23,12 +23,16 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // A CallObserver is an [Observer] that also sees each call begin. BeginCall
-// returns the context the call goes on with: the function runs with it,
-// and the call's events, the last of which is [EventCallEnded], come with
-// it. A tracer starts the call's span there.
+// returns the context the call goes on with (the function runs with it,
+// and the call's events come with it: a tracer starts the call's span
+// there) and the [Observer] of the call's events, the last of which is
+// [EventCallEnded]. That is often one made for the call, which then needs
+// no look-up in the context; the CallObserver's own Observe sees none of
+// the call. A nil Observer observes nothing of the call: the call then
+// costs the CallObserver nothing more.
 type CallObserver interface {
 	Observer
-	BeginCall(ctx context.Context, c Call) context.Context
+	BeginCall(ctx context.Context, c Call) (context.Context, Observer)
 }
 
 // Call describes an idempotent call as it begins.
@@ -196,55 +200,56 @@ const (
 	OutcomeCanceled Outcome = "canceled"
 )
 
-// observers is the set of observers of a Guard.
 type observers []Observer
-
-func (os observers) observe(ctx context.Context, e Event) {
-	for _, o := range os {
-		o.Observe(ctx, e)
-	}
-}
-
-// beginCall tells the call observers that a call begins, and returns the
-// call's context.
-func (os observers) beginCall(ctx context.Context, c Call) context.Context {
-	for _, o := range os {
-		if co, ok := o.(CallObserver); ok {
-			ctx = co.BeginCall(ctx, c)
-		}
-	}
-	return ctx
-}
 
 // A call is the state of one call of Do or of a wrapped function: its
 // key, and what its observers learn of it.
 type call struct {
 	g   *Guard
 	key string
+	// obs and more are the call's observers: what the Guard's observers
+	// (or, for the [CallObserver]s, what their BeginCall) returned. With
+	// none, nothing of the call is timed nor reported.
+	obs  Observer
+	more []Observer
 	// start is when the call began, and outcome how it ended, for
-	// EventCallEnded; both are kept only when the Guard has observers.
+	// EventCallEnded; both are kept only when someone observes.
 	start   time.Time
 	outcome Outcome
 	ended   bool
 }
 
-// beginCall starts a call, and returns the context it goes on with.
-func (g *Guard) beginCall(ctx context.Context) (context.Context, call) {
-	c := call{g: g}
-	if len(g.cfg.observers) > 0 {
-		ctx = g.cfg.observers.beginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
+// beginCall starts the call c, and returns the context it goes on with.
+func (g *Guard) beginCall(ctx context.Context, c *call) context.Context {
+	c.g = g
+	for _, o := range g.cfg.observers {
+		if co, ok := o.(CallObserver); ok {
+			ctx, o = co.BeginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
+			if o == nil {
+				continue
+			}
+		}
+		if c.obs == nil {
+			c.obs = o
+		} else {
+			c.more = append(c.more, o)
+		}
+	}
+	if c.obs != nil {
 		c.start = time.Now()
 	}
-	return ctx, c
+	return ctx
 }
+
+// observed reports whether someone observes the call.
+func (c *call) observed() bool { return c.obs != nil }
 
 // settle records the call's outcome.
 func (c *call) settle(o Outcome) { c.outcome = o }
 
 // end reports the end of the call, which returns err.
 func (c *call) end(ctx context.Context, err error) {
-	g := c.g
-	if len(g.cfg.observers) == 0 || c.ended {
+	if !c.observed() || c.ended {
 		return
 	}
 	c.ended = true
@@ -252,61 +257,75 @@ func (c *call) end(ctx context.Context, err error) {
 	if outcome == "" && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		outcome = OutcomeCanceled
 	}
-	g.cfg.observers.observe(ctx, Event{Kind: EventCallEnded, Key: c.key, Err: err, Start: c.start, Duration: time.Since(c.start), Outcome: outcome})
+	c.report(ctx, Event{Kind: EventCallEnded, Key: c.key, Err: err, Start: c.start, Duration: time.Since(c.start), Outcome: outcome})
 }
 
-func (g *Guard) observe(ctx context.Context, kind EventKind, key string, err error) {
-	if len(g.cfg.observers) > 0 {
-		g.cfg.observers.observe(ctx, Event{Kind: kind, Key: key, Err: err})
+// report gives e to the call's observers.
+func (c *call) report(ctx context.Context, e Event) {
+	if c.obs == nil {
+		return
+	}
+	c.obs.Observe(ctx, e)
+	for _, o := range c.more {
+		o.Observe(ctx, e)
 	}
 }
 
-func (g *Guard) observeFor(ctx context.Context, e Event) {
-	if len(g.cfg.observers) > 0 {
-		g.cfg.observers.observe(ctx, e)
+// observe reports an event of kind about key.
+func (c *call) observe(ctx context.Context, kind EventKind, key string, err error) {
+	if c.observed() {
+		c.report(ctx, Event{Kind: kind, Key: key, Err: err})
 	}
 }
 
 // The store's requests, timed for the observers (EventStoreRequest).
 
-func (g *Guard) storePut(ctx context.Context, rec *persistence.Record, now time.Time) error {
-	start := g.clock()
-	err := g.store.Put(ctx, rec, now)
-	g.request(ctx, "put", rec.Key, start, err)
+func (c *call) storePut(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	start := c.clock()
+	err := c.g.store.Put(ctx, rec, now)
+	c.request(ctx, "put", rec.Key, start, err)
 	return err
 }
 
-func (g *Guard) storeGet(ctx context.Context, key string) (*persistence.Record, error) {
-	start := g.clock()
-	rec, err := g.store.Get(ctx, key)
-	g.request(ctx, "get", key, start, err)
+func (c *call) storeGet(ctx context.Context, key string) (*persistence.Record, error) {
+	start := c.clock()
+	rec, err := c.g.store.Get(ctx, key)
+	c.request(ctx, "get", key, start, err)
 	return rec, err
 }
 
-func (g *Guard) storeUpdate(ctx context.Context, rec *persistence.Record) error {
-	start := g.clock()
-	err := g.store.Update(ctx, rec)
-	g.request(ctx, "update", rec.Key, start, err)
+func (c *call) storeUpdate(ctx context.Context, rec *persistence.Record) error {
+	start := c.clock()
+	err := c.g.store.Update(ctx, rec)
+	c.request(ctx, "update", rec.Key, start, err)
 	return err
 }
 
-func (g *Guard) storeDelete(ctx context.Context, key, token string) error {
-	start := g.clock()
-	err := g.store.Delete(ctx, key, token)
-	g.request(ctx, "delete", key, start, err)
+func (c *call) storeDelete(ctx context.Context, key, token string) error {
+	start := c.clock()
+	err := c.g.store.Delete(ctx, key, token)
+	c.request(ctx, "delete", key, start, err)
 	return err
 }
 
-// clock reads the time for a store request's event, when someone observes.
-func (g *Guard) clock() time.Time {
-	if len(g.cfg.observers) == 0 {
+// clock reads the time for an event, when someone observes.
+func (c *call) clock() time.Time {
+	if !c.observed() {
 		return time.Time{}
 	}
 	return time.Now()
 }
 
-func (g *Guard) request(ctx context.Context, op, key string, start time.Time, err error) {
-	if len(g.cfg.observers) > 0 {
-		g.cfg.observers.observe(ctx, Event{Kind: EventStoreRequest, Key: key, Op: op, Err: err, Start: start, Duration: time.Since(start)})
+// clockSince returns start when someone observes (see clock).
+func (c *call) clockSince(start time.Time) time.Time {
+	if !c.observed() {
+		return time.Time{}
+	}
+	return start
+}
+
+func (c *call) request(ctx context.Context, op, key string, start time.Time, err error) {
+	if c.observed() {
+		c.report(ctx, Event{Kind: EventStoreRequest, Key: key, Op: op, Err: err, Start: start, Duration: time.Since(start)})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,11 +28,64 @@ type tracer struct {
 	marks []string
 }
 
-func (tr *tracer) BeginCall(ctx context.Context, c idempotency.Call) context.Context {
+func (tr *tracer) BeginCall(ctx context.Context, c idempotency.Call) (context.Context, idempotency.Observer) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.calls = append(tr.calls, c)
-	return context.WithValue(ctx, callKey{}, c.Prefix)
+	return context.WithValue(ctx, callKey{}, c.Prefix), tr
+}
+
+// sampler is a CallObserver that observes the calls of one prefix only,
+// each with an eventLog of its own.
+type sampler struct {
+	prefix string
+	calls  []*eventLog
+}
+
+func (s *sampler) BeginCall(ctx context.Context, c idempotency.Call) (context.Context, idempotency.Observer) {
+	if c.Prefix != s.prefix {
+		return ctx, nil
+	}
+	l := &eventLog{}
+	s.calls = append(s.calls, l)
+	return ctx, l
+}
+
+func (s *sampler) Observe(context.Context, idempotency.Event) {
+	panic("a CallObserver's own Observe sees none of the calls it began")
+}
+
+// A CallObserver's BeginCall chooses the Observer of each call: one of
+// its own, or none.
+func TestCallObserverChoosesEachCallsObserver(t *testing.T) {
+	s := &sampler{prefix: "sampled"}
+	var all eventLog
+	store := memory.New()
+	fn := func(ctx context.Context, o order) (receipt, error) { return receipt{ChargeID: "c"}, nil }
+	sampled := mustWrap(t, fn, store, idempotency.WithKeyPrefix("sampled"), idempotency.WithObserver(s), idempotency.WithObserver(&all))
+	other := mustWrap(t, fn, store, idempotency.WithKeyPrefix("other"), idempotency.WithObserver(s), idempotency.WithObserver(&all))
+	for range 2 {
+		_, err := sampled(t.Context(), o1)
+		require.NoError(t, err)
+		_, err = other(t.Context(), o1)
+		require.NoError(t, err)
+	}
+	require.Len(t, s.calls, 2)
+	for _, l := range s.calls {
+		events := l.events()
+		require.NotEmpty(t, events)
+		assert.Equal(t, idempotency.EventCallEnded, events[len(events)-1].Kind)
+		for _, e := range events {
+			assert.True(t, e.Key == "" || strings.HasPrefix(e.Key, "sampled#"), "an event of another call: %s", e.Key)
+		}
+	}
+	ended := 0
+	for _, e := range all.events() {
+		if e.Kind == idempotency.EventCallEnded {
+			ended++
+		}
+	}
+	assert.Equal(t, 4, ended, "the plain Observer sees every call")
 }
 
 func (tr *tracer) Observe(ctx context.Context, e idempotency.Event) {

@@ -17,7 +17,7 @@ import (
 // key; its flight then lands with the completed record, or with nothing.
 func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Context) ([]byte, error)) (Result, error) {
 	rec := h.rec
-	l := g.startLease(ctx, h)
+	l := g.startLease(ctx, c, h)
 	var outcome *persistence.Record
 	returned := false
 	start := time.Now()
@@ -26,7 +26,7 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 			// fn panicked (or called runtime.Goexit): release the key and
 			// let the panic go on with its own stack.
 			l.stop()
-			g.observeFor(ctx, Event{Kind: EventRan, Key: rec.Key, Err: errPanicked, Start: start, Duration: time.Since(start)})
+			c.report(ctx, Event{Kind: EventRan, Key: rec.Key, Err: errPanicked, Start: start, Duration: time.Since(start)})
 			g.release(ctx, c, rec)
 			c.end(ctx, errPanicked)
 		}
@@ -40,7 +40,7 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 	resp, err := fn(fnCtx)
 	returned = true
 	l.stop()
-	g.observeFor(ctx, Event{Kind: EventRan, Key: rec.Key, Err: err, Start: start, Duration: time.Since(start)})
+	c.report(ctx, Event{Kind: EventRan, Key: rec.Key, Err: err, Start: start, Duration: time.Since(start)})
 	var writes []any
 	if staging != nil {
 		writes = staging.Close() // nothing staged from now on is written
@@ -78,7 +78,7 @@ func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, re
 	defer cancel()
 	start := time.Now()
 	err := g.store.(persistence.Committer).Commit(wctx, rec, writes)
-	g.request(ctx, "commit", rec.Key, g.clockSince(start), err)
+	c.request(ctx, "commit", rec.Key, c.clockSince(start), err)
 	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
 	completed := *rec
 	switch {
@@ -98,7 +98,7 @@ func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, re
 		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the staged writes were refused; nothing was written, and the key is released",
 			slog.String("key", rec.Key), slog.Any("error", err))
 		done.Kind, done.Err = EventCommitCanceled, err
-		g.observeFor(ctx, done)
+		c.report(ctx, done)
 		g.release(ctx, c, rec)
 		c.settle(OutcomeNotCommitted)
 		return nil, &CommitError{Key: rec.Key, Err: err}
@@ -106,20 +106,12 @@ func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, re
 		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: the commit failed and may or may not have happened; the key stays reserved until its in-progress expiry",
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
 		done.Kind, done.Err = EventCompletionFailed, err
-		g.observeFor(ctx, done)
+		c.report(ctx, done)
 		c.settle(OutcomeCompletionFailed)
 		return nil, &CommitError{Key: rec.Key, Unknown: true, Err: err}
 	}
-	g.observeFor(ctx, done)
+	c.report(ctx, done)
 	return &completed, nil
-}
-
-// clockSince returns start when someone observes (see clock).
-func (g *Guard) clockSince(start time.Time) time.Time {
-	if len(g.cfg.observers) == 0 {
-		return time.Time{}
-	}
-	return start
 }
 
 // errPanicked is the error observers see for a function that panicked.
@@ -170,7 +162,7 @@ func (g *Guard) complete(ctx context.Context, c *call, rec *persistence.Record, 
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
 	start := time.Now()
-	err := g.storeUpdate(wctx, rec)
+	err := c.storeUpdate(wctx, rec)
 	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
 	completed := *rec
 	switch {
@@ -192,7 +184,7 @@ func (g *Guard) complete(ctx context.Context, c *call, rec *persistence.Record, 
 		done.Kind, done.Err = EventCompletionFailed, err
 		c.settle(OutcomeCompletionFailed)
 	}
-	g.observeFor(ctx, done)
+	c.report(ctx, done)
 	return &completed
 }
 
@@ -202,7 +194,7 @@ func (g *Guard) release(ctx context.Context, c *call, rec *persistence.Record) {
 	wctx, cancel := g.finalContext(ctx)
 	defer cancel()
 	start := time.Now()
-	err := g.storeDelete(wctx, rec.Key, rec.Token)
+	err := c.storeDelete(wctx, rec.Key, rec.Token)
 	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
 	switch {
 	case err == nil:
@@ -217,15 +209,15 @@ func (g *Guard) release(ctx context.Context, c *call, rec *persistence.Record) {
 		done.Kind, done.Err = EventReleaseFailed, err
 		c.settle(OutcomeCompletionFailed)
 	}
-	g.observeFor(ctx, done)
+	c.report(ctx, done)
 }
 
 // releaseQuietly undoes a reservation whose write failed, in case it landed
 // anyway. Nothing is reported: the write failure itself is.
-func (g *Guard) releaseQuietly(ctx context.Context, rec *persistence.Record) {
-	wctx, cancel := g.finalContext(ctx)
+func (c *call) releaseQuietly(ctx context.Context, rec *persistence.Record) {
+	wctx, cancel := c.g.finalContext(ctx)
 	defer cancel()
-	_ = g.storeDelete(wctx, rec.Key, rec.Token)
+	_ = c.storeDelete(wctx, rec.Key, rec.Token)
 }
 
 // fencedOut reports a completion or release write, done, that the store
@@ -235,5 +227,5 @@ func (g *Guard) fencedOut(ctx context.Context, c *call, rec *persistence.Record,
 		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt))
 	done.Kind, done.Err = EventFencedOut, persistence.ErrFenced
 	c.settle(OutcomeFencedOut)
-	g.observeFor(ctx, done)
+	c.report(ctx, done)
 }

@@ -77,7 +77,8 @@ type wrapped[In, Out any] struct {
 
 func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
 	g := w.g
-	ctx, c := g.beginCall(ctx)
+	var c call
+	ctx = g.beginCall(ctx, &c)
 	defer func() { c.end(ctx, err) }()
 	key, payloadHash, err := w.derive(in)
 	if err != nil {
@@ -85,7 +86,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error)
 		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !g.cfg.requireKey {
 			g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
 				slog.String("key_expression", ke.Expression))
-			g.observe(ctx, EventUnprotected, "", nil)
+			c.observe(ctx, EventUnprotected, "", nil)
 			return w.h(ctx, in)
 		}
 		return out, err
