@@ -5,7 +5,9 @@
 #     does not need aws-lambda-go;
 #   - concrete stores never import the core;
 #   - no package of the library links the testing package (the conformance
-#     suite, persistence/storetest, excepted), nor imports unsafe.
+#     suite, persistence/storetest, excepted), nor imports unsafe;
+#   - the library's go.mod requires no OpenTelemetry: the otel module, which
+#     follows the rule above too, does.
 # The library is every package of the root module but the test harness in
 # internal/testing.
 set -euo pipefail
@@ -40,5 +42,14 @@ for pkg in $library; do
 		echo "$pkg must not import unsafe"; fail=1
 	fi
 done
+if grep -q "go.opentelemetry.io" go.mod; then
+	echo "the library's go.mod must not require OpenTelemetry (the otel module does)"; fail=1
+fi
+if go -C otel list -deps ./ | grep -qx testing; then
+	echo "the otel module must not link the testing package"; fail=1
+fi
+if go -C otel list -f '{{join .Imports "\n"}}' ./ | grep -qx unsafe; then
+	echo "the otel module must not import unsafe"; fail=1
+fi
 [ "$fail" = 0 ] && echo "deps-check: import rules hold"
 exit "$fail"

@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelidempotency_test
+
+const raceEnabled = false

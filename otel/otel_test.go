@@ -1,0 +1,377 @@
+package otelidempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/batch"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	otelidempotency "github.com/retrysafe/retrysafe/otel"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+// telemetry is an Observer over the SDK, with an in-memory span recorder
+// and a manual metric reader.
+type telemetry struct {
+	obs    *otelidempotency.Observer
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
+}
+
+func newTelemetry(t *testing.T) *telemetry {
+	t.Helper()
+	tel := &telemetry{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(tel.reader))
+	var err error
+	tel.obs, err = otelidempotency.New(otelidempotency.WithTracerProvider(tel.tp), otelidempotency.WithMeterProvider(mp))
+	require.NoError(t, err)
+	return tel
+}
+
+// calls returns the call spans, in the order they ended.
+func (tel *telemetry) calls() []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range tel.spans.Ended() {
+		if strings.HasPrefix(s.Name(), "idempotent ") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// counts returns the retrysafe.calls counter by outcome.
+func (tel *telemetry) counts(t *testing.T) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tel.reader.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "retrysafe.calls" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				o, _ := dp.Attributes.Value(otelidempotency.AttrOutcome)
+				if w, _ := dp.Attributes.Value(otelidempotency.AttrWaited); w.AsBool() {
+					out["waited"] += dp.Value
+				}
+				out[o.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// histogram returns the data points of a histogram.
+func (tel *telemetry) histogram(t *testing.T, name string) []metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tel.reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m.Data.(metricdata.Histogram[float64]).DataPoints
+			}
+		}
+	}
+	return nil
+}
+
+type order struct {
+	OrderID string `json:"order_id"`
+	Card    string `json:"card"`
+	Amount  int    `json:"amount"`
+}
+
+// secret is a value of the input that must never reach an attribute.
+const secret = "4111-1111-1111-1111"
+
+func quiet() idempotency.Option { return idempotency.WithLogger(slog.New(slog.DiscardHandler)) }
+
+// Every outcome reaches the span and the counter.
+func TestOutcomes(t *testing.T) {
+	tel := newTelemetry(t)
+	store := faultstore.New(memory.New())
+	boom := errors.New("boom")
+	runs := 0
+	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+		runs++
+		switch o.OrderID {
+		case "fails":
+			return "", boom
+		case "declined":
+			return "", idempotency.Permanent(boom)
+		}
+		return "done " + o.OrderID, nil
+	}, store, idempotency.WithKey("order_id"), idempotency.WithPayloadValidation("amount"),
+		idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	call := func(o order) { _, _ = h(t.Context(), o) }
+
+	call(order{OrderID: "o-1", Card: secret, Amount: 1}) // new
+	call(order{OrderID: "o-1", Card: secret, Amount: 1}) // replay
+	call(order{OrderID: "o-1", Card: secret, Amount: 2}) // payload_mismatch
+	call(order{Card: secret})                            // no_key
+	call(order{OrderID: "fails", Card: secret})          // handler_error
+	call(order{OrderID: "declined", Card: secret})       // new (recorded)
+	call(order{OrderID: "declined", Card: secret})       // stored_error
+	store.Fault = faultstore.On(faultstore.OpPut, 0, faultstore.FailBefore)
+	call(order{OrderID: "o-2", Card: secret}) // store_error
+	store.Fault = faultstore.On(faultstore.OpUpdate, 0, faultstore.FailBefore)
+	call(order{OrderID: "o-3", Card: secret}) // completion_failed
+	call(order{OrderID: "o-3", Card: secret}) // in_progress: the reservation stays
+	store.Fault = nil
+
+	fenced, err := idempotency.Wrap(func(context.Context, order) (string, error) { return "late", nil },
+		fencingStore{memory.New()}, idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	_, _ = fenced(t.Context(), order{OrderID: "o-4", Card: secret}) // fenced_out
+
+	assert.Equal(t, map[string]int64{
+		"new": 2, "replay": 1, "payload_mismatch": 1, "no_key": 1, "handler_error": 1, "stored_error": 1,
+		"store_error": 1, "completion_failed": 1, "in_progress": 1, "fenced_out": 1,
+	}, tel.counts(t))
+
+	var outcomes []string
+	for _, s := range tel.calls() {
+		o, ok := attr(s, otelidempotency.AttrOutcome)
+		require.True(t, ok)
+		outcomes = append(outcomes, o.AsString())
+		switch o.AsString() {
+		case "handler_error", "store_error", "completion_failed", "fenced_out":
+			assert.Equal(t, codes.Error, s.Status().Code, o.AsString())
+		default:
+			assert.NotEqual(t, codes.Error, s.Status().Code, o.AsString())
+		}
+		if o.AsString() == "replay" {
+			r, _ := attr(s, otelidempotency.AttrReplayed)
+			assert.True(t, r.AsBool())
+		}
+	}
+	assert.Equal(t, []string{"new", "replay", "payload_mismatch", "no_key", "handler_error", "new", "stored_error",
+		"store_error", "completion_failed", "in_progress", "fenced_out"}, outcomes)
+	assertNoKeyMaterial(t, tel)
+
+	ops := map[string]bool{}
+	for _, dp := range tel.histogram(t, "retrysafe.store.request.duration") {
+		op, _ := dp.Attributes.Value(otelidempotency.AttrStoreOperation)
+		res, _ := dp.Attributes.Value(otelidempotency.AttrStoreResult)
+		ops[op.AsString()+"/"+res.AsString()] = true
+	}
+	for _, want := range []string{"put/ok", "put/conflict", "put/error", "update/ok", "update/error", "delete/ok"} {
+		assert.True(t, ops[want], "store requests %s measured: %v", want, ops)
+	}
+}
+
+// assertNoKeyMaterial checks every attribute of every span and event for
+// the input's values and the key material: only the key's hash appears.
+func assertNoKeyMaterial(t *testing.T, tel *telemetry) {
+	t.Helper()
+	check := func(where string, kvs []attribute.KeyValue) {
+		for _, kv := range kvs {
+			v := kv.Value.Emit()
+			for _, bad := range []string{secret, "o-1", "o-2", "o-3", "o-4", "declined", `"`} {
+				assert.NotContains(t, v, bad, "%s: attribute %s", where, kv.Key)
+			}
+		}
+	}
+	for _, s := range tel.spans.Ended() {
+		check(s.Name(), s.Attributes())
+		for _, e := range s.Events() {
+			check(s.Name()+"/"+e.Name, e.Attributes)
+		}
+		if h, ok := attr(s, otelidempotency.AttrKeyHash); ok {
+			assert.Regexp(t, `^[0-9a-f]{64}$`, h.AsString())
+		}
+	}
+}
+
+// The call's span is a child of the caller's, the phases are its
+// children, and the function's own spans nest under it.
+func TestNesting(t *testing.T) {
+	tel := newTelemetry(t)
+	tracer := tel.tp.Tracer("test")
+	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+		_, span := tracer.Start(ctx, "charge card")
+		time.Sleep(time.Millisecond)
+		span.End()
+		return "done", nil
+	}, memory.New(), idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	ctx, parent := tracer.Start(t.Context(), "request")
+	_, err = h(ctx, order{OrderID: "o-1"})
+	require.NoError(t, err)
+	parent.End()
+
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range tel.spans.Ended() {
+		byName[s.Name()] = s
+	}
+	callSpan := byName["idempotent orders"]
+	require.NotNil(t, callSpan)
+	assert.Equal(t, byName["request"].SpanContext().SpanID(), callSpan.Parent().SpanID(), "a child of the caller's span")
+	for _, name := range []string{"reserve", "run", "complete", "charge card"} {
+		s, ok := byName[name]
+		require.True(t, ok, name)
+		assert.Equal(t, callSpan.SpanContext().SpanID(), s.Parent().SpanID(), "%s is a child of the call's span", name)
+		assert.Equal(t, callSpan.SpanContext().TraceID(), s.SpanContext().TraceID())
+	}
+	assert.False(t, byName["run"].StartTime().After(byName["charge card"].StartTime()), "run spans the function's own work")
+	assert.False(t, byName["run"].EndTime().Before(byName["charge card"].EndTime()))
+	var events []string
+	for _, e := range callSpan.Events() {
+		events = append(events, e.Name)
+	}
+	assert.Equal(t, []string{"store.put", "store.update"}, events)
+}
+
+// Waiting is measured, and a call that waited counts as waited.
+func TestWait(t *testing.T) {
+	tel := newTelemetry(t)
+	store := memory.New()
+	entered, release := make(chan struct{}), make(chan struct{})
+	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+		if o.Amount == 1 {
+			close(entered)
+			<-release
+		}
+		return "done", nil
+	}, store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"),
+		idempotency.WithWait(time.Minute), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = h(context.Background(), order{OrderID: "o-1", Amount: 1})
+	}()
+	<-entered
+	waiter := make(chan error)
+	go func() {
+		_, err := h(context.Background(), order{OrderID: "o-1", Amount: 2})
+		waiter <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let the second call start waiting
+	close(release)
+	<-done
+	require.NoError(t, <-waiter)
+	counts := tel.counts(t)
+	assert.Equal(t, int64(1), counts["waited"])
+	waits := tel.histogram(t, "retrysafe.wait.duration")
+	require.Len(t, waits, 1)
+	assert.Equal(t, uint64(1), waits[0].Count)
+	res, _ := waits[0].Attributes.Value(otelidempotency.AttrWaitResult)
+	assert.Equal(t, "done", res.AsString())
+}
+
+// Through an HTTP adapter and a batch handler: the same spans and counts.
+func TestAdapters(t *testing.T) {
+	tel := newTelemetry(t)
+	api, err := httpapi.WrapAPIGatewayV2(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: "created"}, nil
+	}, memory.New(), idempotency.WithKeyPrefix("api"), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	req := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": secret}, Body: `{"card":"` + secret + `"}`}
+	req.RequestContext.HTTP.Method = "POST"
+	for range 2 {
+		_, err := api(t.Context(), req)
+		require.NoError(t, err)
+	}
+
+	sqs, err := batch.SQS(func(context.Context, events.SQSMessage) error { return nil }, memory.New(),
+		idempotency.WithKeyPrefix("queue"), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: secret}, {MessageId: "m-2", Body: secret}}}
+	for range 2 {
+		_, err := sqs(t.Context(), ev)
+		require.NoError(t, err)
+	}
+
+	assert.Equal(t, map[string]int64{"new": 3, "replay": 3}, tel.counts(t))
+	prefixes := map[string]int{}
+	for _, s := range tel.calls() {
+		p, _ := attr(s, otelidempotency.AttrKeyPrefix)
+		prefixes[p.AsString()]++
+		st, _ := attr(s, otelidempotency.AttrStore)
+		assert.Equal(t, "*memory.Store", st.AsString())
+	}
+	assert.Equal(t, map[string]int{"api": 2, "queue": 4}, prefixes)
+	assertNoKeyMaterial(t, tel)
+}
+
+// With transactions, a commit that a staged write's condition cancels
+// counts as not_committed.
+func TestNotCommitted(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+		return "done", persistence.Stage(ctx, "a write")
+	}, refusingStore{memory.New()}, idempotency.WithTransactions(), idempotency.WithKeyPrefix("orders"),
+		idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	_, err = h(t.Context(), order{OrderID: "o-1"})
+	require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+	assert.Equal(t, map[string]int64{"not_committed": 1}, tel.counts(t))
+	spans := tel.calls()
+	require.Len(t, spans, 1)
+	assert.Equal(t, codes.Error, spans[0].Status().Code)
+}
+
+// Under a caller's span that is not sampled, the call's span is not
+// sampled either (the SDK's default, parent-based sampler), and the call
+// is still counted.
+func TestUnsampledParent(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := idempotency.Wrap(func(context.Context, order) (string, error) { return "done", nil },
+		memory.New(), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}))
+	_, err = h(ctx, order{OrderID: "o-1"})
+	require.NoError(t, err)
+	assert.Empty(t, tel.spans.Ended())
+	assert.Equal(t, map[string]int64{"new": 1}, tel.counts(t))
+}
+
+// fencingStore refuses every completion and release, as a store whose
+// record another call has taken over.
+type fencingStore struct{ persistence.Store }
+
+func (fencingStore) Update(context.Context, *persistence.Record) error { return persistence.ErrFenced }
+func (fencingStore) Delete(context.Context, string, string) error      { return persistence.ErrFenced }
+
+// refusingStore commits nothing: every staged write's condition fails.
+type refusingStore struct{ *memory.Store }
+
+func (refusingStore) Commit(context.Context, *persistence.Record, []any) error {
+	return &persistence.CommitCanceledError{Reasons: []persistence.CommitCancelReason{{Code: "ConditionalCheckFailed"}},
+		Err: fmt.Errorf("transaction canceled")}
+}
