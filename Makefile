@@ -100,7 +100,7 @@ fuzz:
 ## each store in CHAOS_STORES driven for CHAOS_DURATION, with the race
 ## detector; reports in .chaos/. `make test` runs its short mode.
 CHAOS_DURATION ?= 10m
-CHAOS_STORES   ?= dynamodb,redis
+CHAOS_STORES   ?= dynamodb,dynamodb-local,redis
 CHAOS_FLAGS    ?=
 chaos: node-deps
 	@mkdir -p .chaos

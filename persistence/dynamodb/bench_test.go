@@ -7,7 +7,7 @@ import (
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -22,11 +22,19 @@ import (
 // FirstCall is a reservation and a completion (PutItem, UpdateItem), what a
 // first invocation costs; Replay is a refused reservation and a read
 // (PutItem, GetItem), what a retry costs against a server that ignores
-// ALL_OLD, as dynalite does (against DynamoDB a replay is the PutItem
-// alone).
-func BenchmarkDynalite(b *testing.B) {
-	srv := dynalite.Shared(b)
-	name := table(b, srv)
+// ALL_OLD, as dynalite does (against DynamoDB, and DynamoDB Local, a
+// replay through the store is the PutItem alone: see
+// BenchmarkWrapDynamoDBLocal).
+func BenchmarkDynalite(b *testing.B) { benchmarkServer(b, server{dynamotest.Dynalite.Shared(b)}) }
+
+// BenchmarkDynamoDBLocal is BenchmarkDynalite against DynamoDB Local, with
+// the same requests.
+func BenchmarkDynamoDBLocal(b *testing.B) {
+	benchmarkServer(b, server{dynamotest.DynamoDBLocal.Shared(b)})
+}
+
+func benchmarkServer(b *testing.B, srv server) {
+	name := srv.table(b)
 	client := srv.NewClient()
 	store := newStore(b, client, name)
 	now := wholeSecond()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -12,30 +13,45 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
-func TestMain(m *testing.M) { dynalite.Main(m) }
+func TestMain(m *testing.M) { dynamotest.Main(m) }
 
-// table creates a table for a store with optFns on the shared server and
-// returns its name. Tables on an external endpoint are deleted afterwards;
-// dynalite's vanish with it.
-func table(t testing.TB, srv *dynalite.Server, optFns ...func(*dynamodb.Options)) string {
+// server is a DynamoDB-compatible server the tests run against, dynalite or
+// DynamoDB Local (see internal/testing/dynamotest for what each lacks), with
+// the helpers the tests share.
+type server struct{ *dynamotest.Server }
+
+// eachServer runs f against the shared server of each kind, in a subtest
+// named after the kind ("dynalite", "dynamodb-local"). A kind that is not
+// installed skips its subtest, with the reason (fails it with
+// IDEMPOTENCY_REQUIRE_INTEGRATION=1).
+func eachServer(t *testing.T, f func(t *testing.T, srv server)) {
+	t.Helper()
+	for _, kind := range dynamotest.Kinds {
+		t.Run(kind.Name, func(t *testing.T) { f(t, server{kind.Shared(t)}) })
+	}
+}
+
+// table creates a table for a store with optFns on the server and returns
+// its name.
+func (srv server) table(t testing.TB, optFns ...func(*dynamodb.Options)) string {
 	t.Helper()
 	return srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
 		return dynamodb.CreateTable(ctx, client, name, optFns...)
 	})
 }
 
-// setup returns the shared server, a fresh table on it, and a store on that
-// table using a client of its own with a request counter.
-func setup(t testing.TB, optFns ...func(*dynamodb.Options)) (*dynalite.Server, string, *dynamodb.Store, *dynalite.Counter) {
+// setup returns a fresh table on the server, and a store on that table
+// using a client of its own with a request counter.
+func (srv server) setup(t testing.TB, optFns ...func(*dynamodb.Options)) (string, *dynamodb.Store, *dynalite.Counter) {
 	t.Helper()
-	srv := dynalite.Shared(t)
-	name := table(t, srv, optFns...)
+	name := srv.table(t, optFns...)
 	counter := &dynalite.Counter{}
-	return srv, name, newStore(t, srv.NewClient(counter.Register), name, optFns...), counter
+	return name, newStore(t, srv.NewClient(counter.Register), name, optFns...), counter
 }
 
 func newStore(t testing.TB, client dynamodb.Client, table string, optFns ...func(*dynamodb.Options)) *dynamodb.Store {
@@ -43,6 +59,30 @@ func newStore(t testing.TB, client dynamodb.Client, table string, optFns ...func
 	s, err := dynamodb.New(client, table, optFns...)
 	require.NoError(t, err)
 	return s
+}
+
+// withAllOld returns client as it is on a server that returns the existing
+// item with a failed condition (ReturnsOldItem: DynamoDB Local), and on
+// one that does not (dynalite) an allOldClient around it that emulates
+// DynamoDB, for a table with the default key schema (or keyAttrs).
+func (srv server) withAllOld(client dynamodb.Client, keyAttrs ...string) dynamodb.Client {
+	if srv.ReturnsOldItem {
+		return client
+	}
+	if len(keyAttrs) == 0 {
+		keyAttrs = []string{"id"}
+	}
+	return &allOldClient{Client: client, peek: srv.NewClient(), keyAttrs: keyAttrs}
+}
+
+// allOldModes are the ways a failed reservation reaches the store on the
+// server: without the existing item and with it (emulated) on dynalite,
+// with it (from the server) on DynamoDB Local.
+func (srv server) allOldModes() []bool {
+	if srv.ReturnsOldItem {
+		return []bool{true}
+	}
+	return []bool{false, true}
 }
 
 // allOldClient is a fake Client that behaves as DynamoDB does when a PutItem
@@ -78,35 +118,15 @@ func (c *allOldClient) PutItem(ctx context.Context, in *awsdynamodb.PutItemInput
 	return out, err
 }
 
-// withAllOld wraps client in an allOldClient for a table with the default
-// key schema (or keyAttrs).
-func withAllOld(srv *dynalite.Server, client dynamodb.Client, keyAttrs ...string) *allOldClient {
-	if len(keyAttrs) == 0 {
-		keyAttrs = []string{"id"}
-	}
-	return &allOldClient{Client: client, peek: srv.NewClient(), keyAttrs: keyAttrs}
-}
-
-// serverReturnsOldItem reports whether the server returns the existing item
-// on a failed PutItem condition when asked to (DynamoDB, recent DynamoDB
-// Local), or ignores the request (dynalite).
-func serverReturnsOldItem(t testing.TB, srv *dynalite.Server, table string) bool {
+// closedClient returns a client of a server that is down: its endpoint is
+// a loopback port that nothing listens on.
+func closedClient(t testing.TB) *awsdynamodb.Client {
 	t.Helper()
-	if !srv.External {
-		return false
-	}
-	c := srv.NewClient()
-	item := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "probe#" + rand.Text()}}
-	_, err := c.PutItem(t.Context(), &awsdynamodb.PutItemInput{TableName: &table, Item: item})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cond := "attribute_not_exists(id)"
-	_, err = c.PutItem(t.Context(), &awsdynamodb.PutItemInput{
-		TableName: &table, Item: item, ConditionExpression: &cond,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var failed *types.ConditionalCheckFailedException
-	require.ErrorAs(t, err, &failed)
-	return len(failed.Item) > 0
+	endpoint := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return awsdynamodb.NewFromConfig(dynalite.LocalConfig(endpoint))
 }
 
 // inProgress returns a new in-progress record for a fresh key, reserved at
@@ -132,7 +152,7 @@ func completed(rec *persistence.Record, response []byte) *persistence.Record {
 func wholeSecond() time.Time { return time.Now().Truncate(time.Second) }
 
 // rawItem reads the item for key directly, bypassing the store.
-func rawItem(t testing.TB, srv *dynalite.Server, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+func (srv server) rawItem(t testing.TB, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
 	t.Helper()
 	consistent := true
 	out, err := srv.NewClient().GetItem(t.Context(), &awsdynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: &consistent})

@@ -22,27 +22,37 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	_, _, store, _ := setup(t)
-	storetest.Run(t, func(*testing.T) persistence.Store { return store })
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		storetest.Run(t, func(*testing.T) persistence.Store { return store })
+	})
 }
 
 func TestConformanceSortKey(t *testing.T) {
-	opts := func(o *dynamodb.Options) {
-		o.KeyAttr = "pk"
-		o.SortKeyAttr = "sk"
-		o.StaticPKValue = "idempotency#conformance"
-	}
-	_, _, store, _ := setup(t, opts)
-	storetest.Run(t, func(*testing.T) persistence.Store { return store })
+	eachServer(t, func(t *testing.T, srv server) {
+		opts := func(o *dynamodb.Options) {
+			o.KeyAttr = "pk"
+			o.SortKeyAttr = "sk"
+			o.StaticPKValue = "idempotency#conformance"
+		}
+		_, store, _ := srv.setup(t, opts)
+		storetest.Run(t, func(*testing.T) persistence.Store { return store })
+	})
 }
 
 // TestConformanceAllOld runs the suite against a client that returns the
 // existing item on a failed condition, as DynamoDB does, so that every
-// conflict carries ConflictError.Existing and the suite checks it.
+// conflict carries ConflictError.Existing and the suite checks it: on
+// dynalite, which does not, through an allOldClient.
 func TestConformanceAllOld(t *testing.T) {
-	srv, name, _, _ := setup(t)
-	store := newStore(t, withAllOld(srv, srv.NewClient()), name)
-	storetest.Run(t, func(*testing.T) persistence.Store { return store })
+	eachServer(t, func(t *testing.T, srv server) {
+		if srv.ReturnsOldItem {
+			t.Skip("the server returns the existing item itself: TestConformance ran with it")
+		}
+		name, _, _ := srv.setup(t)
+		store := newStore(t, srv.withAllOld(srv.NewClient()), name)
+		storetest.Run(t, func(*testing.T) persistence.Store { return store })
+	})
 }
 
 func TestNewRejectsInvalidOptions(t *testing.T) {
@@ -84,153 +94,168 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 // TestItemLayout checks the stored item attribute by attribute: Powertools'
 // names and types for the shared attributes, ours for the rest.
 func TestItemLayout(t *testing.T) {
-	srv, name, store, _ := setup(t)
-	now := wholeSecond()
-	rec := inProgress(now)
-	rec.InProgressExpiresAt = now.Add(1500 * time.Millisecond)
-	require.NoError(t, store.Put(t.Context(), rec, now))
+	eachServer(t, func(t *testing.T, srv server) {
+		name, store, _ := srv.setup(t)
+		now := wholeSecond()
+		rec := inProgress(now)
+		rec.InProgressExpiresAt = now.Add(1500 * time.Millisecond)
+		require.NoError(t, store.Put(t.Context(), rec, now))
 
-	item := rawItem(t, srv, name, idKey(rec.Key))
-	require.Equal(t, map[string]types.AttributeValue{
-		"id":                     &types.AttributeValueMemberS{Value: rec.Key},
-		"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
-		"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(now.UnixMilli() + 1500)},
-		"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
-		"validation":             &types.AttributeValueMemberS{Value: rec.PayloadHash},
-		"owner_token":            &types.AttributeValueMemberS{Value: rec.Token},
-	}, item)
+		item := srv.rawItem(t, name, idKey(rec.Key))
+		require.Equal(t, map[string]types.AttributeValue{
+			"id":                     &types.AttributeValueMemberS{Value: rec.Key},
+			"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
+			"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(now.UnixMilli() + 1500)},
+			"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
+			"validation":             &types.AttributeValueMemberS{Value: rec.PayloadHash},
+			"owner_token":            &types.AttributeValueMemberS{Value: rec.Token},
+		}, item)
 
-	done := completed(rec, []byte(`{"statusCode":200,"body":"ok"}`))
-	done.InProgressExpiresAt = time.Time{}
-	done.PayloadHash = ""
-	require.NoError(t, store.Update(t.Context(), done))
-	item = rawItem(t, srv, name, idKey(rec.Key))
-	require.Equal(t, map[string]types.AttributeValue{
-		"id":          &types.AttributeValueMemberS{Value: rec.Key},
-		"expiration":  &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
-		"status":      &types.AttributeValueMemberS{Value: "COMPLETED"},
-		"data":        &types.AttributeValueMemberS{Value: `{"statusCode":200,"body":"ok"}`},
-		"owner_token": &types.AttributeValueMemberS{Value: rec.Token},
-	}, item, "Update must remove the attributes the record no longer has")
+		done := completed(rec, []byte(`{"statusCode":200,"body":"ok"}`))
+		done.InProgressExpiresAt = time.Time{}
+		done.PayloadHash = ""
+		require.NoError(t, store.Update(t.Context(), done))
+		item = srv.rawItem(t, name, idKey(rec.Key))
+		require.Equal(t, map[string]types.AttributeValue{
+			"id":          &types.AttributeValueMemberS{Value: rec.Key},
+			"expiration":  &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
+			"status":      &types.AttributeValueMemberS{Value: "COMPLETED"},
+			"data":        &types.AttributeValueMemberS{Value: `{"statusCode":200,"body":"ok"}`},
+			"owner_token": &types.AttributeValueMemberS{Value: rec.Token},
+		}, item, "Update must remove the attributes the record no longer has")
 
-	failed := completed(rec, nil)
-	failed.ErrorType = "CardDeclinedError"
-	failed.ErrorMessage = "declined"
-	require.NoError(t, store.Update(t.Context(), failed))
-	item = rawItem(t, srv, name, idKey(rec.Key))
-	require.NotContains(t, item, "data")
-	require.Equal(t, &types.AttributeValueMemberS{Value: "CardDeclinedError"}, item["error_type"])
-	require.Equal(t, &types.AttributeValueMemberS{Value: "declined"}, item["error_message"])
+		failed := completed(rec, nil)
+		failed.ErrorType = "CardDeclinedError"
+		failed.ErrorMessage = "declined"
+		require.NoError(t, store.Update(t.Context(), failed))
+		item = srv.rawItem(t, name, idKey(rec.Key))
+		require.NotContains(t, item, "data")
+		require.Equal(t, &types.AttributeValueMemberS{Value: "CardDeclinedError"}, item["error_type"])
+		require.Equal(t, &types.AttributeValueMemberS{Value: "declined"}, item["error_message"])
+	})
 }
 
 func TestSortKeyDefaultsToFunctionName(t *testing.T) {
-	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "orders-api")
-	opts := func(o *dynamodb.Options) { o.SortKeyAttr = "sk" }
-	srv, name, store, _ := setup(t, opts)
-	now := wholeSecond()
-	rec := inProgress(now)
-	require.NoError(t, store.Put(t.Context(), rec, now))
-	item := rawItem(t, srv, name, map[string]types.AttributeValue{
-		"id": &types.AttributeValueMemberS{Value: "idempotency#orders-api"},
-		"sk": &types.AttributeValueMemberS{Value: rec.Key},
+	eachServer(t, func(t *testing.T, srv server) {
+		t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "orders-api")
+		opts := func(o *dynamodb.Options) { o.SortKeyAttr = "sk" }
+		name, store, _ := srv.setup(t, opts)
+		now := wholeSecond()
+		rec := inProgress(now)
+		require.NoError(t, store.Put(t.Context(), rec, now))
+		item := srv.rawItem(t, name, map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: "idempotency#orders-api"},
+			"sk": &types.AttributeValueMemberS{Value: rec.Key},
+		})
+		require.NotEmpty(t, item)
+		require.Equal(t, &types.AttributeValueMemberS{Value: rec.Token}, item["owner_token"])
 	})
-	require.NotEmpty(t, item)
-	require.Equal(t, &types.AttributeValueMemberS{Value: rec.Token}, item["owner_token"])
 }
 
 // TestRequestCounts counts the requests each store method sends.
 func TestRequestCounts(t *testing.T) {
-	srv, name, store, counter := setup(t)
-	now := wholeSecond()
-	rec := inProgress(now)
+	eachServer(t, func(t *testing.T, srv server) {
+		name, store, counter := srv.setup(t)
+		now := wholeSecond()
+		rec := inProgress(now)
 
-	require.NoError(t, store.Put(t.Context(), rec, now))
-	require.Equal(t, 1, counter.Calls(), counter.String())
-	require.Equal(t, 1, counter.Calls("PutItem"))
+		require.NoError(t, store.Put(t.Context(), rec, now))
+		require.Equal(t, 1, counter.Calls(), counter.String())
+		require.Equal(t, 1, counter.Calls("PutItem"))
 
-	counter.Reset()
-	require.NoError(t, store.Update(t.Context(), completed(rec, []byte(`"done"`))))
-	require.Equal(t, 1, counter.Calls("UpdateItem"), counter.String())
-	require.Equal(t, 1, counter.Calls())
+		counter.Reset()
+		require.NoError(t, store.Update(t.Context(), completed(rec, []byte(`"done"`))))
+		require.Equal(t, 1, counter.Calls("UpdateItem"), counter.String())
+		require.Equal(t, 1, counter.Calls())
 
-	// The replay path against dynalite: the conflict does not carry the
-	// record, so it takes a Get: 2 requests.
-	counter.Reset()
-	retry := inProgress(now)
-	retry.Key = rec.Key
-	err := store.Put(t.Context(), retry, now)
-	var conflict *persistence.ConflictError
-	require.ErrorAs(t, err, &conflict)
-	if !serverReturnsOldItem(t, srv, name) {
-		require.Nil(t, conflict.Existing, "dynalite ignores ALL_OLD")
-		got, err := store.Get(t.Context(), rec.Key)
-		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, completed(rec, []byte(`"done"`))))
-		require.Equal(t, 2, counter.Calls(), counter.String())
-		require.Equal(t, 1, counter.Calls("GetItem"))
-	}
+		// The replay path. On a server that returns the existing item with
+		// the failed condition (DynamoDB Local, as DynamoDB): the PutItem
+		// alone, and the conflict carries the record.
+		counter.Reset()
+		retry := inProgress(now)
+		retry.Key = rec.Key
+		err := store.Put(t.Context(), retry, now)
+		var conflict *persistence.ConflictError
+		require.ErrorAs(t, err, &conflict)
+		if srv.ReturnsOldItem {
+			require.NotNil(t, conflict.Existing, "the record from the failed condition")
+			require.Empty(t, storetest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
+			require.Equal(t, 1, counter.Calls(), counter.String())
+		} else {
+			// On dynalite, which ignores ALL_OLD, the conflict does not carry
+			// the record, so it takes a Get: 2 requests.
+			require.Nil(t, conflict.Existing, "dynalite ignores ALL_OLD")
+			got, err := store.Get(t.Context(), rec.Key)
+			require.NoError(t, err)
+			require.Empty(t, storetest.Diff(got, completed(rec, []byte(`"done"`))))
+			require.Equal(t, 2, counter.Calls(), counter.String())
+			require.Equal(t, 1, counter.Calls("GetItem"))
 
-	// Against a client that returns the existing item, as DynamoDB does:
-	// 1 request, and the conflict carries the record.
-	allOld := &dynalite.Counter{}
-	store2 := newStore(t, withAllOld(srv, srv.NewClient(allOld.Register)), name)
-	err = store2.Put(t.Context(), retry, now)
-	require.ErrorAs(t, err, &conflict)
-	require.NotNil(t, conflict.Existing)
-	require.Empty(t, storetest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
-	require.Equal(t, 1, allOld.Calls(), allOld.String())
+			// Against a client that emulates DynamoDB's ALL_OLD: 1 request,
+			// and the conflict carries the record.
+			allOld := &dynalite.Counter{}
+			store2 := newStore(t, srv.withAllOld(srv.NewClient(allOld.Register)), name)
+			err = store2.Put(t.Context(), retry, now)
+			require.ErrorAs(t, err, &conflict)
+			require.NotNil(t, conflict.Existing)
+			require.Empty(t, storetest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
+			require.Equal(t, 1, allOld.Calls(), allOld.String())
+		}
 
-	// Release: 1 DeleteItem.
-	counter.Reset()
-	other := inProgress(now)
-	require.NoError(t, store.Put(t.Context(), other, now))
-	require.NoError(t, store.Delete(t.Context(), other.Key, other.Token))
-	require.Equal(t, 1, counter.Calls("PutItem"), counter.String())
-	require.Equal(t, 1, counter.Calls("DeleteItem"))
-	require.Equal(t, 2, counter.Calls())
-	require.Equal(t, counter.Calls(), counter.Attempts(), "no retries")
+		// Release: 1 DeleteItem.
+		counter.Reset()
+		other := inProgress(now)
+		require.NoError(t, store.Put(t.Context(), other, now))
+		require.NoError(t, store.Delete(t.Context(), other.Key, other.Token))
+		require.Equal(t, 1, counter.Calls("PutItem"), counter.String())
+		require.Equal(t, 1, counter.Calls("DeleteItem"))
+		require.Equal(t, 2, counter.Calls())
+		require.Equal(t, counter.Calls(), counter.Attempts(), "no retries")
+	})
 }
 
 // TestLiveAgreesWithRecord checks the reservation condition against
 // persistence.Record.Live at the exact boundaries, with times that are not
 // whole seconds: the server must decide as Live does.
 func TestLiveAgreesWithRecord(t *testing.T) {
-	_, _, store, _ := setup(t)
-	base := wholeSecond()
-	check := func(t *testing.T, held *persistence.Record, at time.Time) {
-		t.Helper()
-		err := store.Put(t.Context(), &persistence.Record{
-			Key: held.Key, Status: persistence.StatusInProgress, ExpiresAt: at.Add(time.Hour).Truncate(time.Second), Token: "next",
-		}, at)
-		if held.Live(at) {
-			require.ErrorIs(t, err, persistence.ErrConflict, "record live at %v (expires %v, in progress until %v)", at, held.ExpiresAt, held.InProgressExpiresAt)
-		} else {
-			require.NoError(t, err, "record not live at %v (expires %v, in progress until %v)", at, held.ExpiresAt, held.InProgressExpiresAt)
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		base := wholeSecond()
+		check := func(t *testing.T, held *persistence.Record, at time.Time) {
+			t.Helper()
+			err := store.Put(t.Context(), &persistence.Record{
+				Key: held.Key, Status: persistence.StatusInProgress, ExpiresAt: at.Add(time.Hour).Truncate(time.Second), Token: "next",
+			}, at)
+			if held.Live(at) {
+				require.ErrorIs(t, err, persistence.ErrConflict, "record live at %v (expires %v, in progress until %v)", at, held.ExpiresAt, held.InProgressExpiresAt)
+			} else {
+				require.NoError(t, err, "record not live at %v (expires %v, in progress until %v)", at, held.ExpiresAt, held.InProgressExpiresAt)
+			}
 		}
-	}
-	offsets := []time.Duration{-time.Second, -time.Millisecond, -time.Nanosecond, 0, time.Nanosecond, time.Millisecond - time.Nanosecond, time.Millisecond, 999 * time.Millisecond, time.Second}
+		offsets := []time.Duration{-time.Second, -time.Millisecond, -time.Nanosecond, 0, time.Nanosecond, time.Millisecond - time.Nanosecond, time.Millisecond, 999 * time.Millisecond, time.Second}
 
-	t.Run("ExpiresAt", func(t *testing.T) {
-		for _, off := range offsets {
-			rec := completed(inProgress(base), []byte("1"))
-			rec.ExpiresAt = base.Add(10 * time.Second)
-			require.NoError(t, store.Put(t.Context(), rec, base))
-			check(t, rec, rec.ExpiresAt.Add(off))
-		}
-	})
-	t.Run("InProgressExpiresAt", func(t *testing.T) {
-		for _, off := range offsets {
+		t.Run("ExpiresAt", func(t *testing.T) {
+			for _, off := range offsets {
+				rec := completed(inProgress(base), []byte("1"))
+				rec.ExpiresAt = base.Add(10 * time.Second)
+				require.NoError(t, store.Put(t.Context(), rec, base))
+				check(t, rec, rec.ExpiresAt.Add(off))
+			}
+		})
+		t.Run("InProgressExpiresAt", func(t *testing.T) {
+			for _, off := range offsets {
+				rec := inProgress(base)
+				rec.InProgressExpiresAt = base.Add(2*time.Second + 345*time.Millisecond)
+				require.NoError(t, store.Put(t.Context(), rec, base))
+				check(t, rec, rec.InProgressExpiresAt.Add(off))
+			}
+		})
+		t.Run("NoInProgressExpiry", func(t *testing.T) {
 			rec := inProgress(base)
-			rec.InProgressExpiresAt = base.Add(2*time.Second + 345*time.Millisecond)
+			rec.InProgressExpiresAt = time.Time{}
 			require.NoError(t, store.Put(t.Context(), rec, base))
-			check(t, rec, rec.InProgressExpiresAt.Add(off))
-		}
-	})
-	t.Run("NoInProgressExpiry", func(t *testing.T) {
-		rec := inProgress(base)
-		rec.InProgressExpiresAt = time.Time{}
-		require.NoError(t, store.Put(t.Context(), rec, base))
-		check(t, rec, base.Add(59*time.Minute))
+			check(t, rec, base.Add(59*time.Minute))
+		})
 	})
 }
 
@@ -238,131 +263,133 @@ func TestLiveAgreesWithRecord(t *testing.T) {
 // small and valid UTF-8, compressed above the threshold, and omitted when
 // even compressed they do not fit.
 func TestResponseSizes(t *testing.T) {
-	srv, name, store, _ := setup(t)
-	now := wholeSecond()
+	eachServer(t, func(t *testing.T, srv server) {
+		name, store, _ := srv.setup(t)
+		now := wholeSecond()
 
-	roundTrip := func(t *testing.T, store *dynamodb.Store, response []byte) (*persistence.Record, map[string]types.AttributeValue) {
-		t.Helper()
-		rec := inProgress(now)
-		require.NoError(t, store.Put(t.Context(), rec, now))
-		done := completed(rec, response)
-		require.NoError(t, store.Update(t.Context(), done))
-		got, err := store.Get(t.Context(), rec.Key)
-		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, done))
-		return done, rawItem(t, srv, name, idKey(rec.Key))
-	}
-
-	t.Run("SmallTextIsAString", func(t *testing.T) {
-		response := bytes.Repeat([]byte("é"), dynamodb.DefaultCompressAbove/2)
-		_, item := roundTrip(t, store, response)
-		require.IsType(t, &types.AttributeValueMemberS{}, item["data"])
-		require.NotContains(t, item, "data_encoding")
-	})
-	t.Run("SmallBinaryIsBinary", func(t *testing.T) {
-		_, item := roundTrip(t, store, []byte{0xff, 0xfe, 0x00, 'x'})
-		require.Equal(t, &types.AttributeValueMemberB{Value: []byte{0xff, 0xfe, 0x00, 'x'}}, item["data"])
-		require.NotContains(t, item, "data_encoding")
-	})
-	t.Run("LargeTextIsCompressed", func(t *testing.T) {
-		response := jsonResponse(300 << 10)
-		_, item := roundTrip(t, store, response)
-		data, ok := item["data"].(*types.AttributeValueMemberB)
-		require.True(t, ok, "data is %T", item["data"])
-		require.Less(t, len(data.Value), len(response)/2)
-		require.Equal(t, &types.AttributeValueMemberS{Value: "gzip"}, item["data_encoding"])
-	})
-	t.Run("LargerThanAnItemButCompressible", func(t *testing.T) {
-		// 1 MB that compresses under 400 KB is stored, and replayed whole.
-		response := jsonResponse(1 << 20)
-		_, item := roundTrip(t, store, response)
-		require.Equal(t, &types.AttributeValueMemberS{Value: "gzip"}, item["data_encoding"])
-	})
-	t.Run("IncompressibleUpToTheLimit", func(t *testing.T) {
-		// The largest response that fits: the item is exactly 400 KB as
-		// DynamoDB counts it, and the server accepts it.
-		rec := inProgress(now)
-		rec.InProgressExpiresAt = time.Time{}
-		rec.PayloadHash = ""
-		// An expiry without zero digits, whose size is exactly 2 bytes plus
-		// 1 per 2 digits.
-		exp := now.Unix() + 3600
-		for strings.Contains(fmt.Sprint(exp), "0") {
-			exp++
+		roundTrip := func(t *testing.T, store *dynamodb.Store, response []byte) (*persistence.Record, map[string]types.AttributeValue) {
+			t.Helper()
+			rec := inProgress(now)
+			require.NoError(t, store.Put(t.Context(), rec, now))
+			done := completed(rec, response)
+			require.NoError(t, store.Update(t.Context(), done))
+			got, err := store.Get(t.Context(), rec.Key)
+			require.NoError(t, err)
+			require.Empty(t, storetest.Diff(got, done))
+			return done, srv.rawItem(t, name, idKey(rec.Key))
 		}
-		rec.ExpiresAt = time.Unix(exp, 0)
-		fixed := len("id") + len(rec.Key) +
-			len("expiration") + 2 + (len(fmt.Sprint(exp))+1)/2 +
-			len("status") + len("COMPLETED") +
-			len("owner_token") + len(rec.Token) +
-			len("data")
-		response := randomBytes(dynamodb.MaxItemSizeLimit - fixed)
-		require.NoError(t, store.Put(t.Context(), rec, now))
-		done := completed(rec, response)
-		require.NoError(t, store.Update(t.Context(), done), "an item of exactly 400 KB fits")
-		got, err := store.Get(t.Context(), rec.Key)
-		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, done))
 
-		// One byte more does not.
-		rec2 := *rec
-		rec2.Key = rec.Key[:len(rec.Key)-1] + "-"
-		require.NoError(t, store.Put(t.Context(), &rec2, now))
-		over := completed(&rec2, append(response, 0))
-		require.ErrorIs(t, store.Update(t.Context(), over), persistence.ErrResponseOmitted)
-	})
-	t.Run("TooLargeIsOmitted", func(t *testing.T) {
-		rec := inProgress(now)
-		require.NoError(t, store.Put(t.Context(), rec, now))
-		done := completed(rec, randomBytes(600<<10))
-		err := store.Update(t.Context(), done)
-		require.ErrorIs(t, err, persistence.ErrResponseOmitted)
-		require.NotErrorIs(t, err, persistence.ErrFenced)
-		require.ErrorContains(t, err, "614400 bytes")
-
-		want := *done
-		want.Response = nil
-		want.ResponseOmitted = true
-		got, err := store.Get(t.Context(), rec.Key)
-		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, &want))
-		require.Equal(t, persistence.StatusCompleted, got.Status)
-
-		item := rawItem(t, srv, name, idKey(rec.Key))
-		require.NotContains(t, item, "data")
-		require.NotContains(t, item, "data_encoding")
-		require.Equal(t, &types.AttributeValueMemberBOOL{Value: true}, item["response_omitted"])
-
-		// The key stays completed: a retry conflicts instead of running the
-		// side effect again, and sees that the response was omitted.
-		var conflict *persistence.ConflictError
-		retry := inProgress(now)
-		retry.Key = rec.Key
-		err = newStore(t, withAllOld(srv, srv.NewClient()), name).Put(t.Context(), retry, now)
-		require.ErrorAs(t, err, &conflict)
-		require.True(t, conflict.Existing.ResponseOmitted)
-		require.Empty(t, conflict.Existing.Response)
-
-		// Repeating the Update (a lost reply) gives the same answer.
-		require.ErrorIs(t, store.Update(t.Context(), done), persistence.ErrResponseOmitted)
-	})
-	t.Run("MaxItemSizeOption", func(t *testing.T) {
-		small := newStore(t, srv.NewClient(), name, func(o *dynamodb.Options) {
-			o.MaxItemSize = 4096
-			o.CompressAbove = -1
+		t.Run("SmallTextIsAString", func(t *testing.T) {
+			response := bytes.Repeat([]byte("é"), dynamodb.DefaultCompressAbove/2)
+			_, item := roundTrip(t, store, response)
+			require.IsType(t, &types.AttributeValueMemberS{}, item["data"])
+			require.NotContains(t, item, "data_encoding")
 		})
-		rec := inProgress(now)
-		require.NoError(t, small.Put(t.Context(), rec, now))
-		require.NoError(t, small.Update(t.Context(), completed(rec, bytes.Repeat([]byte("a"), 3000))))
-		item := rawItem(t, srv, name, idKey(rec.Key))
-		require.IsType(t, &types.AttributeValueMemberS{}, item["data"], "compression is off")
+		t.Run("SmallBinaryIsBinary", func(t *testing.T) {
+			_, item := roundTrip(t, store, []byte{0xff, 0xfe, 0x00, 'x'})
+			require.Equal(t, &types.AttributeValueMemberB{Value: []byte{0xff, 0xfe, 0x00, 'x'}}, item["data"])
+			require.NotContains(t, item, "data_encoding")
+		})
+		t.Run("LargeTextIsCompressed", func(t *testing.T) {
+			response := jsonResponse(300 << 10)
+			_, item := roundTrip(t, store, response)
+			data, ok := item["data"].(*types.AttributeValueMemberB)
+			require.True(t, ok, "data is %T", item["data"])
+			require.Less(t, len(data.Value), len(response)/2)
+			require.Equal(t, &types.AttributeValueMemberS{Value: "gzip"}, item["data_encoding"])
+		})
+		t.Run("LargerThanAnItemButCompressible", func(t *testing.T) {
+			// 1 MB that compresses under 400 KB is stored, and replayed whole.
+			response := jsonResponse(1 << 20)
+			_, item := roundTrip(t, store, response)
+			require.Equal(t, &types.AttributeValueMemberS{Value: "gzip"}, item["data_encoding"])
+		})
+		t.Run("IncompressibleUpToTheLimit", func(t *testing.T) {
+			// The largest response that fits: the item is exactly 400 KB as
+			// DynamoDB counts it, and the server accepts it.
+			rec := inProgress(now)
+			rec.InProgressExpiresAt = time.Time{}
+			rec.PayloadHash = ""
+			// An expiry without zero digits, whose size is exactly 2 bytes plus
+			// 1 per 2 digits.
+			exp := now.Unix() + 3600
+			for strings.Contains(fmt.Sprint(exp), "0") {
+				exp++
+			}
+			rec.ExpiresAt = time.Unix(exp, 0)
+			fixed := len("id") + len(rec.Key) +
+				len("expiration") + 2 + (len(fmt.Sprint(exp))+1)/2 +
+				len("status") + len("COMPLETED") +
+				len("owner_token") + len(rec.Token) +
+				len("data")
+			response := randomBytes(dynamodb.MaxItemSizeLimit - fixed)
+			require.NoError(t, store.Put(t.Context(), rec, now))
+			done := completed(rec, response)
+			require.NoError(t, store.Update(t.Context(), done), "an item of exactly 400 KB fits")
+			got, err := store.Get(t.Context(), rec.Key)
+			require.NoError(t, err)
+			require.Empty(t, storetest.Diff(got, done))
 
-		// 5000 bytes do not fit in 4096; compressed they would, but
-		// compression is off.
-		require.ErrorIs(t, small.Update(t.Context(), completed(rec, bytes.Repeat([]byte("a"), 5000))), persistence.ErrResponseOmitted)
-		// With compression on, they fit.
-		compressing := newStore(t, srv.NewClient(), name, func(o *dynamodb.Options) { o.MaxItemSize = 4096 })
-		require.NoError(t, compressing.Update(t.Context(), completed(rec, bytes.Repeat([]byte("a"), 5000))))
+			// One byte more does not.
+			rec2 := *rec
+			rec2.Key = rec.Key[:len(rec.Key)-1] + "-"
+			require.NoError(t, store.Put(t.Context(), &rec2, now))
+			over := completed(&rec2, append(response, 0))
+			require.ErrorIs(t, store.Update(t.Context(), over), persistence.ErrResponseOmitted)
+		})
+		t.Run("TooLargeIsOmitted", func(t *testing.T) {
+			rec := inProgress(now)
+			require.NoError(t, store.Put(t.Context(), rec, now))
+			done := completed(rec, randomBytes(600<<10))
+			err := store.Update(t.Context(), done)
+			require.ErrorIs(t, err, persistence.ErrResponseOmitted)
+			require.NotErrorIs(t, err, persistence.ErrFenced)
+			require.ErrorContains(t, err, "614400 bytes")
+
+			want := *done
+			want.Response = nil
+			want.ResponseOmitted = true
+			got, err := store.Get(t.Context(), rec.Key)
+			require.NoError(t, err)
+			require.Empty(t, storetest.Diff(got, &want))
+			require.Equal(t, persistence.StatusCompleted, got.Status)
+
+			item := srv.rawItem(t, name, idKey(rec.Key))
+			require.NotContains(t, item, "data")
+			require.NotContains(t, item, "data_encoding")
+			require.Equal(t, &types.AttributeValueMemberBOOL{Value: true}, item["response_omitted"])
+
+			// The key stays completed: a retry conflicts instead of running the
+			// side effect again, and sees that the response was omitted.
+			var conflict *persistence.ConflictError
+			retry := inProgress(now)
+			retry.Key = rec.Key
+			err = newStore(t, srv.withAllOld(srv.NewClient()), name).Put(t.Context(), retry, now)
+			require.ErrorAs(t, err, &conflict)
+			require.True(t, conflict.Existing.ResponseOmitted)
+			require.Empty(t, conflict.Existing.Response)
+
+			// Repeating the Update (a lost reply) gives the same answer.
+			require.ErrorIs(t, store.Update(t.Context(), done), persistence.ErrResponseOmitted)
+		})
+		t.Run("MaxItemSizeOption", func(t *testing.T) {
+			small := newStore(t, srv.NewClient(), name, func(o *dynamodb.Options) {
+				o.MaxItemSize = 4096
+				o.CompressAbove = -1
+			})
+			rec := inProgress(now)
+			require.NoError(t, small.Put(t.Context(), rec, now))
+			require.NoError(t, small.Update(t.Context(), completed(rec, bytes.Repeat([]byte("a"), 3000))))
+			item := srv.rawItem(t, name, idKey(rec.Key))
+			require.IsType(t, &types.AttributeValueMemberS{}, item["data"], "compression is off")
+
+			// 5000 bytes do not fit in 4096; compressed they would, but
+			// compression is off.
+			require.ErrorIs(t, small.Update(t.Context(), completed(rec, bytes.Repeat([]byte("a"), 5000))), persistence.ErrResponseOmitted)
+			// With compression on, they fit.
+			compressing := newStore(t, srv.NewClient(), name, func(o *dynamodb.Options) { o.MaxItemSize = 4096 })
+			require.NoError(t, compressing.Update(t.Context(), completed(rec, bytes.Repeat([]byte("a"), 5000))))
+		})
 	})
 }
 
@@ -390,69 +417,71 @@ func randomBytes(n int) []byte {
 // TestLostReplies drops the reply to a write after the server has applied
 // it, so that the SDK retries the write.
 func TestLostReplies(t *testing.T) {
-	srv, name, _, _ := setup(t)
-	now := wholeSecond()
-	newFaultyStore := func(t *testing.T, allOld bool) (*dynamodb.Store, *dynalite.Faults, *dynalite.Counter) {
-		faults := &dynalite.Faults{}
-		counter := &dynalite.Counter{}
-		var client dynamodb.Client = srv.NewClient(faults.Register, counter.Register)
-		if allOld {
-			client = withAllOld(srv, client)
-		}
-		return newStore(t, client, name), faults, counter
-	}
-
-	for _, allOld := range []bool{false, true} {
-		t.Run(fmt.Sprintf("PutItem/allOld=%v", allOld), func(t *testing.T) {
-			store, faults, counter := newFaultyStore(t, allOld)
-			rec := inProgress(now)
-			faults.LoseReply("PutItem", 1)
-			err := store.Put(t.Context(), rec, now)
-
-			// The first attempt wrote the record; the retry finds it live
-			// and conflicts, with the record carrying our own token, which
-			// is how the caller recognises its own reservation.
-			require.Equal(t, 1, faults.Fired(dynalite.LostReply))
-			require.Equal(t, 1, counter.Calls("PutItem"))
-			require.Equal(t, 2, counter.Attempts("PutItem"))
-			var conflict *persistence.ConflictError
-			require.ErrorAs(t, err, &conflict)
-			existing := conflict.Existing
+	eachServer(t, func(t *testing.T, srv server) {
+		name, _, _ := srv.setup(t)
+		now := wholeSecond()
+		newFaultyStore := func(t *testing.T, allOld bool) (*dynamodb.Store, *dynalite.Faults, *dynalite.Counter) {
+			faults := &dynalite.Faults{}
+			counter := &dynalite.Counter{}
+			var client dynamodb.Client = srv.NewClient(faults.Register, counter.Register)
 			if allOld {
-				require.NotNil(t, existing)
-			} else {
-				require.Nil(t, existing)
-				existing, err = store.Get(t.Context(), rec.Key)
-				require.NoError(t, err)
+				client = srv.withAllOld(client)
 			}
-			require.Equal(t, rec.Token, existing.Token)
-			require.Empty(t, storetest.Diff(existing, rec))
+			return newStore(t, client, name), faults, counter
+		}
+
+		for _, allOld := range srv.allOldModes() {
+			t.Run(fmt.Sprintf("PutItem/allOld=%v", allOld), func(t *testing.T) {
+				store, faults, counter := newFaultyStore(t, allOld)
+				rec := inProgress(now)
+				faults.LoseReply("PutItem", 1)
+				err := store.Put(t.Context(), rec, now)
+
+				// The first attempt wrote the record; the retry finds it live
+				// and conflicts, with the record carrying our own token, which
+				// is how the caller recognises its own reservation.
+				require.Equal(t, 1, faults.Fired(dynalite.LostReply))
+				require.Equal(t, 1, counter.Calls("PutItem"))
+				require.Equal(t, 2, counter.Attempts("PutItem"))
+				var conflict *persistence.ConflictError
+				require.ErrorAs(t, err, &conflict)
+				existing := conflict.Existing
+				if allOld {
+					require.NotNil(t, existing)
+				} else {
+					require.Nil(t, existing)
+					existing, err = store.Get(t.Context(), rec.Key)
+					require.NoError(t, err)
+				}
+				require.Equal(t, rec.Token, existing.Token)
+				require.Empty(t, storetest.Diff(existing, rec))
+			})
+		}
+
+		t.Run("UpdateItem", func(t *testing.T) {
+			store, faults, counter := newFaultyStore(t, false)
+			rec := inProgress(now)
+			require.NoError(t, store.Put(t.Context(), rec, now))
+			faults.LoseReply("UpdateItem", 1)
+			done := completed(rec, []byte(`{"id":"p_1"}`))
+			require.NoError(t, store.Update(t.Context(), done), "a repeated Update succeeds")
+			require.Equal(t, 1, faults.Fired(dynalite.LostReply))
+			require.Equal(t, 2, counter.Attempts("UpdateItem"))
+			got, err := store.Get(t.Context(), rec.Key)
+			require.NoError(t, err)
+			require.Empty(t, storetest.Diff(got, done))
 		})
-	}
 
-	t.Run("UpdateItem", func(t *testing.T) {
-		store, faults, counter := newFaultyStore(t, false)
-		rec := inProgress(now)
-		require.NoError(t, store.Put(t.Context(), rec, now))
-		faults.LoseReply("UpdateItem", 1)
-		done := completed(rec, []byte(`{"id":"p_1"}`))
-		require.NoError(t, store.Update(t.Context(), done), "a repeated Update succeeds")
-		require.Equal(t, 1, faults.Fired(dynalite.LostReply))
-		require.Equal(t, 2, counter.Attempts("UpdateItem"))
-		got, err := store.Get(t.Context(), rec.Key)
-		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, done))
-	})
-
-	t.Run("DeleteItem", func(t *testing.T) {
-		store, faults, counter := newFaultyStore(t, false)
-		rec := inProgress(now)
-		require.NoError(t, store.Put(t.Context(), rec, now))
-		faults.LoseReply("DeleteItem", 1)
-		require.NoError(t, store.Delete(t.Context(), rec.Key, rec.Token), "a repeated Delete succeeds")
-		require.Equal(t, 2, counter.Attempts("DeleteItem"))
-		_, err := store.Get(t.Context(), rec.Key)
-		require.ErrorIs(t, err, persistence.ErrNotFound)
+		t.Run("DeleteItem", func(t *testing.T) {
+			store, faults, counter := newFaultyStore(t, false)
+			rec := inProgress(now)
+			require.NoError(t, store.Put(t.Context(), rec, now))
+			faults.LoseReply("DeleteItem", 1)
+			require.NoError(t, store.Delete(t.Context(), rec.Key, rec.Token), "a repeated Delete succeeds")
+			require.Equal(t, 2, counter.Attempts("DeleteItem"))
+			_, err := store.Get(t.Context(), rec.Key)
+			require.ErrorIs(t, err, persistence.ErrNotFound)
+		})
 	})
 }
 
@@ -472,104 +501,103 @@ func requireServiceError(t *testing.T, err error) {
 // does not exist surface as errors of their own, never as conflicts or
 // fencing, and leave nothing behind.
 func TestServiceFailures(t *testing.T) {
-	srv, name, healthy, _ := setup(t)
-	now := wholeSecond()
+	eachServer(t, func(t *testing.T, srv server) {
+		name, healthy, _ := srv.setup(t)
+		now := wholeSecond()
 
-	for _, kind := range []dynalite.FaultKind{dynalite.Throttled, dynalite.Refused} {
-		t.Run(kind.String(), func(t *testing.T) {
-			faults := &dynalite.Faults{}
-			counter := &dynalite.Counter{}
-			store := newStore(t, srv.NewClient(faults.Register, counter.Register), name)
-			faults.Add("", kind, -1)
+		for _, kind := range []dynalite.FaultKind{dynalite.Throttled, dynalite.Refused} {
+			t.Run(kind.String(), func(t *testing.T) {
+				faults := &dynalite.Faults{}
+				counter := &dynalite.Counter{}
+				store := newStore(t, srv.NewClient(faults.Register, counter.Register), name)
+				faults.Add("", kind, -1)
 
+				rec := inProgress(now)
+				err := store.Put(t.Context(), rec, now)
+				requireServiceError(t, err)
+				if kind == dynalite.Throttled {
+					var throttled *types.ProvisionedThroughputExceededException
+					require.ErrorAs(t, err, &throttled)
+				} else {
+					require.ErrorIs(t, err, dynalite.ErrInjected)
+				}
+				require.Equal(t, 1, counter.Calls("PutItem"))
+				require.Equal(t, 3, counter.Attempts("PutItem"), "the SDK retried")
+				_, err = healthy.Get(t.Context(), rec.Key)
+				require.ErrorIs(t, err, persistence.ErrNotFound, "nothing was written")
+
+				_, err = store.Get(t.Context(), rec.Key)
+				requireServiceError(t, err)
+
+				// Update and Delete of a record that exists: errors, not
+				// fencing, and the record is unchanged.
+				require.NoError(t, healthy.Put(t.Context(), rec, now))
+				requireServiceError(t, store.Update(t.Context(), completed(rec, []byte("1"))))
+				requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
+				got, err := healthy.Get(t.Context(), rec.Key)
+				require.NoError(t, err)
+				require.Empty(t, storetest.Diff(got, rec))
+
+				// Once the fault is gone, the same store works.
+				faults.Clear()
+				require.NoError(t, store.Update(t.Context(), completed(rec, []byte("1"))))
+			})
+		}
+
+		t.Run("ServerDown", func(t *testing.T) {
+			client := closedClient(t)
+			store := newStore(t, client, name)
 			rec := inProgress(now)
 			err := store.Put(t.Context(), rec, now)
 			requireServiceError(t, err)
-			if kind == dynalite.Throttled {
-				var throttled *types.ProvisionedThroughputExceededException
-				require.ErrorAs(t, err, &throttled)
-			} else {
-				require.ErrorIs(t, err, dynalite.ErrInjected)
-			}
-			require.Equal(t, 1, counter.Calls("PutItem"))
-			require.Equal(t, 3, counter.Attempts("PutItem"), "the SDK retried")
-			_, err = healthy.Get(t.Context(), rec.Key)
-			require.ErrorIs(t, err, persistence.ErrNotFound, "nothing was written")
-
+			require.ErrorContains(t, err, "connection refused")
+			requireServiceError(t, store.Update(t.Context(), completed(rec, nil)))
+			requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
 			_, err = store.Get(t.Context(), rec.Key)
 			requireServiceError(t, err)
-
-			// Update and Delete of a record that exists: errors, not
-			// fencing, and the record is unchanged.
-			require.NoError(t, healthy.Put(t.Context(), rec, now))
-			requireServiceError(t, store.Update(t.Context(), completed(rec, []byte("1"))))
-			requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
-			got, err := healthy.Get(t.Context(), rec.Key)
-			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, rec))
-
-			// Once the fault is gone, the same store works.
-			faults.Clear()
-			require.NoError(t, store.Update(t.Context(), completed(rec, []byte("1"))))
 		})
-	}
 
-	t.Run("ServerDown", func(t *testing.T) {
-		if srv.External {
-			t.Skip("needs a local server to stop")
-		}
-		down := dynalite.Start(t)
-		client := down.NewClient()
-		require.NoError(t, down.Stop())
-		store := newStore(t, client, name)
-		rec := inProgress(now)
-		err := store.Put(t.Context(), rec, now)
-		requireServiceError(t, err)
-		require.ErrorContains(t, err, "connection refused")
-		requireServiceError(t, store.Update(t.Context(), completed(rec, nil)))
-		requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
-		_, err = store.Get(t.Context(), rec.Key)
-		requireServiceError(t, err)
-	})
+		t.Run("MissingTable", func(t *testing.T) {
+			store := newStore(t, srv.NewClient(), "no-such-table-"+strings.ToLower(rand.Text()))
+			rec := inProgress(now)
+			var missing *types.ResourceNotFoundException
+			err := store.Put(t.Context(), rec, now)
+			requireServiceError(t, err)
+			require.ErrorAs(t, err, &missing)
+			_, err = store.Get(t.Context(), rec.Key)
+			requireServiceError(t, err)
+			require.ErrorAs(t, err, &missing)
+			requireServiceError(t, store.Update(t.Context(), completed(rec, nil)))
+			requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
+		})
 
-	t.Run("MissingTable", func(t *testing.T) {
-		store := newStore(t, srv.NewClient(), "no-such-table-"+strings.ToLower(rand.Text()))
-		rec := inProgress(now)
-		var missing *types.ResourceNotFoundException
-		err := store.Put(t.Context(), rec, now)
-		requireServiceError(t, err)
-		require.ErrorAs(t, err, &missing)
-		_, err = store.Get(t.Context(), rec.Key)
-		requireServiceError(t, err)
-		require.ErrorAs(t, err, &missing)
-		requireServiceError(t, store.Update(t.Context(), completed(rec, nil)))
-		requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
-	})
-
-	t.Run("Cancelled", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		rec := inProgress(now)
-		err := healthy.Put(ctx, rec, now)
-		requireServiceError(t, err)
-		require.ErrorIs(t, err, context.Canceled)
+		t.Run("Cancelled", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			rec := inProgress(now)
+			err := healthy.Put(ctx, rec, now)
+			requireServiceError(t, err)
+			require.ErrorIs(t, err, context.Canceled)
+		})
 	})
 }
 
 func TestInvalidKeys(t *testing.T) {
-	_, _, store, counter := setup(t)
-	now := wholeSecond()
-	for _, key := range []string{"", "bad\xffkey"} {
-		rec := inProgress(now)
-		rec.Key = key
-		require.Error(t, store.Put(t.Context(), rec, now))
-		_, err := store.Get(t.Context(), key)
-		require.Error(t, err)
-		require.NotErrorIs(t, err, persistence.ErrNotFound)
-		require.Error(t, store.Update(t.Context(), rec))
-		require.Error(t, store.Delete(t.Context(), key, rec.Token))
-	}
-	require.Zero(t, counter.Calls(), "rejected before sending: %s", counter)
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, counter := srv.setup(t)
+		now := wholeSecond()
+		for _, key := range []string{"", "bad\xffkey"} {
+			rec := inProgress(now)
+			rec.Key = key
+			require.Error(t, store.Put(t.Context(), rec, now))
+			_, err := store.Get(t.Context(), key)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, persistence.ErrNotFound)
+			require.Error(t, store.Update(t.Context(), rec))
+			require.Error(t, store.Delete(t.Context(), key, rec.Token))
+		}
+		require.Zero(t, counter.Calls(), "rejected before sending: %s", counter)
+	})
 }
 
 // TestNonUTF8Strings: strings that are not valid UTF-8 cannot be string
@@ -577,84 +605,84 @@ func TestInvalidKeys(t *testing.T) {
 // binary and round-trip exactly, including the token the writes are fenced
 // on.
 func TestNonUTF8Strings(t *testing.T) {
-	_, _, store, _ := setup(t)
-	now := wholeSecond()
-	rec := inProgress(now)
-	rec.Token = "tok\xff\xfe"
-	rec.PayloadHash = "\x80hash"
-	require.NoError(t, store.Put(t.Context(), rec, now))
-	done := completed(rec, nil)
-	done.ErrorType = "T\xc3"
-	done.ErrorMessage = "message \xff"
-	require.NoError(t, store.Update(t.Context(), done))
-	got, err := store.Get(t.Context(), rec.Key)
-	require.NoError(t, err)
-	require.Empty(t, storetest.Diff(got, done))
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		now := wholeSecond()
+		rec := inProgress(now)
+		rec.Token = "tok\xff\xfe"
+		rec.PayloadHash = "\x80hash"
+		require.NoError(t, store.Put(t.Context(), rec, now))
+		done := completed(rec, nil)
+		done.ErrorType = "T\xc3"
+		done.ErrorMessage = "message \xff"
+		require.NoError(t, store.Update(t.Context(), done))
+		got, err := store.Get(t.Context(), rec.Key)
+		require.NoError(t, err)
+		require.Empty(t, storetest.Diff(got, done))
 
-	other := *done
-	other.Token = "tok\xff\xff"
-	require.ErrorIs(t, store.Update(t.Context(), &other), persistence.ErrFenced)
-	require.ErrorIs(t, store.Delete(t.Context(), rec.Key, "tok\xef\xbf\xbd\xef\xbf\xbd"), persistence.ErrFenced)
-	require.NoError(t, store.Delete(t.Context(), rec.Key, rec.Token))
+		other := *done
+		other.Token = "tok\xff\xff"
+		require.ErrorIs(t, store.Update(t.Context(), &other), persistence.ErrFenced)
+		require.ErrorIs(t, store.Delete(t.Context(), rec.Key, "tok\xef\xbf\xbd\xef\xbf\xbd"), persistence.ErrFenced)
+		require.NoError(t, store.Delete(t.Context(), rec.Key, rec.Token))
+	})
 }
 
 // TestReadsPowertoolsItems: an item written by Powertools (no token, data as
 // a JSON string) decodes.
 func TestReadsPowertoolsItems(t *testing.T) {
-	srv, name, store, _ := setup(t)
-	now := wholeSecond()
-	key := "orders-api.handler#" + strings.ToLower(rand.Text())
-	_, err := srv.NewClient().PutItem(t.Context(), &awsdynamodb.PutItemInput{
-		TableName: &name,
-		Item: map[string]types.AttributeValue{
-			"id":         &types.AttributeValueMemberS{Value: key},
-			"expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
-			"status":     &types.AttributeValueMemberS{Value: "COMPLETED"},
-			"data":       &types.AttributeValueMemberS{Value: `{"message":"ok"}`},
-			"validation": &types.AttributeValueMemberS{Value: "abc"},
-		},
+	eachServer(t, func(t *testing.T, srv server) {
+		name, store, _ := srv.setup(t)
+		now := wholeSecond()
+		key := "orders-api.handler#" + strings.ToLower(rand.Text())
+		_, err := srv.NewClient().PutItem(t.Context(), &awsdynamodb.PutItemInput{
+			TableName: &name,
+			Item: map[string]types.AttributeValue{
+				"id":         &types.AttributeValueMemberS{Value: key},
+				"expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
+				"status":     &types.AttributeValueMemberS{Value: "COMPLETED"},
+				"data":       &types.AttributeValueMemberS{Value: `{"message":"ok"}`},
+				"validation": &types.AttributeValueMemberS{Value: "abc"},
+			},
+		})
+		require.NoError(t, err)
+		got, err := store.Get(t.Context(), key)
+		require.NoError(t, err)
+		require.Empty(t, storetest.Diff(got, &persistence.Record{
+			Key: key, Status: persistence.StatusCompleted, ExpiresAt: now.Add(time.Hour),
+			Response: []byte(`{"message":"ok"}`), PayloadHash: "abc",
+		}))
 	})
-	require.NoError(t, err)
-	got, err := store.Get(t.Context(), key)
-	require.NoError(t, err)
-	require.Empty(t, storetest.Diff(got, &persistence.Record{
-		Key: key, Status: persistence.StatusCompleted, ExpiresAt: now.Add(time.Hour),
-		Response: []byte(`{"message":"ok"}`), PayloadHash: "abc",
-	}))
 }
 
 func TestCreateTable(t *testing.T) {
-	srv := dynalite.Shared(t)
-	admin := srv.NewClient()
+	eachServer(t, func(t *testing.T, srv server) {
+		admin := srv.NewClient()
 
-	t.Run("SortKey", func(t *testing.T) {
-		opts := func(o *dynamodb.Options) { o.KeyAttr = "pk"; o.SortKeyAttr = "sk" }
-		name := table(t, srv, opts)
-		out, err := admin.DescribeTable(t.Context(), &awsdynamodb.DescribeTableInput{TableName: &name})
-		require.NoError(t, err)
-		require.Equal(t, types.TableStatusActive, out.Table.TableStatus)
-		require.Len(t, out.Table.KeySchema, 2)
-		assert.Equal(t, "pk", *out.Table.KeySchema[0].AttributeName)
-		assert.Equal(t, types.KeyTypeHash, out.Table.KeySchema[0].KeyType)
-		assert.Equal(t, "sk", *out.Table.KeySchema[1].AttributeName)
-		assert.Equal(t, types.KeyTypeRange, out.Table.KeySchema[1].KeyType)
+		t.Run("SortKey", func(t *testing.T) {
+			opts := func(o *dynamodb.Options) { o.KeyAttr = "pk"; o.SortKeyAttr = "sk" }
+			name := srv.table(t, opts)
+			out, err := admin.DescribeTable(t.Context(), &awsdynamodb.DescribeTableInput{TableName: &name})
+			require.NoError(t, err)
+			require.Equal(t, types.TableStatusActive, out.Table.TableStatus)
+			require.Len(t, out.Table.KeySchema, 2)
+			assert.Equal(t, "pk", *out.Table.KeySchema[0].AttributeName)
+			assert.Equal(t, types.KeyTypeHash, out.Table.KeySchema[0].KeyType)
+			assert.Equal(t, "sk", *out.Table.KeySchema[1].AttributeName)
+			assert.Equal(t, types.KeyTypeRange, out.Table.KeySchema[1].KeyType)
 
-		// Again: the table exists with the right schema.
-		require.NoError(t, dynamodb.CreateTable(t.Context(), admin, name, opts))
-		// With another schema: an error.
-		err = dynamodb.CreateTable(t.Context(), admin, name)
-		require.ErrorContains(t, err, "exists with key schema")
-	})
+			// Again: the table exists with the right schema.
+			require.NoError(t, dynamodb.CreateTable(t.Context(), admin, name, opts))
+			// With another schema: an error.
+			err = dynamodb.CreateTable(t.Context(), admin, name)
+			require.ErrorContains(t, err, "exists with key schema")
+		})
 
-	t.Run("Unreachable", func(t *testing.T) {
-		if srv.External {
-			t.Skip("needs a local server to stop")
-		}
-		down := dynalite.Start(t)
-		client := down.NewClient()
-		require.NoError(t, down.Stop())
-		err := dynamodb.CreateTable(t.Context(), client, "some-table")
-		require.Error(t, err)
-		require.False(t, errors.Is(err, context.DeadlineExceeded))
+		t.Run("Unreachable", func(t *testing.T) {
+			client := closedClient(t)
+			err := dynamodb.CreateTable(t.Context(), client, "some-table")
+			require.Error(t, err)
+			require.False(t, errors.Is(err, context.DeadlineExceeded))
+		})
 	})
 }

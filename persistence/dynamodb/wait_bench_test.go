@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 )
 
 // BenchmarkBurst measures idempotency.WithWait over this store against
@@ -29,8 +30,8 @@ import (
 // after the first call started.
 func BenchmarkBurst(b *testing.B) {
 	const handlerTime = 50 * time.Millisecond
-	srv := dynalite.Shared(b)
-	name := table(b, srv)
+	srv := server{dynamotest.Dynalite.Shared(b)}
+	name := srv.table(b)
 	var runs sync.Map
 	handler := func(_ context.Context, in map[string]string) (string, error) {
 		time.Sleep(handlerTime)

@@ -1,8 +1,8 @@
 package dynamodb_test
 
-// Tests of idempotency.Wrap over the DynamoDB store against dynalite: what
-// an invocation costs in requests, 50 execution environments racing for one
-// key, lost replies, and service failures.
+// Tests of idempotency.Wrap over the DynamoDB store against dynalite and
+// DynamoDB Local: what an invocation costs in requests, 50 execution
+// environments racing for one key, lost replies, and service failures.
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
@@ -65,76 +66,82 @@ func wrap(t testing.TB, h func(context.Context, payment) (charge, error), store 
 // TestWrapRequestCounts counts the DynamoDB requests of each kind of
 // invocation.
 func TestWrapRequestCounts(t *testing.T) {
-	srv, name, store, counter := setup(t)
-	h := &handler{}
-	pay := wrap(t, h.charge, store)
-	p := newPayment()
+	eachServer(t, func(t *testing.T, srv server) {
+		name, store, counter := srv.setup(t)
+		h := &handler{}
+		pay := wrap(t, h.charge, store)
+		p := newPayment()
 
-	first, err := pay(t.Context(), p)
-	require.NoError(t, err)
-	assert.Equal(t, 2, counter.Calls(), "first call: PutItem and UpdateItem; got %s", counter)
-	assert.Equal(t, 1, counter.Calls("PutItem"))
-	assert.Equal(t, 1, counter.Calls("UpdateItem"))
+		first, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, 2, counter.Calls(), "first call: PutItem and UpdateItem; got %s", counter)
+		assert.Equal(t, 1, counter.Calls("PutItem"))
+		assert.Equal(t, 1, counter.Calls("UpdateItem"))
 
-	// Replay against dynalite, which ignores ALL_OLD: the failed PutItem,
-	// then a GetItem.
-	counter.Reset()
-	replay, err := pay(t.Context(), p)
-	require.NoError(t, err)
-	assert.Equal(t, first, replay)
-	if serverReturnsOldItem(t, srv, name) {
-		assert.Equal(t, 1, counter.Calls(), "replay: PutItem; got %s", counter)
-	} else {
-		assert.Equal(t, 2, counter.Calls(), "replay against dynalite: PutItem and GetItem; got %s", counter)
-		assert.Equal(t, 1, counter.Calls("GetItem"))
-	}
+		counter.Reset()
+		replay, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, first, replay)
+		if srv.ReturnsOldItem {
+			// DynamoDB Local returns the existing item with the failed
+			// condition, as DynamoDB does: the failed PutItem alone.
+			assert.Equal(t, 1, counter.Calls(), "replay: PutItem; got %s", counter)
+			assert.Equal(t, 1, counter.Calls("PutItem"))
+		} else {
+			// dynalite ignores ALL_OLD: the failed PutItem, then a GetItem.
+			assert.Equal(t, 2, counter.Calls(), "replay against dynalite: PutItem and GetItem; got %s", counter)
+			assert.Equal(t, 1, counter.Calls("GetItem"))
 
-	// Replay against a client that returns the existing item with the
-	// failed condition, as DynamoDB does: the failed PutItem alone.
-	var allOldCounter dynalite.Counter
-	allOldPay := wrap(t, h.charge, newStore(t, withAllOld(srv, srv.NewClient(allOldCounter.Register)), name))
-	replay, err = allOldPay(t.Context(), p)
-	require.NoError(t, err)
-	assert.Equal(t, first, replay)
-	assert.Equal(t, 1, allOldCounter.Calls(), "replay with ALL_OLD: PutItem; got %s", &allOldCounter)
+			// Against a client that emulates DynamoDB's ALL_OLD: the failed
+			// PutItem alone.
+			var allOldCounter dynalite.Counter
+			allOldPay := wrap(t, h.charge, newStore(t, srv.withAllOld(srv.NewClient(allOldCounter.Register)), name))
+			replay, err = allOldPay(t.Context(), p)
+			require.NoError(t, err)
+			assert.Equal(t, first, replay)
+			assert.Equal(t, 1, allOldCounter.Calls(), "replay with ALL_OLD: PutItem; got %s", &allOldCounter)
+		}
 
-	// A handler error releases the key: PutItem and DeleteItem.
-	declined := errors.New("card declined")
-	failing := &handler{err: declined}
-	payFailing := wrap(t, failing.charge, store)
-	counter.Reset()
-	_, err = payFailing(t.Context(), newPayment())
-	require.Same(t, declined, err, "the handler's error is returned unchanged")
-	assert.Equal(t, 2, counter.Calls(), "handler error: PutItem and DeleteItem; got %s", counter)
-	assert.Equal(t, 1, counter.Calls("DeleteItem"))
+		// A handler error releases the key: PutItem and DeleteItem.
+		declined := errors.New("card declined")
+		failing := &handler{err: declined}
+		payFailing := wrap(t, failing.charge, store)
+		counter.Reset()
+		_, err = payFailing(t.Context(), newPayment())
+		require.Same(t, declined, err, "the handler's error is returned unchanged")
+		assert.Equal(t, 2, counter.Calls(), "handler error: PutItem and DeleteItem; got %s", counter)
+		assert.Equal(t, 1, counter.Calls("DeleteItem"))
 
-	assert.Equal(t, int32(1), h.runs.Load(), "the handler ran once for p")
-	assert.Equal(t, counter.Calls(), counter.Attempts(), "no retries")
+		assert.Equal(t, int32(1), h.runs.Load(), "the handler ran once for p")
+		assert.Equal(t, counter.Calls(), counter.Attempts(), "no retries")
+	})
 }
 
 // TestWrapLocalCache: with memory.NewCache in front of the store, a retry
 // that reaches the same execution environment costs no request at all.
 func TestWrapLocalCache(t *testing.T) {
-	_, _, store, counter := setup(t)
-	h := &handler{}
-	pay := wrap(t, h.charge, memory.NewCache(store, 16))
-	p := newPayment()
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, counter := srv.setup(t)
+		h := &handler{}
+		pay := wrap(t, h.charge, memory.NewCache(store, 16))
+		p := newPayment()
 
-	first, err := pay(t.Context(), p)
-	require.NoError(t, err)
-	assert.Equal(t, 2, counter.Calls(), "first call: PutItem and UpdateItem; got %s", counter)
+		first, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, 2, counter.Calls(), "first call: PutItem and UpdateItem; got %s", counter)
 
-	counter.Reset()
-	replay, err := pay(t.Context(), p)
-	require.NoError(t, err)
-	assert.Equal(t, first, replay)
-	assert.Zero(t, counter.Calls(), "cached replay; got %s", counter)
-	assert.Equal(t, int32(1), h.runs.Load())
+		counter.Reset()
+		replay, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, first, replay)
+		assert.Zero(t, counter.Calls(), "cached replay; got %s", counter)
+		assert.Equal(t, int32(1), h.runs.Load())
 
-	// Another key still goes to DynamoDB.
-	_, err = pay(t.Context(), newPayment())
-	require.NoError(t, err)
-	assert.Equal(t, 2, counter.Calls(), "a new key: PutItem and UpdateItem; got %s", counter)
+		// Another key still goes to DynamoDB.
+		_, err = pay(t.Context(), newPayment())
+		require.NoError(t, err)
+		assert.Equal(t, 2, counter.Calls(), "a new key: PutItem and UpdateItem; got %s", counter)
+	})
 }
 
 // TestWrapConcurrentEnvironments: 50 Lambda execution environments, each
@@ -142,134 +149,138 @@ func TestWrapLocalCache(t *testing.T) {
 // event at once. Exactly one runs the handler; while it runs, the others get
 // *InProgressError; once it has finished, every retry gets its result.
 func TestWrapConcurrentEnvironments(t *testing.T) {
-	const environments = 50
-	srv, name, _, _ := setup(t)
-	p := newPayment()
+	eachServer(t, func(t *testing.T, srv server) {
+		const environments = 50
+		name, _, _ := srv.setup(t)
+		p := newPayment()
 
-	var (
-		runs   atomic.Int32
-		others sync.WaitGroup // the callers that did not run the handler
-	)
-	// Bounds the wait below if the handler wrongly runs twice.
-	hold, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	others.Add(environments - 1)
-	othersDone := make(chan struct{})
-	go func() { others.Wait(); close(othersDone) }()
-	slowCharge := func(ctx context.Context, p payment) (charge, error) {
-		runs.Add(1)
-		// Hold the key until every other environment has had its answer, so
-		// that all of them find it in progress.
-		select {
-		case <-othersDone:
-		case <-hold.Done():
-			return charge{}, errors.New("the other environments did not all answer (is the handler running twice?)")
+		var (
+			runs   atomic.Int32
+			others sync.WaitGroup // the callers that did not run the handler
+		)
+		// Bounds the wait below if the handler wrongly runs twice.
+		hold, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		others.Add(environments - 1)
+		othersDone := make(chan struct{})
+		go func() { others.Wait(); close(othersDone) }()
+		slowCharge := func(ctx context.Context, p payment) (charge, error) {
+			runs.Add(1)
+			// Hold the key until every other environment has had its answer, so
+			// that all of them find it in progress.
+			select {
+			case <-othersDone:
+			case <-hold.Done():
+				return charge{}, errors.New("the other environments did not all answer (is the handler running twice?)")
+			}
+			return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
 		}
-		return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
-	}
 
-	type answer struct {
-		out charge
-		err error
-	}
-	call := func(n int, onError func()) []answer {
-		answers := make([]answer, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			// Each environment: its own client, store and wrapped handler.
-			pay := wrap(t, slowCharge, newStore(t, srv.NewClient(), name))
-			wg.Go(func() {
-				out, err := pay(t.Context(), p)
-				answers[i] = answer{out, err}
-				if err != nil {
-					onError()
-				}
-			})
+		type answer struct {
+			out charge
+			err error
 		}
-		wg.Wait()
-		return answers
-	}
+		call := func(n int, onError func()) []answer {
+			answers := make([]answer, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				// Each environment: its own client, store and wrapped handler.
+				pay := wrap(t, slowCharge, newStore(t, srv.NewClient(), name))
+				wg.Go(func() {
+					out, err := pay(t.Context(), p)
+					answers[i] = answer{out, err}
+					if err != nil {
+						onError()
+					}
+				})
+			}
+			wg.Wait()
+			return answers
+		}
 
-	var ok, inProgress int
-	for i, a := range call(environments, others.Done) {
-		var ipe *idempotency.InProgressError
-		switch {
-		case a.err == nil:
-			ok++
+		var ok, inProgress int
+		for i, a := range call(environments, others.Done) {
+			var ipe *idempotency.InProgressError
+			switch {
+			case a.err == nil:
+				ok++
+				assert.Equal(t, charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
+			case errors.As(a.err, &ipe):
+				inProgress++
+				assert.False(t, ipe.Until.IsZero(), "InProgressError.Until")
+			default:
+				t.Errorf("environment %d: %v", i, a.err)
+			}
+		}
+		require.Equal(t, int32(1), runs.Load(), "exactly one handler run")
+		require.Equal(t, 1, ok)
+		require.Equal(t, environments-1, inProgress)
+
+		// Retries after completion all get the stored result.
+		for i, a := range call(environments, func() {}) {
+			require.NoError(t, a.err, "retry %d", i)
 			assert.Equal(t, charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
-		case errors.As(a.err, &ipe):
-			inProgress++
-			assert.False(t, ipe.Until.IsZero(), "InProgressError.Until")
-		default:
-			t.Errorf("environment %d: %v", i, a.err)
 		}
-	}
-	require.Equal(t, int32(1), runs.Load(), "exactly one handler run")
-	require.Equal(t, 1, ok)
-	require.Equal(t, environments-1, inProgress)
-
-	// Retries after completion all get the stored result.
-	for i, a := range call(environments, func() {}) {
-		require.NoError(t, a.err, "retry %d", i)
-		assert.Equal(t, charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
-	}
-	require.Equal(t, int32(1), runs.Load(), "still exactly one handler run")
+		require.Equal(t, int32(1), runs.Load(), "still exactly one handler run")
+	})
 }
 
 // TestWrapLostReplies: a write reaches DynamoDB but its reply is lost, and
 // the SDK retries it. The handler still runs exactly once.
 func TestWrapLostReplies(t *testing.T) {
-	srv, name, _, _ := setup(t)
-	for _, allOld := range []bool{false, true} {
-		newPay := func(t *testing.T, h *handler) (func(context.Context, payment) (charge, error), *dynalite.Faults, *dynalite.Counter) {
-			faults := &dynalite.Faults{}
-			counter := &dynalite.Counter{}
-			var client dynamodb.Client = srv.NewClient(faults.Register, counter.Register)
-			if allOld {
-				client = withAllOld(srv, client)
+	eachServer(t, func(t *testing.T, srv server) {
+		name, _, _ := srv.setup(t)
+		for _, allOld := range srv.allOldModes() {
+			newPay := func(t *testing.T, h *handler) (func(context.Context, payment) (charge, error), *dynalite.Faults, *dynalite.Counter) {
+				faults := &dynalite.Faults{}
+				counter := &dynalite.Counter{}
+				var client dynamodb.Client = srv.NewClient(faults.Register, counter.Register)
+				if allOld {
+					client = srv.withAllOld(client)
+				}
+				return wrap(t, h.charge, newStore(t, client, name)), faults, counter
 			}
-			return wrap(t, h.charge, newStore(t, client, name)), faults, counter
+
+			t.Run(fmt.Sprintf("PutItem/allOld=%v", allOld), func(t *testing.T) {
+				h := &handler{}
+				pay, faults, counter := newPay(t, h)
+				p := newPayment()
+				faults.LoseReply("PutItem", 1)
+				out, err := pay(t.Context(), p)
+				// The retried PutItem finds the reservation it made itself and
+				// recognises it by its owner token.
+				require.NoError(t, err, "not *InProgressError to itself")
+				require.Equal(t, int32(1), h.runs.Load())
+				require.Equal(t, 1, faults.Fired(dynalite.LostReply))
+				require.Equal(t, 2, counter.Attempts("PutItem"))
+
+				again, err := pay(t.Context(), p)
+				require.NoError(t, err)
+				require.Equal(t, out, again)
+				require.Equal(t, int32(1), h.runs.Load())
+			})
+
+			t.Run(fmt.Sprintf("UpdateItem/allOld=%v", allOld), func(t *testing.T) {
+				h := &handler{}
+				pay, faults, counter := newPay(t, h)
+				p := newPayment()
+				faults.LoseReply("UpdateItem", 1)
+				out, err := pay(t.Context(), p)
+				require.NoError(t, err)
+				require.Equal(t, 1, faults.Fired(dynalite.LostReply))
+				require.Equal(t, 2, counter.Attempts("UpdateItem"), "the retried UpdateItem succeeds")
+
+				// Another environment gets the stored result.
+				other := &handler{}
+				otherPay, _, _ := newPay(t, other)
+				again, err := otherPay(t.Context(), p)
+				require.NoError(t, err)
+				require.Equal(t, out, again)
+				require.Equal(t, int32(1), h.runs.Load())
+				require.Zero(t, other.runs.Load())
+			})
 		}
-
-		t.Run(fmt.Sprintf("PutItem/allOld=%v", allOld), func(t *testing.T) {
-			h := &handler{}
-			pay, faults, counter := newPay(t, h)
-			p := newPayment()
-			faults.LoseReply("PutItem", 1)
-			out, err := pay(t.Context(), p)
-			// The retried PutItem finds the reservation it made itself and
-			// recognises it by its owner token.
-			require.NoError(t, err, "not *InProgressError to itself")
-			require.Equal(t, int32(1), h.runs.Load())
-			require.Equal(t, 1, faults.Fired(dynalite.LostReply))
-			require.Equal(t, 2, counter.Attempts("PutItem"))
-
-			again, err := pay(t.Context(), p)
-			require.NoError(t, err)
-			require.Equal(t, out, again)
-			require.Equal(t, int32(1), h.runs.Load())
-		})
-
-		t.Run(fmt.Sprintf("UpdateItem/allOld=%v", allOld), func(t *testing.T) {
-			h := &handler{}
-			pay, faults, counter := newPay(t, h)
-			p := newPayment()
-			faults.LoseReply("UpdateItem", 1)
-			out, err := pay(t.Context(), p)
-			require.NoError(t, err)
-			require.Equal(t, 1, faults.Fired(dynalite.LostReply))
-			require.Equal(t, 2, counter.Attempts("UpdateItem"), "the retried UpdateItem succeeds")
-
-			// Another environment gets the stored result.
-			other := &handler{}
-			otherPay, _, _ := newPay(t, other)
-			again, err := otherPay(t.Context(), p)
-			require.NoError(t, err)
-			require.Equal(t, out, again)
-			require.Equal(t, int32(1), h.runs.Load())
-			require.Zero(t, other.runs.Load())
-		})
-	}
+	})
 }
 
 // TestWrapServiceFailures: when DynamoDB cannot be reached, throttles, or
@@ -277,92 +288,89 @@ func TestWrapLostReplies(t *testing.T) {
 // handler does not run, and the key is not left locked: once the fault is
 // gone, the same event runs.
 func TestWrapServiceFailures(t *testing.T) {
-	srv, name, healthyStore, _ := setup(t)
+	eachServer(t, func(t *testing.T, srv server) {
+		name, healthyStore, _ := srv.setup(t)
 
-	// afterwards checks that the key is free: the same payment runs on a
-	// healthy client.
-	afterwards := func(t *testing.T, p payment) {
-		t.Helper()
-		h := &handler{}
-		_, err := wrap(t, h.charge, healthyStore)(t.Context(), p)
-		require.NoError(t, err)
-		require.Equal(t, int32(1), h.runs.Load(), "the key was not left locked")
-	}
-	requireStoreError := func(t *testing.T, err error) *idempotency.StoreError {
-		t.Helper()
-		var storeErr *idempotency.StoreError
-		require.ErrorAs(t, err, &storeErr)
-		require.ErrorIs(t, err, idempotency.ErrStore)
-		require.NotErrorIs(t, err, idempotency.ErrInProgress)
-		return storeErr
-	}
+		// afterwards checks that the key is free: the same payment runs on a
+		// healthy client.
+		afterwards := func(t *testing.T, p payment) {
+			t.Helper()
+			h := &handler{}
+			_, err := wrap(t, h.charge, healthyStore)(t.Context(), p)
+			require.NoError(t, err)
+			require.Equal(t, int32(1), h.runs.Load(), "the key was not left locked")
+		}
+		requireStoreError := func(t *testing.T, err error) *idempotency.StoreError {
+			t.Helper()
+			var storeErr *idempotency.StoreError
+			require.ErrorAs(t, err, &storeErr)
+			require.ErrorIs(t, err, idempotency.ErrStore)
+			require.NotErrorIs(t, err, idempotency.ErrInProgress)
+			return storeErr
+		}
 
-	for _, kind := range []dynalite.FaultKind{dynalite.Throttled, dynalite.Refused} {
-		t.Run(kind.String(), func(t *testing.T) {
+		for _, kind := range []dynalite.FaultKind{dynalite.Throttled, dynalite.Refused} {
+			t.Run(kind.String(), func(t *testing.T) {
+				faults := &dynalite.Faults{}
+				h := &handler{}
+				pay := wrap(t, h.charge, newStore(t, srv.NewClient(faults.Register), name))
+				p := newPayment()
+				faults.Add("", kind, -1)
+				_, err := pay(t.Context(), p)
+				storeErr := requireStoreError(t, err)
+				require.Equal(t, "put", storeErr.Op)
+				if kind == dynalite.Throttled {
+					var throttled *types.ProvisionedThroughputExceededException
+					require.ErrorAs(t, err, &throttled)
+				}
+				require.Zero(t, h.runs.Load(), "the handler did not run")
+
+				// The fault goes away: the same environment runs the event.
+				faults.Clear()
+				_, err = pay(t.Context(), p)
+				require.NoError(t, err)
+				require.Equal(t, int32(1), h.runs.Load())
+			})
+		}
+
+		t.Run("ReservationLandedButRetriesThrottled", func(t *testing.T) {
+			// The first PutItem is applied but its reply lost; the SDK's
+			// retries are throttled. The reservation exists, the caller gets
+			// a *StoreError, and the key must still not stay locked.
 			faults := &dynalite.Faults{}
 			h := &handler{}
 			pay := wrap(t, h.charge, newStore(t, srv.NewClient(faults.Register), name))
 			p := newPayment()
-			faults.Add("", kind, -1)
+			faults.LoseReply("PutItem", 1)
+			faults.Throttle("PutItem", -1)
 			_, err := pay(t.Context(), p)
-			storeErr := requireStoreError(t, err)
-			require.Equal(t, "put", storeErr.Op)
-			if kind == dynalite.Throttled {
-				var throttled *types.ProvisionedThroughputExceededException
-				require.ErrorAs(t, err, &throttled)
-			}
-			require.Zero(t, h.runs.Load(), "the handler did not run")
-
-			// The fault goes away: the same environment runs the event.
-			faults.Clear()
-			_, err = pay(t.Context(), p)
-			require.NoError(t, err)
-			require.Equal(t, int32(1), h.runs.Load())
+			requireStoreError(t, err)
+			require.Zero(t, h.runs.Load())
+			require.Equal(t, 1, faults.Fired(dynalite.LostReply))
+			afterwards(t, p)
 		})
-	}
 
-	t.Run("ReservationLandedButRetriesThrottled", func(t *testing.T) {
-		// The first PutItem is applied but its reply lost; the SDK's
-		// retries are throttled. The reservation exists, the caller gets
-		// a *StoreError, and the key must still not stay locked.
-		faults := &dynalite.Faults{}
-		h := &handler{}
-		pay := wrap(t, h.charge, newStore(t, srv.NewClient(faults.Register), name))
-		p := newPayment()
-		faults.LoseReply("PutItem", 1)
-		faults.Throttle("PutItem", -1)
-		_, err := pay(t.Context(), p)
-		requireStoreError(t, err)
-		require.Zero(t, h.runs.Load())
-		require.Equal(t, 1, faults.Fired(dynalite.LostReply))
-		afterwards(t, p)
-	})
+		t.Run("ServerDown", func(t *testing.T) {
+			client := closedClient(t)
+			h := &handler{}
+			p := newPayment()
+			_, err := wrap(t, h.charge, newStore(t, client, name))(t.Context(), p)
+			requireStoreError(t, err)
+			require.ErrorContains(t, err, "connection refused")
+			require.Zero(t, h.runs.Load())
+			afterwards(t, p)
+		})
 
-	t.Run("ServerDown", func(t *testing.T) {
-		if srv.External {
-			t.Skip("needs a local server to stop")
-		}
-		down := dynalite.Start(t)
-		client := down.NewClient()
-		require.NoError(t, down.Stop())
-		h := &handler{}
-		p := newPayment()
-		_, err := wrap(t, h.charge, newStore(t, client, name))(t.Context(), p)
-		requireStoreError(t, err)
-		require.ErrorContains(t, err, "connection refused")
-		require.Zero(t, h.runs.Load())
-		afterwards(t, p)
-	})
-
-	t.Run("MissingTable", func(t *testing.T) {
-		h := &handler{}
-		p := newPayment()
-		_, err := wrap(t, h.charge, newStore(t, srv.NewClient(), "no-such-table-"+rand.Text()))(t.Context(), p)
-		requireStoreError(t, err)
-		var missing *types.ResourceNotFoundException
-		require.ErrorAs(t, err, &missing)
-		require.Zero(t, h.runs.Load())
-		afterwards(t, p)
+		t.Run("MissingTable", func(t *testing.T) {
+			h := &handler{}
+			p := newPayment()
+			_, err := wrap(t, h.charge, newStore(t, srv.NewClient(), "no-such-table-"+rand.Text()))(t.Context(), p)
+			requireStoreError(t, err)
+			var missing *types.ResourceNotFoundException
+			require.ErrorAs(t, err, &missing)
+			require.Zero(t, h.runs.Load())
+			afterwards(t, p)
+		})
 	})
 }
 
@@ -370,44 +378,48 @@ func TestWrapServiceFailures(t *testing.T) {
 // compressed completes the key without it; the handler does not run again,
 // and retries get *idempotency.ResponseTooLargeError.
 func TestWrapResponseTooLarge(t *testing.T) {
-	_, _, store, _ := setup(t)
-	var runs atomic.Int32
-	big := func(ctx context.Context, p payment) ([]byte, error) {
-		runs.Add(1)
-		return randomBytes(500 << 10), nil // JSON-encoded as base64: ~667 KB, incompressible
-	}
-	pay, err := idempotency.Wrap(big, store, idempotency.WithKey("order_id"),
-		idempotency.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, err)
-	p := newPayment()
-	out, err := pay(t.Context(), p)
-	require.NoError(t, err, "the first call returns its result")
-	require.Len(t, out, 500<<10)
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		var runs atomic.Int32
+		big := func(ctx context.Context, p payment) ([]byte, error) {
+			runs.Add(1)
+			return randomBytes(500 << 10), nil // JSON-encoded as base64: ~667 KB, incompressible
+		}
+		pay, err := idempotency.Wrap(big, store, idempotency.WithKey("order_id"),
+			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		require.NoError(t, err)
+		p := newPayment()
+		out, err := pay(t.Context(), p)
+		require.NoError(t, err, "the first call returns its result")
+		require.Len(t, out, 500<<10)
 
-	_, err = pay(t.Context(), p)
-	var tooLarge *idempotency.ResponseTooLargeError
-	require.ErrorAs(t, err, &tooLarge)
-	require.Equal(t, int32(1), runs.Load(), "the side effect did not run again")
+		_, err = pay(t.Context(), p)
+		var tooLarge *idempotency.ResponseTooLargeError
+		require.ErrorAs(t, err, &tooLarge)
+		require.Equal(t, int32(1), runs.Load(), "the side effect did not run again")
+	})
 }
 
 // TestWrapLargeRecordedError: a permanent error whose message alone is
 // larger than an item is recorded cut short, so the key completes and
 // retries replay it instead of running the handler again.
 func TestWrapLargeRecordedError(t *testing.T) {
-	_, _, store, _ := setup(t)
-	declined := errors.New(strings.Repeat("declined ", 60<<10)) // 540 KB
-	h := &handler{err: idempotency.Permanent(declined)}
-	pay := wrap(t, h.charge, store, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
-	p := newPayment()
-	_, err := pay(t.Context(), p)
-	require.ErrorIs(t, err, declined, "the first call returns the handler's own error")
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		declined := errors.New(strings.Repeat("declined ", 60<<10)) // 540 KB
+		h := &handler{err: idempotency.Permanent(declined)}
+		pay := wrap(t, h.charge, store, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		p := newPayment()
+		_, err := pay(t.Context(), p)
+		require.ErrorIs(t, err, declined, "the first call returns the handler's own error")
 
-	_, err = pay(t.Context(), p)
-	var stored *idempotency.StoredError
-	require.ErrorAs(t, err, &stored, "the error was recorded")
-	assert.Len(t, stored.Message, idempotency.MaxRecordedErrorMessage)
-	assert.True(t, strings.HasPrefix(stored.Message, "declined declined"))
-	assert.Equal(t, int32(1), h.runs.Load(), "the handler did not run again")
+		_, err = pay(t.Context(), p)
+		var stored *idempotency.StoredError
+		require.ErrorAs(t, err, &stored, "the error was recorded")
+		assert.Len(t, stored.Message, idempotency.MaxRecordedErrorMessage)
+		assert.True(t, strings.HasPrefix(stored.Message, "declined declined"))
+		assert.Equal(t, int32(1), h.runs.Load(), "the handler did not run again")
+	})
 }
 
 // BenchmarkWrapDynalite measures invocations of a wrapped handler against
@@ -417,8 +429,16 @@ func TestWrapLargeRecordedError(t *testing.T) {
 // the median (p50-ns/op) and 99th percentile (p99-ns/op) besides ns/op.
 //
 //	go test -run '^$' -bench WrapDynalite -benchtime 2000x ./persistence/dynamodb/
-func BenchmarkWrapDynalite(b *testing.B) {
-	srv, name, store, _ := setup(b)
+func BenchmarkWrapDynalite(b *testing.B) { benchmarkWrap(b, server{dynamotest.Dynalite.Shared(b)}) }
+
+// BenchmarkWrapDynamoDBLocal is BenchmarkWrapDynalite against DynamoDB
+// Local, where a replay is the failed PutItem alone (ALL_OLD).
+func BenchmarkWrapDynamoDBLocal(b *testing.B) {
+	benchmarkWrap(b, server{dynamotest.DynamoDBLocal.Shared(b)})
+}
+
+func benchmarkWrap(b *testing.B, srv server) {
+	name, store, _ := srv.setup(b)
 	client := srv.NewClient()
 	h := &handler{}
 	pay := wrap(b, h.charge, store)

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
@@ -36,26 +37,41 @@ func (b *memoryBackend) Disruptions() []Disruption                { return nil }
 // of its own. Each environment has its own SDK client and HTTP connections;
 // HTTP faults are injected under the SDK, which retries them. Its
 // disruption is a burst of throttling: every request of every environment
-// is answered ProvisionedThroughputExceededException for a while.
+// is answered ProvisionedThroughputExceededException for a while. dynalite
+// ignores ALL_OLD, so every conflict is read with a Get.
 func DynamoDB(tb testing.TB) Backend {
 	tb.Helper()
-	srv := dynalite.Start(tb)
+	return newDynamoBackend(tb, dynamotest.Dynalite, "dynamodb")
+}
+
+// DynamoDBLocal is the DynamoDB backend over DynamoDB Local, which
+// returns the existing record with a failed reservation (ALL_OLD), as
+// DynamoDB does: conflicts take no Get.
+func DynamoDBLocal(tb testing.TB) Backend {
+	tb.Helper()
+	return newDynamoBackend(tb, dynamotest.DynamoDBLocal, "dynamodb-local")
+}
+
+func newDynamoBackend(tb testing.TB, kind *dynamotest.Kind, name string) Backend {
+	tb.Helper()
+	srv := kind.Start(tb)
 	table := dynalite.TableName(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := dynamodb.CreateTable(ctx, srv.NewClient(), table); err != nil {
 		tb.Fatal(err)
 	}
-	return &dynamoBackend{srv: srv, table: table}
+	return &dynamoBackend{name: name, srv: srv, table: table}
 }
 
 type dynamoBackend struct {
-	srv           *dynalite.Server
+	name          string
+	srv           *dynamotest.Server
 	table         string
 	throttleUntil atomic.Int64 // UnixNano
 }
 
-func (b *dynamoBackend) Name() string { return "dynamodb" }
+func (b *dynamoBackend) Name() string { return b.name }
 
 func (b *dynamoBackend) NewStore(env *Env) (persistence.Store, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()

@@ -23,7 +23,7 @@ var (
 	flagEnvs     = flag.Int("chaos.envs", 0, "execution environments (0: the mode's default)")
 	flagSkew     = flag.Duration("chaos.skew", -1, "clock skew bound of the environments (-1: the default)")
 	flagTimeout  = flag.Duration("chaos.timeout", 0, "invocation deadline, the Lambda timeout (0: the default)")
-	flagStores   = flag.String("chaos.stores", "memory,dynamodb,redis", "comma-separated stores to drive")
+	flagStores   = flag.String("chaos.stores", "memory,dynamodb,dynamodb-local,redis", "comma-separated stores to drive: memory, dynamodb (on dynalite), dynamodb-local (on DynamoDB Local), redis")
 )
 
 // config returns the configuration the flags select, with a seed.
@@ -56,7 +56,7 @@ func config() Config {
 
 // reproduce returns the command that runs store with cfg again.
 func reproduce(store string, cfg Config) string {
-	args := []string{"go test ./internal/chaos -count=1 -v",
+	args := []string{"go test ./internal/testing/chaos -count=1 -v",
 		fmt.Sprintf("-run '^TestChaos$/^%s$'", store),
 		fmt.Sprintf("-chaos.stores=%s -chaos.seed=%d", store, cfg.Seed),
 		fmt.Sprintf("-chaos.clients=%d -chaos.envs=%d -chaos.skew=%v -chaos.timeout=%v", cfg.Clients, cfg.Envs, cfg.SkewBound, cfg.Timeout),
@@ -75,10 +75,12 @@ func newBackend(t *testing.T, name string) Backend {
 		return Memory()
 	case "dynamodb":
 		return DynamoDB(t)
+	case "dynamodb-local":
+		return DynamoDBLocal(t)
 	case "redis":
 		return Redis(t)
 	}
-	t.Fatalf("unknown store %q (want memory, dynamodb or redis)", name)
+	t.Fatalf("unknown store %q (want memory, dynamodb, dynamodb-local or redis)", name)
 	return nil
 }
 

@@ -43,7 +43,10 @@
 //     come without the existing record (faultstore, per invocation);
 //   - for DynamoDB, HTTP attempts that are refused, lose their reply or are
 //     throttled (dynalite.Faults, under the SDK, which retries them), and
-//     bursts of throttling of every request;
+//     bursts of throttling of every request; on two servers, dynalite
+//     (store "dynamodb"), where every conflict is read with a Get, and
+//     DynamoDB Local (store "dynamodb-local"), where conflicts carry the
+//     existing record from the failed write (ALL_OLD), as on DynamoDB;
 //   - for Redis, restarts that lose every record, and stalls (SIGSTOP) during
 //     which requests time out but may still be applied later;
 //   - handlers that fail (transient: the key is released), panic, are killed

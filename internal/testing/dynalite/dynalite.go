@@ -109,6 +109,10 @@ func Shared(tb testenv.TB) *Server {
 //	func TestMain(m *testing.M) { dynalite.Main(m) }
 func Main(m testenv.M) { servers.Main(m) }
 
+// StopShared stops the server that Shared started, if any: Main's end,
+// for a TestMain that also stops other servers.
+func StopShared() { servers.StopShared() }
+
 // StartContext starts a server and returns it; the caller must Stop it. It
 // does not skip or fail anything, so TestMain and benchmarks can use it. The
 // error matches ErrUnavailable when Node.js or dynalite is not installed.

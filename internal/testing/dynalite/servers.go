@@ -65,12 +65,19 @@ func (ss *Servers[S]) Shared(tb testenv.TB) S {
 // any, and exits.
 func (ss *Servers[S]) Main(m testenv.M) {
 	code := m.Run()
+	ss.StopShared()
+	os.Exit(code)
+}
+
+// StopShared stops the server that Shared started, if any, and reports a
+// failure to stop it on standard error. It is what Main does once the
+// tests have run, for a TestMain that stops the servers of several kinds.
+func (ss *Servers[S]) StopShared() {
 	if ss.ok {
 		if err := ss.shared.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping %s: %v\n", ss.Name, err)
 		}
 	}
-	os.Exit(code)
 }
 
 func (ss *Servers[S]) skipOrFail(tb testenv.TB, err error) {

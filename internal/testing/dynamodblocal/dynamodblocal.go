@@ -128,6 +128,10 @@ func Shared(tb testenv.TB) *Server {
 //	func TestMain(m testenv.M) { dynamodblocal.Main(m) }
 func Main(m testenv.M) { servers.Main(m) }
 
+// StopShared stops the server that Shared started, if any: Main's end,
+// for a TestMain that also stops other servers.
+func StopShared() { servers.StopShared() }
+
 // installDir returns the folder DynamoDB Local is installed in: the value of DirEnv,
 // or .dynamodb-local at the module root.
 func installDir() (string, error) {
