@@ -16,6 +16,10 @@
 //   - Update: an UpdateItem conditioned on the owner token (fenced).
 //   - Delete: a DeleteItem conditioned on the owner token, or on the record
 //     being gone already (fenced).
+//   - Commit (idempotency.WithTransactions): one TransactWriteItems, the
+//     writes the function staged (Stage) and the fenced completion, so
+//     that a side effect in DynamoDB commits exactly once with its key;
+//     without staged writes, an Update.
 //
 // With package idempotency, a first call therefore costs 2 requests (Put,
 // Update), a replay 1 (the failed Put), or 2 against servers that ignore
@@ -24,7 +28,10 @@
 // none.
 //
 // The store's IAM policy needs dynamodb:PutItem, dynamodb:GetItem,
-// dynamodb:UpdateItem and dynamodb:DeleteItem on the table; CreateTable
+// dynamodb:UpdateItem and dynamodb:DeleteItem on the table; a
+// transaction needs, for each staged write, its own action on its table
+// (dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem or
+// dynamodb:ConditionCheckItem); CreateTable
 // additionally needs dynamodb:CreateTable, dynamodb:DescribeTable and
 // dynamodb:UpdateTimeToLive.
 //

@@ -356,9 +356,11 @@ func (s *Store) itemSize(key string, v *values) int {
 }
 
 // attrValueSize returns the size DynamoDB counts for a value: the UTF-8
-// length of a string, the length of a binary, 1 for a boolean or null, and
-// for a number an upper bound of its documented size (1 byte per 2
-// significant digits, plus 1), which dynalite's own count stays under too.
+// length of a string, the length of a binary, 1 for a boolean or null, for
+// a number an upper bound of its documented size (1 byte per 2 significant
+// digits, plus 1), which dynalite's own count stays under too, the sum of
+// the members of a set, and for a list or a map 3 bytes, plus 1 per
+// element, plus the elements (and a map's names).
 func attrValueSize(av types.AttributeValue) int {
 	switch av := av.(type) {
 	case *types.AttributeValueMemberS:
@@ -369,8 +371,44 @@ func attrValueSize(av types.AttributeValue) int {
 		return numberSize(av.Value)
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range av.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range av.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range av.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range av.Value {
+			n += 1 + attrValueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		return 3 + len(av.Value) + attributesSize(av.Value)
 	}
-	panic(fmt.Sprintf("persistence/dynamodb: attrValueSize of %T", av)) // the store writes no other types
+	return 0 // a value the SDK does not know: DynamoDB itself will judge it
+}
+
+// attributesSize returns the size of the attributes of an item or a map:
+// their names and values.
+func attributesSize(m map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range m {
+		n += len(name) + attrValueSize(v)
+	}
+	return n
 }
 
 func numberSize(n string) int {

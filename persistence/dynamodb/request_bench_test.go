@@ -52,6 +52,11 @@ func (c *requestClient) DeleteItem(_ context.Context, in *awsdynamodb.DeleteItem
 	return &awsdynamodb.DeleteItemOutput{}, nil
 }
 
+func (c *requestClient) TransactWriteItems(_ context.Context, in *awsdynamodb.TransactWriteItemsInput, _ ...func(*awsdynamodb.Options)) (*awsdynamodb.TransactWriteItemsOutput, error) {
+	c.last = in
+	return &awsdynamodb.TransactWriteItemsOutput{}, nil
+}
+
 // benchResponse is an API Gateway response as the core stores it.
 var benchResponse = []byte(`{"statusCode":201,"headers":{"Content-Type":"application/json"},"multiValueHeaders":null,"body":"{\"payment_id\":\"pay_123\",\"status\":\"created\"}"}`)
 

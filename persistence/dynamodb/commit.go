@@ -1,0 +1,168 @@
+package dynamodb
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+var _ persistence.Committer = (*Store)(nil)
+
+// DynamoDB's limits on one TransactWriteItems: the items, the record's
+// completion included, and their aggregate size.
+const (
+	MaxTransactionItems = 100
+	MaxTransactionBytes = 4 << 20
+)
+
+// Stage stages writes for the commit of the key of the function that ctx
+// was given to (idempotency.WithTransactions): they are sent with the
+// completion of its record, in one TransactWriteItems, when the function
+// returns without an error, and never otherwise. Each is a Put, Update,
+// Delete or ConditionCheck, on any table, but not on the record itself.
+// Stage returns persistence.ErrNoStaging outside such a function.
+//
+//	err := dynamodb.Stage(ctx, types.TransactWriteItem{Put: &types.Put{
+//		TableName:           aws.String("Ledger"),
+//		Item:                entry,
+//		ConditionExpression: aws.String("attribute_not_exists(entry_id)"),
+//	}})
+func Stage(ctx context.Context, writes ...types.TransactWriteItem) error {
+	staged := make([]any, len(writes))
+	for i, w := range writes {
+		staged[i] = w
+	}
+	return persistence.Stage(ctx, staged...)
+}
+
+// TransactionTooLargeError is the reason Commit gives, in a
+// *persistence.CommitCanceledError, for writes it refused before sending
+// them: with the record's completion, they exceed DynamoDB's limits on a
+// transaction (MaxTransactionItems, MaxTransactionBytes).
+type TransactionTooLargeError struct {
+	Items int // the transaction's items, the completion included
+	Bytes int // their size, as DynamoDB counts items (an estimate)
+}
+
+// Error implements error.
+func (e *TransactionTooLargeError) Error() string {
+	return fmt.Sprintf("persistence/dynamodb: a transaction of %d items and about %d bytes exceeds DynamoDB's limits (%d items, %d bytes)",
+		e.Items, e.Bytes, MaxTransactionItems, MaxTransactionBytes)
+}
+
+// Commit implements persistence.Committer with one TransactWriteItems: the
+// writes (each a types.TransactWriteItem or a *types.TransactWriteItem, as
+// Stage stages them), in order, then the Update that completes rec,
+// conditioned on its owner token. Without writes it is Update.
+//
+// Its ClientRequestToken is derived from the key and the owner token, so
+// that the SDK's retry of a commit whose reply was lost, or a repeated
+// Commit, within DynamoDB's ten minutes, is not applied twice.
+//
+// It returns an error wrapping persistence.ErrFenced when the record no
+// longer carries rec.Token (the completion's condition failed); a
+// *persistence.CommitCanceledError, with the reasons DynamoDB gave per
+// item, when a write's own condition failed, when the transaction is
+// refused as invalid, or (with a *TransactionTooLargeError, before sending
+// it) when it is over DynamoDB's limits; and other failures wrapped, whose
+// outcome is unknown.
+func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	if len(writes) == 0 {
+		return s.Update(ctx, rec)
+	}
+	if err := checkKey(rec.Key); err != nil {
+		return err
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	for i, w := range writes {
+		switch w := w.(type) {
+		case types.TransactWriteItem:
+			items = append(items, w)
+		case *types.TransactWriteItem:
+			if w == nil {
+				return canceled(fmt.Errorf("persistence/dynamodb: staged write %d is nil", i))
+			}
+			items = append(items, *w)
+		default:
+			return canceled(fmt.Errorf("persistence/dynamodb: staged write %d is a %T, not a types.TransactWriteItem (stage writes with dynamodb.Stage)", i, w))
+		}
+	}
+	update, omitted := s.updateInput(rec)
+	items = append(items, types.TransactWriteItem{Update: &types.Update{
+		TableName:                 update.TableName,
+		Key:                       update.Key,
+		UpdateExpression:          update.UpdateExpression,
+		ConditionExpression:       update.ConditionExpression,
+		ExpressionAttributeNames:  update.ExpressionAttributeNames,
+		ExpressionAttributeValues: update.ExpressionAttributeValues,
+		// The completion's condition is the fence: its failure is told
+		// apart from a write's by its reason, the last.
+	}})
+	if size := transactionSize(items); len(items) > MaxTransactionItems || size > MaxTransactionBytes {
+		return canceled(&TransactionTooLargeError{Items: len(items), Bytes: size})
+	}
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: aws.String(clientRequestToken(rec)),
+	})
+	if err == nil {
+		return omitted
+	}
+	var txErr *types.TransactionCanceledException
+	if errors.As(err, &txErr) {
+		reasons := make([]persistence.CommitCancelReason, len(txErr.CancellationReasons))
+		for i, r := range txErr.CancellationReasons {
+			reasons[i] = persistence.CommitCancelReason{Code: aws.ToString(r.Code), Message: aws.ToString(r.Message)}
+		}
+		if len(reasons) == len(items) && reasons[len(reasons)-1].Code == "ConditionalCheckFailed" {
+			return fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, persistence.ErrFenced)
+		}
+		return &persistence.CommitCanceledError{Reasons: reasons, Err: fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err)}
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" {
+		// A transaction DynamoDB refuses outright (two writes of one item,
+		// a write of the record itself, a bad expression): nothing of it
+		// was written.
+		return canceled(fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err))
+	}
+	return fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err)
+}
+
+func canceled(err error) error { return &persistence.CommitCanceledError{Err: err} }
+
+// clientRequestToken returns the ClientRequestToken of rec's commit: 32 hex
+// digits of the SHA-256 of its key and owner token, unique to the
+// invocation that reserved the key.
+func clientRequestToken(rec *persistence.Record) string {
+	sum := sha256.Sum256([]byte("retrysafe commit\x00" + rec.Key + "\x00" + rec.Token))
+	return hex.EncodeToString(sum[:16])
+}
+
+// transactionSize estimates the size DynamoDB counts for a transaction's
+// items: their keys, items and expression values.
+func transactionSize(items []types.TransactWriteItem) int {
+	n := 0
+	for _, it := range items {
+		switch {
+		case it.Put != nil:
+			n += attributesSize(it.Put.Item) + attributesSize(it.Put.ExpressionAttributeValues)
+		case it.Update != nil:
+			n += attributesSize(it.Update.Key) + attributesSize(it.Update.ExpressionAttributeValues) + len(aws.ToString(it.Update.UpdateExpression))
+		case it.Delete != nil:
+			n += attributesSize(it.Delete.Key) + attributesSize(it.Delete.ExpressionAttributeValues)
+		case it.ConditionCheck != nil:
+			n += attributesSize(it.ConditionCheck.Key) + attributesSize(it.ConditionCheck.ExpressionAttributeValues)
+		}
+	}
+	return n
+}

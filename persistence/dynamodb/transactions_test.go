@@ -1,0 +1,224 @@
+package dynamodb_test
+
+// Tests of idempotency.WithTransactions over the DynamoDB store against
+// DynamoDB Local: a payment handler stages its ledger entry, which commits
+// with the completion of its key, or not at all.
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/dynamodb"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+)
+
+// ledger is a payment handler whose side effect is a ledger entry per
+// order, staged in the completion of the order's key, and a balance that
+// must cover the amount.
+type ledger struct {
+	srv      server
+	entries  string // table of entries, by order
+	balances string // table of counters: the balance is the "balance" counter
+	runs     int
+	err      error // returned after staging, when set
+}
+
+func newLedger(t *testing.T, srv server, balance int) *ledger {
+	l := &ledger{srv: srv, entries: srv.counterTable(t), balances: srv.counterTable(t)}
+	_, err := srv.NewClient().PutItem(t.Context(), &awsdynamodb.PutItemInput{
+		TableName: &l.balances,
+		Item: map[string]types.AttributeValue{
+			"name": &types.AttributeValueMemberS{Value: "balance"},
+			"n":    &types.AttributeValueMemberN{Value: strconv.Itoa(balance)},
+		},
+	})
+	require.NoError(t, err)
+	return l
+}
+
+// charge stages the ledger entry (which adds one to the order's counter in
+// the entries table) and the debit of the balance, conditioned on it
+// covering the amount.
+func (l *ledger) charge(ctx context.Context, p payment) (charge, error) {
+	l.runs++
+	err := dynamodb.Stage(ctx, increment(l.entries, p.OrderID), types.TransactWriteItem{Update: &types.Update{
+		TableName:                &l.balances,
+		Key:                      map[string]types.AttributeValue{"name": &types.AttributeValueMemberS{Value: "balance"}},
+		UpdateExpression:         aws.String("SET #n = #n - :amount"),
+		ConditionExpression:      aws.String("#n >= :amount"),
+		ExpressionAttributeNames: map[string]string{"#n": "n"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":amount": &types.AttributeValueMemberN{Value: strconv.Itoa(p.Amount)},
+		},
+	}})
+	if err != nil {
+		return charge{}, err
+	}
+	if l.err != nil {
+		return charge{}, l.err
+	}
+	return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
+}
+
+func (l *ledger) entriesOf(t *testing.T, p payment) int {
+	return count(t, l.srv.NewClient(), l.entries, p.OrderID)
+}
+
+func (l *ledger) balance(t *testing.T) int {
+	return count(t, l.srv.NewClient(), l.balances, "balance")
+}
+
+func TestTransactionsCommitTheLedgerWithTheCompletion(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		_, store, counter := srv.setup(t)
+		l := newLedger(t, srv, 10000)
+		pay := wrap(t, l.charge, store, idempotency.WithTransactions())
+		p := newPayment()
+
+		first, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"PutItem": 1, "TransactWriteItems": 1}, counter.Snapshot(),
+			"a first call: the reservation, and the commit of the ledger with the completion")
+		counter.Reset()
+		replay, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, first, replay)
+		assert.Equal(t, 1, counter.Calls(), "a replay: the failed PutItem; got %s", counter)
+
+		assert.Equal(t, 1, l.runs)
+		assert.Equal(t, 1, l.entriesOf(t, p))
+		assert.Equal(t, 10000-p.Amount, l.balance(t))
+	})
+}
+
+// A handler error writes nothing it staged, and releases the key; a
+// permanent error is recorded, and writes nothing either.
+func TestTransactionsHandlerErrorWritesNothingStaged(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		_, store, counter := srv.setup(t)
+		l := newLedger(t, srv, 10000)
+		pay := wrap(t, l.charge, store, idempotency.WithTransactions())
+		p := newPayment()
+
+		l.err = errors.New("the card network timed out")
+		_, err := pay(t.Context(), p)
+		require.ErrorIs(t, err, l.err)
+		assert.Equal(t, map[string]int{"PutItem": 1, "DeleteItem": 1}, counter.Snapshot())
+		assert.Zero(t, l.entriesOf(t, p))
+
+		l.err = idempotency.Permanent(errors.New("card declined"))
+		counter.Reset()
+		_, err = pay(t.Context(), p)
+		require.Error(t, err)
+		assert.Equal(t, map[string]int{"PutItem": 1, "UpdateItem": 1}, counter.Snapshot(), "a permanent error is recorded")
+		_, err = pay(t.Context(), p)
+		require.Error(t, err)
+		assert.Equal(t, 2, l.runs, "the recorded error is replayed")
+		assert.Zero(t, l.entriesOf(t, p))
+		assert.Equal(t, 10000, l.balance(t))
+	})
+}
+
+// A staged write whose condition fails (the balance does not cover the
+// amount) cancels the commit: the caller gets a CommitError with
+// DynamoDB's reasons, nothing is written, and the key is released.
+func TestTransactionsCanceledCommitReleasesTheKey(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		l := newLedger(t, srv, 1000)
+		pay := wrap(t, l.charge, store, idempotency.WithTransactions())
+		p := newPayment() // 4200, over the balance
+
+		_, err := pay(t.Context(), p)
+		var commitErr *idempotency.CommitError
+		require.ErrorAs(t, err, &commitErr)
+		assert.False(t, commitErr.Unknown)
+		require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+		var canceled *persistence.CommitCanceledError
+		require.ErrorAs(t, err, &canceled)
+		require.Len(t, canceled.Reasons, 3, "the entry, the debit, the completion")
+		assert.Equal(t, "None", canceled.Reasons[0].Code)
+		assert.Equal(t, "ConditionalCheckFailed", canceled.Reasons[1].Code)
+		assert.Equal(t, "None", canceled.Reasons[2].Code)
+		assert.Zero(t, l.entriesOf(t, p))
+		assert.Equal(t, 1000, l.balance(t))
+
+		// The key was released: once the balance covers it, a retry runs.
+		_, err = srv.NewClient().PutItem(t.Context(), &awsdynamodb.PutItemInput{TableName: &l.balances, Item: map[string]types.AttributeValue{
+			"name": &types.AttributeValueMemberS{Value: "balance"}, "n": &types.AttributeValueMemberN{Value: "10000"},
+		}})
+		require.NoError(t, err)
+		_, err = pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Equal(t, 2, l.runs)
+		assert.Equal(t, 1, l.entriesOf(t, p))
+	})
+}
+
+// An invocation that ran past its in-progress expiry, and whose key
+// another invocation took over, commits nothing: its ledger entry is not
+// written, and the newer invocation's is, once.
+func TestTransactionsLateInvocationCommitsNothing(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		l := newLedger(t, srv, 100000)
+		p := newPayment()
+		release := make(chan struct{})
+		staged := make(chan struct{})
+		slow := func(ctx context.Context, p payment) (charge, error) {
+			c, err := l.charge(ctx, p)
+			close(staged)
+			<-release
+			return c, err
+		}
+		slowPay := wrap(t, slow, store, idempotency.WithTransactions())
+		fastPay := wrap(t, l.charge, store, idempotency.WithTransactions())
+
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		late := make(chan error, 1)
+		go func() { _, err := slowPay(ctx, p); late <- err }()
+		<-staged
+		<-ctx.Done() // the slow invocation's deadline, and its reservation's, pass
+		time.Sleep(100 * time.Millisecond)
+		_, err := fastPay(t.Context(), p)
+		require.NoError(t, err, "the retry after the deadline takes the key over")
+		close(release)
+
+		err = <-late
+		require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+		require.ErrorIs(t, err, persistence.ErrFenced)
+		assert.Equal(t, 2, l.runs)
+		assert.Equal(t, 1, l.entriesOf(t, p), "one ledger entry: the retry's")
+		assert.Equal(t, 100000-p.Amount, l.balance(t))
+	})
+}
+
+// With the local cache in front of the store, the commit goes through to
+// DynamoDB and a replay in the same environment costs no request.
+func TestTransactionsThroughTheLocalCache(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		_, store, counter := srv.setup(t)
+		l := newLedger(t, srv, 10000)
+		pay := wrap(t, l.charge, memory.NewCache(store, 100), idempotency.WithTransactions())
+		p := newPayment()
+		_, err := pay(t.Context(), p)
+		require.NoError(t, err)
+		counter.Reset()
+		_, err = pay(t.Context(), p)
+		require.NoError(t, err)
+		assert.Zero(t, counter.Calls(), "a cached replay; got %s", counter)
+		assert.Equal(t, 1, l.entriesOf(t, p))
+	})
+}
