@@ -81,11 +81,21 @@ func envOf(names []string, refs map[string]string) map[string]string {
 
 // actionsOf returns the IAM actions of the DynamoDB operations a client
 // interface has: what code that only holds the interface can do.
+// TransactWriteItems is no IAM action of its own: each item of a
+// transaction is authorised as its PutItem, UpdateItem, DeleteItem or
+// ConditionCheckItem, and the store's own item is the completion's
+// UpdateItem.
 func actionsOf[Client any]() []string {
 	t := reflect.TypeFor[Client]()
 	var actions []string
 	for i := range t.NumMethod() {
-		actions = append(actions, "dynamodb:"+t.Method(i).Name)
+		name := t.Method(i).Name
+		if name == "TransactWriteItems" {
+			name = "UpdateItem"
+		}
+		if !slices.Contains(actions, "dynamodb:"+name) {
+			actions = append(actions, "dynamodb:"+name)
+		}
 	}
 	slices.Sort(actions)
 	return actions
