@@ -2,8 +2,9 @@ package main_test
 
 // End-to-end tests of the payments example: its bootstrap binary runs
 // under the Lambda Runtime Interface Emulator, as several execution
-// environments, against dynalite. They skip without Node.js, dynalite or
-// the emulator, unless IDEMPOTENCY_REQUIRE_INTEGRATION=1.
+// environments, against dynalite, and against DynamoDB Local for
+// transactions. They skip without Node.js, dynalite, Java, DynamoDB Local
+// or the emulator, unless IDEMPOTENCY_REQUIRE_INTEGRATION=1.
 //
 // E2E_SEED replays the random interleavings of a run: each test logs the
 // seed it used.
@@ -29,6 +30,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
 	"github.com/retrysafe/retrysafe/internal/testing/rie"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
@@ -36,6 +38,7 @@ import (
 var (
 	buildDir string
 	server   = sync.OnceValues(func() (*dynalite.Server, error) { return dynalite.StartContext(context.Background()) })
+	txServer = sync.OnceValues(func() (*dynamodblocal.Server, error) { return dynamodblocal.StartContext(context.Background()) })
 	builds   sync.Map // package -> func() (string, error)
 )
 
@@ -47,6 +50,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if srv, err := server(); err == nil {
+		srv.Stop()
+	}
+	if srv, err := txServer(); err == nil {
 		srv.Stop()
 	}
 	os.RemoveAll(buildDir)
@@ -68,10 +74,17 @@ func bootstrap(t testing.TB, pkg string) string {
 	return path
 }
 
-// start starts the example with opts and stops it when t ends.
+// start starts the example with opts against dynalite, or against
+// DynamoDB Local with opts.Transactions, and stops it when t ends.
 func start(t testing.TB, opts localpayments.Options) *localpayments.Stack {
 	t.Helper()
-	srv, err := server()
+	var srv localpayments.Server
+	var err error
+	if opts.Transactions {
+		srv, err = txServer()
+	} else {
+		srv, err = server()
+	}
 	if err != nil {
 		localpayments.SkipOrFail(t, err)
 	}
@@ -400,6 +413,61 @@ func TestKilledMidRequest(t *testing.T) {
 	charges, err = s.Ledger(ctx)
 	require.NoError(t, err)
 	assert.Len(t, charges, 1, "charged once in total")
+}
+
+// An invocation killed after its ledger entry and before its key
+// completes: with the entry written directly, the retry after the deadline
+// charges a second time (the limit docs/guarantees.md describes); with the
+// entry staged, the killed invocation wrote nothing, and the retry writes
+// the only entry.
+func TestKilledBetweenTheLedgerAndTheCompletion(t *testing.T) {
+	const timeout = 2 * time.Second
+	for _, tc := range []struct {
+		name         string
+		transactions bool
+		entries      int
+	}{
+		{"direct", false, 2},
+		{"staged", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, localpayments.Options{Timeout: timeout, DemoDelay: true, Transactions: tc.transactions})
+			ctx := t.Context()
+			req := localpayments.Request{Key: "killed-after-ledger", Body: body(4200, "cus_l")}
+			slow := req
+			slow.Headers = map[string]string{payment.HeaderDemoDelayAfterLedger: "30s"}
+
+			killed, err := s.Post(ctx, 0, slow)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusGatewayTimeout, killed.Status, "timed out: %v", killed.Err)
+			charges, err := s.Ledger(ctx)
+			require.NoError(t, err)
+			assert.Len(t, charges, tc.entries-1, "entries left by the killed invocation")
+
+			retry, err := s.Post(ctx, 0, req)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, retry.Status, retry.Body)
+			assert.False(t, retry.Replayed())
+			replay, err := s.Post(ctx, 0, req)
+			require.NoError(t, err)
+			assert.True(t, replay.Replayed())
+
+			charges, err = s.Ledger(ctx)
+			require.NoError(t, err)
+			assert.Len(t, charges, tc.entries)
+			p, ok := retry.Payment()
+			require.True(t, ok)
+			assert.Contains(t, paymentIDs(charges), p.PaymentID, "the retry's entry is in the ledger")
+		})
+	}
+}
+
+func paymentIDs(charges []payment.Charge) []string {
+	var ids []string
+	for _, c := range charges {
+		ids = append(ids, c.PaymentID)
+	}
+	return ids
 }
 
 // BenchmarkColdStart measures the init phase of the payments function

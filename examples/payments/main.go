@@ -5,8 +5,11 @@
 // Configuration comes from the environment: IDEMPOTENCY_TABLE and
 // PAYMENTS_TABLE name the DynamoDB tables, and the AWS SDK reads its own
 // variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, credentials).
-// PAYMENTS_DEMO_DELAY=1 enables the X-Demo-Delay request header, for local
-// demonstrations only.
+// Each ledger entry is staged, and commits with the completion of its
+// payment's key in one transaction; PAYMENTS_TRANSACTIONS=0 writes it
+// directly instead, for servers without TransactWriteItems (dynalite).
+// PAYMENTS_DEMO_DELAY=1 enables the X-Demo-Delay request headers, for
+// local demonstrations only.
 package main
 
 import (
@@ -53,11 +56,13 @@ func newHandler(ctx context.Context) (httpapi.APIGatewayV2Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	transactions := os.Getenv(payment.EnvTransactions) != "0"
 	return payment.New(payment.Config{
 		// Completed records are kept in memory too: a retry that reaches
 		// the same execution environment costs no request.
-		Store:     memory.NewCache(store, 1024),
-		Ledger:    &payment.DynamoDBLedger{Client: client, Table: payTable},
-		DemoDelay: os.Getenv(payment.EnvDemoDelay) == "1",
+		Store:        memory.NewCache(store, 1024),
+		Ledger:       &payment.DynamoDBLedger{Client: client, Table: payTable, Staged: transactions},
+		Transactions: transactions,
+		DemoDelay:    os.Getenv(payment.EnvDemoDelay) == "1",
 	})
 }

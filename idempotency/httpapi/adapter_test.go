@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
+	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -51,6 +53,7 @@ func TestAdapters(t *testing.T) {
 		{"handler panic", testHandlerPanic},
 		{"optional key", testOptionalKey},
 		{"store failure", testStoreFailure},
+		{"not committed", testNotCommitted},
 		{"recorded error", testRecordedError},
 		{"response too large", testResponseTooLarge},
 		{"unreadable stored response", testReplayFailed},
@@ -712,6 +715,39 @@ func testStoreFailure(t *testing.T, et eventType) {
 	resp, err = send(t.Context(), post("k1", orderA))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusCreated, resp.status)
+}
+
+// cancelingStore commits nothing: every commit with writes is canceled, as
+// when a staged write's own condition fails.
+type cancelingStore struct{ persistence.Store }
+
+func (s cancelingStore) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	if len(writes) == 0 {
+		return s.Update(ctx, rec)
+	}
+	return &persistence.CommitCanceledError{Err: errors.New("insufficient balance")}
+}
+
+// A handler whose staged writes do not commit gets 503 not-committed, and
+// the key is released: the retry runs it again.
+func testNotCommitted(t *testing.T, et eventType) {
+	var a app
+	store := cancelingStore{memory.New()}
+	send := et.wrap(t, func(ctx context.Context, req httpReq) (httpResp, error) {
+		if err := persistence.Stage(ctx, "a ledger entry"); err != nil {
+			return httpResp{}, err
+		}
+		return a.handle(ctx, req)
+	}, store, idempotency.WithTransactions(), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	resp, err := send(t.Context(), post("k1", orderA))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.status)
+	assert.Equal(t, "1", resp.headers.Get("Retry-After"))
+	assert.Equal(t, httpapi.ProblemNotCommitted, problemOf(t, resp).Type)
+	resp, err = send(t.Context(), post("k1", orderA))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.status)
+	assert.Equal(t, 2, a.count(), "the key was released: the retry ran the handler again")
 }
 
 func testRecordedError(t *testing.T, et eventType) {

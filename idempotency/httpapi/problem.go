@@ -34,6 +34,11 @@ const (
 	// ProblemStoreUnavailable (503, with Retry-After): the idempotency store
 	// failed before the handler ran; nothing happened.
 	ProblemStoreUnavailable = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#store-unavailable"
+	// ProblemNotCommitted (503, with Retry-After): the handler's staged
+	// writes could not be committed with its result
+	// (idempotency.WithTransactions, *idempotency.CommitError); nothing of
+	// the request was written, or, rarely, whether it was is not known yet.
+	ProblemNotCommitted = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#not-committed"
 	// ProblemHandlerFailed (500): the handler returned a Go error or
 	// panicked; the key was released.
 	ProblemHandlerFailed = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#handler-failed"
@@ -77,6 +82,7 @@ var (
 	keyInUse          = problemKind{ProblemKeyInUse, "Request with this idempotency key in progress", http.StatusConflict}
 	keyReused         = problemKind{ProblemKeyReused, "Idempotency key reused for a different request", http.StatusUnprocessableEntity}
 	storeUnavailable  = problemKind{ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable}
+	notCommitted      = problemKind{ProblemNotCommitted, "Request not committed", http.StatusServiceUnavailable}
 	handlerFailed     = problemKind{ProblemHandlerFailed, "Request failed", http.StatusInternalServerError}
 	recordedError     = problemKind{ProblemRecordedError, "Request failed permanently", http.StatusInternalServerError}
 	responseNotStored = problemKind{ProblemResponseNotStored, "Response not available", http.StatusInternalServerError}

@@ -166,6 +166,7 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		mismatch   *idempotency.PayloadMismatchError
 		storeErr   *idempotency.StoreError
 		tooLarge   *idempotency.ResponseTooLargeError
+		commitErr  *idempotency.CommitError
 	)
 	switch {
 	case err == nil && res.Replayed:
@@ -179,6 +180,15 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		return b.load(&resp), nil
 	case err == nil, errors.As(err, &rel):
 		return out, nil
+	case errors.As(err, &commitErr):
+		// The handler succeeded, and its writes did not commit: not an
+		// error of the handler's, and not one to record.
+		if e.cfg.returnErrors {
+			return out, err
+		}
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the handler's writes were not committed; answering 503",
+			slog.String("key", commitErr.Key), slog.Bool("outcome_unknown", commitErr.Unknown), slog.Any("error", err))
+		return b.answer(&r, notCommitted, e.detail(notCommitted), storeRetryAfter), nil
 	case failed != nil:
 		// Do returns h's errors unchanged, and nothing else once h has run.
 		if e.cfg.returnErrors {
@@ -223,6 +233,9 @@ func (e *engine) detail(k problemKind) string {
 			parts = "method, path, query, body or headers " + strings.Join(e.cfg.fingerprintHeaders, ", ")
 		}
 		return "The " + h + " was already used for a request that differs from this one (" + parts + "). Use a new key for a new request."
+	case notCommitted:
+		return "The request's writes could not be committed with its result, so nothing of it was written (or, rarely, whether it was is not known yet). Retry it with the same " + h +
+			": it runs again, or gets the result if it was committed."
 	case storeUnavailable:
 		return "The request was not processed: its " + h + " could not be checked. Retry it with the same key."
 	case handlerFailed:

@@ -2,7 +2,9 @@
 // parts: the example's bootstrap binary runs under the AWS Lambda Runtime
 // Interface Emulator, as four execution environments, against dynalite.
 // It plays a scripted scenario, prints what happened as a table, and exits
-// with status 1 if anything was not as expected.
+// with status 1 if anything was not as expected. Its last steps show what
+// transactions change, on DynamoDB Local when it is installed (make
+// dynamodb-local, and Java), and are skipped otherwise.
 //
 // Run it with `make demo`, which installs dynalite first, or, with
 // dynalite installed (npm ci),
@@ -33,6 +35,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
 	"github.com/retrysafe/retrysafe/internal/testing/rie"
 )
 
@@ -108,7 +111,8 @@ func run(ctx context.Context, out io.Writer, verbose bool) (bool, error) {
 	fmt.Fprintf(out, "\n%s at %s, tables %s and %s\n", where, srv.Endpoint, stack.IdempotencyTable, stack.PaymentsTable)
 	fmt.Fprintf(out, "%d execution environments (aws-lambda-rie %s), function timeout %v\n\n", instances, rie.Version[len(rie.Version)-12:], timeout)
 
-	d := &demo{ctx: ctx, stack: stack, run: time.Now().Format("150405"), ok: true}
+	d := &demo{ctx: ctx, stack: stack, run: time.Now().Format("150405"), ok: true,
+		bootstrap: bootstrap, dynalite: srv, logs: logs}
 	d.scenario()
 	if ctx.Err() != nil {
 		return false, ctx.Err()
@@ -117,7 +121,11 @@ func run(ctx context.Context, out io.Writer, verbose bool) (bool, error) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tREQUEST\tEXPECTED\tGOT\tRESULT")
 	for i, r := range d.rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, r.request, r.expected, r.got, verdict(r.ok))
+		v := verdict(r.ok)
+		if d.skipped[i] {
+			v = "SKIP"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, r.request, r.expected, r.got, v)
 	}
 	if err := tw.Flush(); err != nil {
 		return false, err
@@ -162,11 +170,18 @@ type row struct {
 type demo struct {
 	ctx   context.Context
 	stack *localpayments.Stack
-	run   string   // makes the keys of this run unique
-	keys  []string // the keys that must have been charged once each
-	rows  []row
-	ok    bool
-	n     int // round-robin over the environments
+	// bootstrap, dynalite and logs start the stacks of the transactions
+	// steps.
+	bootstrap string
+	dynalite  *dynalite.Server
+	logs      io.Writer
+	run       string   // makes the keys of this run unique
+	keys      []string // the keys that must have been charged once each
+	rows      []row
+	// skipped marks the rows of steps that cannot run here.
+	skipped map[int]bool
+	ok      bool
+	n       int // round-robin over the environments
 }
 
 func (d *demo) add(r row) {
@@ -279,6 +294,7 @@ func (d *demo) scenario() {
 
 	d.concurrent()
 	d.killed()
+	d.transactions()
 }
 
 // concurrent sends ten requests with one new key at once, to all the
@@ -370,6 +386,62 @@ func (d *demo) killed() {
 	d.add(row{"retry right after the deadline", "201 new payment, no 24h wait",
 		fmt.Sprintf("%s; ledger +%d", describe(retry), d.ledgerSize()-before), ok && !retry.Replayed() && d.ledgerSize() == before+1})
 	d.keys = append(d.keys, short(k4))
+}
+
+// transactions kills an invocation after its ledger entry and before its
+// key completes, and retries after the deadline: with the entry written
+// directly (dynalite, PAYMENTS_TRANSACTIONS=0) the retry charges again;
+// with it staged (DynamoDB Local), the killed invocation wrote nothing and
+// the retry writes the only entry. Each runs on a stack of its own, so the
+// main ledger's check is not affected.
+func (d *demo) transactions() {
+	req := localpayments.Request{Key: d.key("k5"), Body: body(1500, "cus_eve"),
+		Headers: map[string]string{payment.HeaderDemoDelayAfterLedger: "30s"}}
+	d.afterLedger("direct write, dynalite", d.dynalite, false, req, 2,
+		"504, ledger 1; retry 201, ledger 2 (the limit)")
+
+	srv, err := dynamodblocal.StartContext(d.ctx)
+	if errors.Is(err, dynamodblocal.ErrUnavailable) {
+		d.skipped = map[int]bool{len(d.rows): true}
+		d.add(row{"POST " + short(req.Key) + " killed after its ledger entry, retried (staged in the completion, DynamoDB Local)",
+			"504, ledger 0; retry 201, ledger 1", "DynamoDB Local is not installed (make dynamodb-local, and Java)", true})
+		return
+	}
+	if err != nil {
+		d.add(row{"the same, staged in the completion (DynamoDB Local)", "504, ledger 0; retry 201, ledger 1", "error: " + err.Error(), false})
+		return
+	}
+	defer srv.Stop()
+	d.afterLedger("staged in the completion, DynamoDB Local", srv, true, req, 1,
+		"504, ledger 0; retry 201, ledger 1")
+}
+
+// afterLedger plays the transactions step on srv: the killed request, then
+// its retry without the delay. want is the ledger's size in the end.
+func (d *demo) afterLedger(what string, srv localpayments.Server, transactions bool, req localpayments.Request, want int, expected string) {
+	stack, err := localpayments.Start(d.ctx, srv, localpayments.Options{
+		Bootstrap: d.bootstrap, Timeout: timeout, DemoDelay: true, Transactions: transactions, Output: d.logs,
+	})
+	if err != nil {
+		d.add(row{what, expected, "error: " + err.Error(), false})
+		return
+	}
+	defer stack.Stop()
+	size := func() int {
+		charges, err := stack.Ledger(d.ctx)
+		if err != nil {
+			return -1
+		}
+		return len(charges)
+	}
+	killed, _ := stack.Post(d.ctx, 0, req)
+	afterKill := size()
+	retry := req
+	retry.Headers = nil
+	again, _ := stack.Post(d.ctx, 0, retry)
+	got := fmt.Sprintf("%d, ledger %d; retry %s, ledger %d", killed.Status, afterKill, describe(again), size())
+	d.add(row{"POST " + short(req.Key) + " killed after its ledger entry, retried (" + what + ")", expected, got,
+		killed.Status == http.StatusGatewayTimeout && afterKill == want-1 && again.Status == http.StatusCreated && size() == want})
 }
 
 // short drops the run's prefix from a key, for the table.

@@ -1,8 +1,8 @@
 // Package localpayments runs the payments example (examples/payments)
 // locally, on real parts: its bootstrap binary under the Lambda Runtime
 // Interface Emulator (package rie), as one or more execution environments,
-// against DynamoDB tables in dynalite (package dynalite). It is shared by
-// the example's end-to-end tests and `make demo`.
+// against DynamoDB tables in dynalite or DynamoDB Local (a Server). It is
+// shared by the example's end-to-end tests and `make demo`.
 //
 // Post sends a request as API Gateway HTTP APIs do: it builds the
 // payload-format-2.0 event of an HTTP request, invokes an instance with
@@ -55,8 +55,13 @@ type Options struct {
 	// Timeout is the function's timeout. Default rie.DefaultTimeout.
 	Timeout time.Duration
 	// DemoDelay sets PAYMENTS_DEMO_DELAY=1, so that the function honours
-	// payment.HeaderDemoDelay.
+	// payment.HeaderDemoDelay and payment.HeaderDemoDelayAfterLedger.
 	DemoDelay bool
+	// Transactions stages the ledger entries, which commit with the
+	// completion of their keys (see payment.Config.Transactions); the
+	// server must have TransactWriteItems (DynamoDB Local). Without it,
+	// PAYMENTS_TRANSACTIONS=0: the function writes them directly.
+	Transactions bool
 	// Output receives the emulators' output, when set.
 	Output io.Writer
 }
@@ -72,10 +77,20 @@ type Stack struct {
 	Instances []*rie.Instance
 }
 
+// Server is a DynamoDB-compatible server: a *dynalite.Server, a
+// *dynamodblocal.Server or a *dynamotest.Server.
+type Server interface {
+	// NewClient returns a client of the server.
+	NewClient(optFns ...func(*dynamodb.Options)) *dynamodb.Client
+	// Env returns the environment variables that point the function's SDK
+	// at the server.
+	Env() []string
+}
+
 // Start creates the tables in srv and starts the instances. The caller
 // must Stop the stack; it does not stop srv. The error matches
 // rie.ErrUnavailable when the emulator cannot run here.
-func Start(ctx context.Context, srv *dynalite.Server, opts Options) (*Stack, error) {
+func Start(ctx context.Context, srv Server, opts Options) (*Stack, error) {
 	suffix := strings.ToLower(rand.Text()[:8])
 	s := &Stack{
 		Client:           srv.NewClient(),
@@ -94,6 +109,11 @@ func Start(ctx context.Context, srv *dynalite.Server, opts Options) (*Stack, err
 	)
 	if opts.DemoDelay {
 		env = append(env, payment.EnvDemoDelay+"=1")
+	}
+	if opts.Transactions {
+		env = append(env, payment.EnvTransactions+"=1")
+	} else {
+		env = append(env, payment.EnvTransactions+"=0")
 	}
 	for i := range max(1, opts.Instances) {
 		in, err := rie.StartContext(ctx, rie.Config{

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
 // LedgerKeyAttr is the partition key (type S) of the ledger table: one item
@@ -37,10 +39,16 @@ var _ LedgerClient = (*dynamodb.Client)(nil)
 // DynamoDBLedger records each charge as one item of a DynamoDB table whose
 // key is LedgerKeyAttr.
 type DynamoDBLedger struct {
-	// Client sends the writes; a *dynamodb.Client.
+	// Client sends the writes; a *dynamodb.Client. Unused when Staged.
 	Client LedgerClient
 	// Table is the ledger table's name.
 	Table string
+	// Staged stages the item in the completion of the payment's
+	// idempotency key (ddbstore.Stage), instead of writing it: it is then
+	// written with the completion, in one transaction, or not at all. The
+	// handler must be wrapped with idempotency.WithTransactions (see
+	// Config.Transactions).
+	Staged bool
 }
 
 var _ Ledger = (*DynamoDBLedger)(nil)
@@ -49,7 +57,7 @@ var _ Ledger = (*DynamoDBLedger)(nil)
 // new. Payment IDs are random, so an item with the ID can only have been
 // written by an earlier attempt of this same write, one the SDK retried
 // after losing its reply: that conflict means the charge is recorded, and
-// Record succeeds.
+// Record succeeds. When Staged, it stages the write instead.
 func (l *DynamoDBLedger) Record(ctx context.Context, c Charge) error {
 	item := map[string]types.AttributeValue{
 		LedgerKeyAttr: &types.AttributeValueMemberS{Value: c.PaymentID},
@@ -61,11 +69,23 @@ func (l *DynamoDBLedger) Record(ctx context.Context, c Charge) error {
 	if c.IdempotencyKey != "" {
 		item[attrIdempotencyKey] = &types.AttributeValueMemberS{Value: c.IdempotencyKey}
 	}
+	cond, names := aws.String("attribute_not_exists(#id)"), map[string]string{"#id": LedgerKeyAttr}
+	if l.Staged {
+		// The commit is one transaction, applied once however often it is
+		// sent: the condition only guards against a clashing payment ID.
+		err := ddbstore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{
+			TableName: &l.Table, Item: item, ConditionExpression: cond, ExpressionAttributeNames: names,
+		}})
+		if err != nil {
+			return fmt.Errorf("payment: ledger %s: %w", l.Table, err)
+		}
+		return nil
+	}
 	_, err := l.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                &l.Table,
 		Item:                     item,
-		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames: map[string]string{"#id": LedgerKeyAttr},
+		ConditionExpression:      cond,
+		ExpressionAttributeNames: names,
 	})
 	var exists *types.ConditionalCheckFailedException
 	if errors.As(err, &exists) {

@@ -45,19 +45,30 @@ const (
 	EnvIdempotencyTable = "IDEMPOTENCY_TABLE"
 	// EnvPaymentsTable names the DynamoDB table of the ledger.
 	EnvPaymentsTable = "PAYMENTS_TABLE"
-	// EnvDemoDelay set to 1 makes the function honour HeaderDemoDelay (see
-	// Config.DemoDelay). Never set it in a deployment.
+	// EnvDemoDelay set to 1 makes the function honour HeaderDemoDelay and
+	// HeaderDemoDelayAfterLedger (see Config.DemoDelay). Never set it in a
+	// deployment.
 	EnvDemoDelay = "PAYMENTS_DEMO_DELAY"
+	// EnvTransactions set to 0 writes each ledger entry directly, before
+	// the completion of the payment's key, for servers without
+	// TransactWriteItems (dynalite). By default the entry is staged, and
+	// commits with the completion (see Config.Transactions).
+	EnvTransactions = "PAYMENTS_TRANSACTIONS"
 )
 
 // EnvVars lists the variables the example's main package reads, except
-// EnvDemoDelay, which only local runs set.
+// EnvDemoDelay and EnvTransactions, which only local runs set.
 var EnvVars = []string{EnvIdempotencyTable, EnvPaymentsTable}
 
 // HeaderDemoDelay is the request header that delays the charge by a Go
 // duration ("5s"), when Config.DemoDelay is set: a demonstration aid, to
 // make an invocation slow enough to time out before it charges.
 const HeaderDemoDelay = "X-Demo-Delay"
+
+// HeaderDemoDelayAfterLedger is HeaderDemoDelay after the ledger entry is
+// written (or staged), before the charge's key completes: an invocation
+// that times out there has made its side effect, and not recorded it.
+const HeaderDemoDelayAfterLedger = "X-Demo-Delay-After-Ledger"
 
 // Expiry is how long a key is remembered: a retry within 24 hours gets
 // the first response. It is the HTTP adapter's default.
@@ -116,9 +127,17 @@ type Config struct {
 	Ledger Ledger
 	// NewID returns a new payment ID. Default NewPaymentID.
 	NewID func() string
-	// DemoDelay makes the handler honour HeaderDemoDelay. Off by default;
-	// main sets it from EnvDemoDelay.
+	// DemoDelay makes the handler honour HeaderDemoDelay and
+	// HeaderDemoDelayAfterLedger. Off by default; main sets it from
+	// EnvDemoDelay.
 	DemoDelay bool
+	// Transactions wraps the charge with idempotency.WithTransactions: the
+	// writes the ledger stages (DynamoDBLedger.Staged) commit with the
+	// completion of the payment's key, so that an invocation that dies
+	// between the two leaves no entry, and the retry writes exactly one.
+	// The store must commit staged writes (the DynamoDB store, on a server
+	// with TransactWriteItems).
+	Transactions bool
 	// Logger receives the handler's and the adapter's logs. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -140,10 +159,14 @@ func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &handler{cfg: cfg}
-	opts := append([]idempotency.Option{
+	opts := []idempotency.Option{
 		idempotency.WithLogger(cfg.Logger),
 		idempotency.WithKeyPrefix(KeyPrefix),
-	}, cfg.Options...)
+	}
+	if cfg.Transactions {
+		opts = append(opts, idempotency.WithTransactions())
+	}
+	opts = append(opts, cfg.Options...)
 	charge, err := httpapi.WrapAPIGatewayV2(h.charge, cfg.Store, opts...)
 	if err != nil {
 		return nil, err
@@ -176,7 +199,7 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return invalid(err), nil
 	}
 	if h.cfg.DemoDelay {
-		if err := h.demoDelay(ctx, req); err != nil {
+		if err := h.demoDelay(ctx, req, HeaderDemoDelay); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
@@ -188,6 +211,14 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		// charge a second time. Retries get 500 recorded-error and the
 		// client checks the payment's state instead.
 		return events.APIGatewayV2HTTPResponse{}, idempotency.Permanent(fmt.Errorf("payment: recording charge %s: %w", p.PaymentID, err))
+	}
+	if h.cfg.DemoDelay {
+		if err := h.demoDelay(ctx, req, HeaderDemoDelayAfterLedger); err != nil {
+			// Past the deadline, as if the invocation had died here: the
+			// key is not completed (a direct ledger write has happened; a
+			// staged one never will).
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
 	}
 	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "payment: charged",
 		slog.String("payment_id", p.PaymentID), slog.Int64("amount", p.Amount), slog.String("currency", p.Currency))
@@ -202,12 +233,12 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}, nil
 }
 
-// demoDelay waits as long as HeaderDemoDelay asks, or until the
+// demoDelay waits as long as the header name asks, or until the
 // invocation's deadline, whichever comes first; at the deadline it fails,
 // so that an invocation that outlives it (as the emulator's
-// multi-concurrency mode lets it) never charges.
-func (h *handler) demoDelay(ctx context.Context, req events.APIGatewayV2HTTPRequest) error {
-	v := header(req.Headers, HeaderDemoDelay)
+// multi-concurrency mode lets it) never goes on.
+func (h *handler) demoDelay(ctx context.Context, req events.APIGatewayV2HTTPRequest, name string) error {
+	v := header(req.Headers, name)
 	if v == "" {
 		return nil
 	}
@@ -215,7 +246,7 @@ func (h *handler) demoDelay(ctx context.Context, req events.APIGatewayV2HTTPRequ
 	if err != nil || d < 0 {
 		return nil
 	}
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "payment: demo delay before the charge", slog.Duration("delay", d))
+	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "payment: demo delay", slog.String("header", name), slog.Duration("delay", d))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

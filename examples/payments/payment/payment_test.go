@@ -386,3 +386,15 @@ func TestSampleEvent(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, first.StatusCode, first.Body)
 	assert.Equal(t, "true", f.send(t, req).Headers[httpapi.HeaderReplayed])
 }
+
+// Transactions need a store that commits staged writes: the memory store
+// does not, and New says so, before any request.
+func TestTransactionsNeedACommittingStore(t *testing.T) {
+	_, err := payment.New(payment.Config{
+		Store:        memory.New(),
+		Ledger:       &payment.DynamoDBLedger{Table: "payments", Staged: true},
+		Transactions: true,
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "commit")
+}

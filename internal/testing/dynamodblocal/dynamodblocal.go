@@ -266,6 +266,19 @@ func (s *Server) NewClient(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 
 func disableResponseChecksum(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 
+// Env returns environment variables that point an AWS SDK in another process
+// (an example function, a Lambda emulator) at the server. That SDK checks
+// the responses' CRC32, and logs a warning for each error response (see the
+// package documentation).
+func (s *Server) Env() []string {
+	return []string{
+		dynalite.EndpointEnv + "=" + s.Endpoint,
+		"AWS_REGION=" + dynalite.Region,
+		"AWS_ACCESS_KEY_ID=dynamodblocal",
+		"AWS_SECRET_ACCESS_KEY=dynamodblocal",
+	}
+}
+
 // Stop kills the server and waits for it to exit. It may be called more than
 // once.
 func (s *Server) Stop() error {

@@ -65,6 +65,7 @@ type Server struct {
 // server is what both kinds' servers do.
 type server interface {
 	NewClient(optFns ...func(*dynamodb.Options)) *dynamodb.Client
+	Env() []string
 	NewTable(tb testenv.TB, create func(ctx context.Context, client *dynamodb.Client, name string) error) string
 	Stop() error
 }
@@ -76,6 +77,10 @@ type server interface {
 func (s *Server) NewClient(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return s.impl.NewClient(optFns...)
 }
+
+// Env returns environment variables that point an AWS SDK in another
+// process (an example function, a Lambda emulator) at the server.
+func (s *Server) Env() []string { return s.impl.Env() }
 
 // NewTable creates a table named for tb (dynalite.TableName) through
 // create, and returns its name.
