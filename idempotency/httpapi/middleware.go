@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -150,23 +149,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBody reads the body of r whole, up to limit bytes; a larger body is
 // an *http.MaxBytesError.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
+	switch {
+	case r.Body == nil || r.Body == http.NoBody:
 		return nil, nil
-	}
-	if r.ContentLength > limit {
+	case r.ContentLength > limit:
 		return nil, &http.MaxBytesError{Limit: limit}
+	case r.ContentLength >= 0:
+		// net/http's server ends the body at its length (and fails a
+		// shorter one).
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if err == nil && int64(buf.Len()) > limit {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err == nil && int64(len(body)) > limit {
 		err = &http.MaxBytesError{Limit: limit}
 	}
-	var tooLarge *http.MaxBytesError
-	if err != nil && !errors.As(err, &tooLarge) {
-		return nil, err
-	}
-	return buf.Bytes(), err
+	return body, err
 }
