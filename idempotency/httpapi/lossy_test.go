@@ -3,10 +3,8 @@ package httpapi_test
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -35,13 +34,7 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 		clients = 4 // each sends every key, in an order of its own
 		workers = 8 // requests in flight at once, per client
 	)
-	seed := rand.Uint64()
-	if v := os.Getenv("LOSSY_SEED"); v != "" {
-		var err error
-		seed, err = strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("seed %d (LOSSY_SEED=%d replays it)", seed, seed)
+	seed := testenv.Seed(t, "LOSSY_SEED")
 
 	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
 		var mu sync.Mutex
@@ -64,17 +57,9 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 		for i := range 2 {
 			srv := httptest.NewServer(idempotency.Must(httpapi.Middleware(open(), wait, idempotency.WithLogger(discard())))(handler))
 			t.Cleanup(srv.Close)
-			// About a request in five is lost before the server sees it,
-			// and a reply in five after.
-			proxies = append(proxies, lossyproxy.Start(t, srv.Listener.Addr().String(), func(n int) lossyproxy.Fault {
-				switch rand.New(rand.NewPCG(seed, uint64(i)<<32|uint64(n))).IntN(10) {
-				case 0, 1:
-					return lossyproxy.LoseRequest
-				case 2, 3:
-					return lossyproxy.LoseReply
-				}
-				return lossyproxy.Pass
-			}))
+			// A request in five is lost before the server sees it, and a
+			// reply in five after.
+			proxies = append(proxies, lossyproxy.Start(t, srv.Listener.Addr().String(), lossyproxy.Random(seed, uint64(i), 0.2, 0.2)))
 		}
 
 		type result struct {
@@ -83,46 +68,32 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 			attempts int
 		}
 		results := make([][]result, clients) // [client][key]
-		var wg sync.WaitGroup
+		var senders []*http.Client
 		for c := range clients {
 			results[c] = make([]result, keys)
-			client := &http.Client{Transport: &httpapi.Transport{
+			senders = append(senders, &http.Client{Transport: &httpapi.Transport{
 				Base: &http.Transport{MaxIdleConnsPerHost: workers},
 				// With two in five attempts lost, 40 attempts that all fail
 				// happen once in 10^16.
 				MaxAttempts: 40,
 				BaseDelay:   5 * time.Millisecond,
 				MaxDelay:    100 * time.Millisecond,
-			}}
-			type job struct{ key, proxy int }
-			jobs := make(chan job)
-			rng := rand.New(rand.NewPCG(seed, uint64(c)))
-			wg.Go(func() {
-				defer close(jobs)
-				for _, k := range rng.Perm(keys) {
-					jobs <- job{k, rng.IntN(len(proxies))}
-				}
-			})
-			for range workers {
-				wg.Go(func() {
-					for j := range jobs {
-						key := "order-" + strconv.Itoa(j.key)
-						req, err := http.NewRequestWithContext(httpapi.ContextWithKey(t.Context(), key), "POST", proxies[j.proxy].URL+"/orders",
-							strings.NewReader(strconv.Quote(key)))
-						require.NoError(t, err)
-						resp, err := client.Do(req)
-						if !assert.NoError(t, err, "key %s", key) {
-							continue
-						}
-						body, err := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						assert.NoError(t, err)
-						results[c][j.key] = result{strconv.Itoa(resp.StatusCode) + " " + string(body), httpapi.Replayed(resp), httpapi.Attempts(resp)}
-					}
-				})
-			}
+			}})
 		}
-		wg.Wait()
+		lossyproxy.Drive(seed, clients, keys, workers, len(proxies), func(c, k, proxy int) {
+			key := "order-" + strconv.Itoa(k)
+			req, err := http.NewRequestWithContext(httpapi.ContextWithKey(t.Context(), key), "POST", proxies[proxy].URL+"/orders",
+				strings.NewReader(strconv.Quote(key)))
+			require.NoError(t, err)
+			resp, err := senders[c].Do(req)
+			if !assert.NoError(t, err, "key %s", key) {
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.NoError(t, err)
+			results[c][k] = result{strconv.Itoa(resp.StatusCode) + " " + string(body), httpapi.Replayed(resp), httpapi.Attempts(resp)}
+		})
 
 		replays, attempts := 0, 0
 		for k := range keys {
@@ -148,7 +119,7 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 		}
 		assert.Positive(t, stats.LostRequests)
 		assert.Positive(t, stats.LostReplies)
-		t.Logf("%d keys × %d clients: %d side effects; %d requests reached the proxies, %d lost before the server, %d replies lost after it; "+
+		t.Logf("%d keys × %d clients: %d side effects; %d requests began at the proxies, %d were lost before the server, %d replies lost after it; "+
 			"the clients made %d attempts (besides net/http's own resends), and %d of their %d answers were replays",
 			keys, clients, total.Load(), stats.Requests, stats.LostRequests, stats.LostReplies, attempts, replays, keys*clients)
 	})
