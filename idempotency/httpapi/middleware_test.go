@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -473,4 +474,51 @@ func TestMiddlewareDefaultKeyPrefix(t *testing.T) {
 	assert.Equal(t, "payments", prefixOf(idempotency.WithKeyPrefix("payments")))
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
 	assert.Equal(t, "orders.http", prefixOf(), "behind Lambda Web Adapter")
+}
+
+// The middleware and the Lambda adapters store the same records, under
+// the same keys for the same request and prefix: an API that moves from
+// Lambda to a server (or back) keeps its keys, and its clients' retries
+// across the move get their responses.
+func TestRecordsAreSharedWithTheLambdaAdapters(t *testing.T) {
+	store := memory.New()
+	prefix := idempotency.WithKeyPrefix("payments")
+	var lambdaRuns, serverRuns atomic.Int64
+	onLambda := idempotency.Must(httpapi.WrapAPIGatewayV2(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"},
+			Body: fmt.Sprintf(`{"on":"lambda","run":%d}`, lambdaRuns.Add(1))}, nil
+	}, store, prefix))
+	onServer := idempotency.Must(httpapi.Middleware(store, prefix))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"on":"server","run":%d}`, serverRuns.Add(1))
+	}))
+	viaLambda := func(key string) events.APIGatewayV2HTTPResponse {
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/payments", Body: `{"amount":1}`, Headers: map[string]string{"idempotency-key": key}}
+		ev.RequestContext.HTTP.Method = "POST"
+		resp, err := onLambda(t.Context(), ev)
+		require.NoError(t, err)
+		return resp
+	}
+	viaServer := func(key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		onServer.ServeHTTP(w, req)
+		return w
+	}
+
+	first := viaLambda("k1")
+	replay := viaServer("k1")
+	assert.Equal(t, first.Body, replay.Body.String())
+	assert.Equal(t, "application/json", replay.Header().Get("Content-Type"))
+	assert.Equal(t, "true", replay.Header().Get(httpapi.HeaderReplayed))
+
+	served := viaServer("k2")
+	back := viaLambda("k2")
+	assert.Equal(t, served.Body.String(), back.Body)
+	assert.Equal(t, "true", back.Headers[httpapi.HeaderReplayed])
+	assert.Equal(t, []string{"application/json"}, back.MultiValueHeaders["Content-Type"])
+	assert.Equal(t, int64(1), lambdaRuns.Load())
+	assert.Equal(t, int64(1), serverRuns.Load())
 }
