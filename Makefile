@@ -133,8 +133,10 @@ bench/compare/node/node_modules/.package-lock.json: bench/compare/node/package-l
 	@touch $@
 
 ## build: every example as a Lambda bootstrap for provided.al2023, for
-## linux/arm64 and linux/amd64, in dist/<example>/<arch>/bootstrap.
-## Examples with a go.mod of their own (CDK apps) are not functions.
+## linux/arm64 and linux/amd64, in dist/<example>/<arch>/bootstrap: the
+## functions, and the httpserver example, which runs under Lambda Web
+## Adapter (and anywhere else) as it is. Examples with a go.mod of their
+## own (CDK apps) are not functions.
 ## Reproducible (-trimpath, no VCS stamp), with the flags of the CDK app's
 ## build (examples/cdk/binaries.go): an unchanged program gives the same
 ## binary at every commit, so deployments see nothing new to upload.

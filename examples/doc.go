@@ -1,15 +1,18 @@
 // Package examples holds the runnable examples of the library, each a
-// Lambda function (a main package) with a testable core:
+// Lambda function or a server (a main package) with a testable core:
 //
 //   - examples/payments: an API Gateway HTTP API that charges once per
 //     Idempotency-Key (package payment);
+//   - examples/httpserver: the same API as a net/http server behind
+//     httpapi.Middleware, and a client that retries it through
+//     httpapi.Transport (package paymentserver);
 //   - examples/function: an idempotent function inside a handler, keyed
 //     by a JMESPath expression, with payload validation (package
 //     confirmation);
 //   - examples/orders: an SQS consumer that processes each order once and
 //     reports only the failed messages of a batch (package order).
 //
-// template.yaml at the repository root deploys them with AWS SAM; the test
+// template.yaml at the repository root deploys the functions with AWS SAM; the test
 // of this package checks that the template agrees with the code: table
 // schemas, runtime, handler, environment variables and IAM actions.
 package examples

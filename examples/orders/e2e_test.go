@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,6 +31,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/orders/order/ordertest"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/internal/testing/rie"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
 // The queue as template.yaml configures it and its event source mapping
@@ -562,12 +562,6 @@ func orderID(n int) string { return fmt.Sprintf("ord-%04d", n) }
 // newRand returns the source of a test's random choices, seeded from
 // E2E_SEED or anew, and logs the seed.
 func newRand(t *testing.T) *rand.Rand {
-	seed := rand.Uint64()
-	if v := os.Getenv("E2E_SEED"); v != "" {
-		var err error
-		seed, err = strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "E2E_SEED")
-	}
-	t.Logf("seed %d (E2E_SEED=%d go test -run '^%s$' ./examples/orders replays the choices)", seed, seed, t.Name())
+	seed := testenv.Seed(t, "E2E_SEED")
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }

@@ -104,19 +104,6 @@ func start(t testing.TB, opts localpayments.Options) *localpayments.Stack {
 	return s
 }
 
-// seed returns the seed of a test's random choices, from E2E_SEED or new,
-// and logs it.
-func seed(t *testing.T) uint64 {
-	s := rand.Uint64()
-	if v := os.Getenv("E2E_SEED"); v != "" {
-		var err error
-		s, err = strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "E2E_SEED")
-	}
-	t.Logf("seed %d (E2E_SEED=%d go test -run '^%s$' replays the choices)", s, s, t.Name())
-	return s
-}
-
 func body(amount int, customer string) string {
 	return fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q}`, amount, customer)
 }
@@ -170,14 +157,14 @@ func TestProtocol(t *testing.T) {
 // to four execution environments, with duplicates that arrive together.
 func TestEndToEnd(t *testing.T) {
 	s := start(t, localpayments.Options{Instances: 4})
-	runWorkload(t, s, workload{keys: 30, requests: 300, clients: 16, seed: seed(t)})
+	runWorkload(t, s, workload{keys: 30, requests: 300, clients: 16, seed: testenv.Seed(t, "E2E_SEED")})
 }
 
 // The same, with each environment running four invocations at once in one
 // process, as Lambda Managed Instances do.
 func TestEndToEndMultiConcurrency(t *testing.T) {
 	s := start(t, localpayments.Options{Instances: 4, MaxConcurrency: 4})
-	runWorkload(t, s, workload{keys: 30, requests: 300, clients: 32, seed: seed(t)})
+	runWorkload(t, s, workload{keys: 30, requests: 300, clients: 32, seed: testenv.Seed(t, "E2E_SEED")})
 
 	// The environments did run invocations side by side.
 	require.NoError(t, s.Stop()) // then every line is read

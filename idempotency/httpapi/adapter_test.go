@@ -611,6 +611,7 @@ func testMixedCase(t *testing.T, et eventType) {
 var errDeclined = errors.New("card declined")
 
 func testHandlerError(t *testing.T, et eventType) {
+	skipForHandlers(t, et)
 	a := app{respond: func(run int, _ httpReq) (httpResp, error) {
 		if run == 1 {
 			return httpResp{}, errDeclined
@@ -731,6 +732,9 @@ func (s cancelingStore) Commit(ctx context.Context, rec *persistence.Record, wri
 // A handler whose staged writes do not commit gets 503 not-committed, and
 // the key is released: the retry runs it again.
 func testNotCommitted(t *testing.T, et eventType) {
+	if et.handler {
+		t.Skip("Middleware refuses idempotency.WithTransactions: it writes the response through before a commit could fail")
+	}
 	var a app
 	store := cancelingStore{memory.New()}
 	send := et.wrap(t, func(ctx context.Context, req httpReq) (httpResp, error) {
@@ -751,6 +755,7 @@ func testNotCommitted(t *testing.T, et eventType) {
 }
 
 func testRecordedError(t *testing.T, et eventType) {
+	skipForHandlers(t, et)
 	a := app{respond: func(run int, _ httpReq) (httpResp, error) {
 		return httpResp{}, idempotency.Permanent(errDeclined)
 	}}

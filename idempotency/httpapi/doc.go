@@ -1,26 +1,39 @@
-// Package httpapi gives Lambda handlers behind HTTP the Idempotency-Key
-// semantics of the IETF draft "The Idempotency-Key HTTP Header Field"
-// (draft-ietf-httpapi-idempotency-key-header) and of Stripe: a client sends
-// a unique key with a request that must not happen twice, and every retry
-// with that key gets the first request's response, or a clear HTTP answer
-// instead of a Lambda error that API Gateway would turn into a 502.
+// Package httpapi gives HTTP APIs the Idempotency-Key semantics of the IETF
+// draft "The Idempotency-Key HTTP Header Field"
+// (draft-ietf-httpapi-idempotency-key-header) and of Stripe, on AWS Lambda
+// and on any Go HTTP server, and gives their clients a transport that
+// retries safely: a client sends a unique key with a request that must not
+// happen twice, and every retry with that key gets the first request's
+// response, or a clear HTTP answer (on Lambda, instead of a function error
+// that API Gateway would turn into a 502).
 //
-// There is one adapter per event type: [WrapAPIGateway] (REST APIs, and
-// HTTP APIs with payload format 1.0), [WrapAPIGatewayV2] (HTTP APIs),
-// [WrapFunctionURL] and [WrapALB]. They run on an [idempotency.Guard], so
-// the state machine and the store are those of package idempotency, and
-// they take its options ([idempotency.WithExpiry], [idempotency.WithLogger],
-// ...) next to their own ([WithScope], [WithHeader], ...):
+// There is one adapter per Lambda event type: [WrapAPIGateway] (REST APIs,
+// and HTTP APIs with payload format 1.0), [WrapAPIGatewayV2] (HTTP APIs),
+// [WrapFunctionURL] and [WrapALB]. [Middleware] is the same for net/http
+// servers (ECS, EKS, App Runner, Lambda Web Adapter; chi, gorilla/mux,
+// echo). They run on an [idempotency.Guard], so the state machine and the
+// store are those of package idempotency, and they take its options
+// ([idempotency.WithExpiry], [idempotency.WithLogger], ...) next to their
+// own ([WithScope], [WithHeader], ...):
 //
 //	lambda.Start(idempotency.Must(httpapi.WrapAPIGatewayV2(createOrder, store,
 //		httpapi.WithScope(httpapi.ScopePrincipal()))))
+//
+//	idem := idempotency.Must(httpapi.Middleware(store, httpapi.WithRequestScope(callerOf)))
+//	mux.Handle("POST /orders", idem(http.HandlerFunc(createOrder)))
+//
+// [Transport] is the client's side, an http.RoundTripper:
+//
+//	client := &http.Client{Transport: &httpapi.Transport{}}
 //
 // The options that select keys from typed inputs and shape typed results
 // ([idempotency.WithKey], [idempotency.WithPayloadValidation],
 // [idempotency.WithRequireKey], [idempotency.WithResponseHook]) are refused:
 // the adapters derive keys from the Idempotency-Key header and fingerprint
 // requests themselves. Without [idempotency.WithKeyPrefix] the prefix is
-// the one [idempotency.Wrap] would give the wrapped handler.
+// the one [idempotency.Wrap] would give the wrapped handler, and for
+// Middleware, which wraps handlers whose Go names say nothing stable,
+// DefaultMiddlewarePrefix.
 //
 // # Requests
 //
@@ -40,12 +53,14 @@
 // and Function URLs, which join them with commas, the joined value is split
 // again at the commas outside quoted keys. Different keys are refused.
 //
-// The record of a key is found by hashing [scope, key] (see WithScope), so
-// two callers never share a record. The request's fingerprint is the hash of
-// its method, path, query string parameters, body (base64-decoded when the
-// event says it is encoded) and any headers named with
-// WithFingerprintHeaders. These two hashes are
-// all that is stored of a request: never its headers, never Authorization.
+// The record of a key is found by hashing [scope, key] (see WithScope and
+// WithRequestScope), so two callers never share a record. The request's
+// fingerprint is the hash of its method, path, query string parameters,
+// body (base64-decoded when the event says it is encoded) and any headers
+// named with WithFingerprintHeaders. These two hashes are all that is
+// stored of a request: never its headers, never Authorization. Middleware
+// reads the body of a request with a key whole, at most WithMaxBodySize
+// bytes, to fingerprint it, and gives it to the handler unchanged.
 //
 // # Answers
 //
@@ -68,7 +83,12 @@
 //	handler returned a Go error or panicked      500     handler-failed (WithReturnErrors: the error, or the panic)
 //	retry of a key whose error was recorded      500     recorded-error (WithReturnErrors: the error)
 //	retry of a key whose response was too large  500     response-not-stored
+//	  or streamed or hijacked (Middleware)
 //	retry whose stored response cannot be read   500     replay-failed
+//	body above WithMaxBodySize (Middleware)      413     body-too-large
+//	body not sent whole (Middleware)             400     about:blank
+//	handler panicked after it began to write     the connection is cut (http.ErrAbortHandler)
+//	  (Middleware)
 //
 // Retry-After on 409 is an estimate of when the first request will have
 // finished: how long the handler has taken recently, in whole seconds
@@ -117,4 +137,42 @@
 // as the replays, except Idempotent-Replayed. Responses are stored as they
 // are, Set-Cookie included: when responses carry a caller's secrets, scope
 // keys by caller (WithScope), as the draft's security considerations advise.
+//
+// Middleware stores its responses in the same form: status, the headers
+// the handler set (in multiValueHeaders), the body (base64-encoded when it
+// is not UTF-8) and the trailers. A response that cannot be recorded whole
+// is not replayed: when the handler flushes it (streaming) or hijacks the
+// connection, the key completes without it, and retries get
+// response-not-stored, never part of a response.
+//
+// # net/http servers
+//
+// Middleware answers as the table above says, with the same rules, and
+// these of its own. Its options are the adapters' (WithReturnErrors lets
+// the handler's panics go on to a recovery middleware), the core's, and
+// WithRequestScope and WithMaxBodySize; idempotency.WithTransactions is
+// refused, because the response goes out before a commit could fail.
+// Requests have no deadline, so a reservation is a lease
+// (idempotency.DefaultLease) renewed while the handler runs
+// (idempotency.WithLease sets it): a long handler keeps its key, and the
+// key of a server that dies is free within one lease.
+//
+// # Clients
+//
+// Transport gives POST and PATCH requests a key (a random UUID, or the one
+// of ContextWithKey) and sends them again, with the same key, when the
+// answer says it is safe and useful:
+//
+//	Answer                                      Transport
+//	connection error (refused, reset, closed)   retries after a backoff
+//	502, 503, 504                               retries after Retry-After, or a backoff
+//	409 (key-in-use), 429                       retries after Retry-After, or a backoff
+//	a certificate that does not verify          returns the error
+//	anything else (2xx, 400, 401, 403, 404,     returns the response
+//	  422, 500, ...)
+//	the request's context ends                  returns its error
+//
+// within MaxAttempts and MaxElapsed, which must stay at most half of the
+// server's KeyWindow (24 hours by default). Replayed and Attempts tell the
+// caller whether the answer was a replay and how many attempts it took.
 package httpapi

@@ -54,6 +54,9 @@ func TestScopeFunctionFailures(t *testing.T) {
 			assert.Equal(t, http.StatusInternalServerError, resp.status)
 			assert.Equal(t, httpapi.ProblemHandlerFailed, problemOf(t, resp).Type)
 
+			if et.handler {
+				return // an http.Handler has no error to return
+			}
 			send = et.wrap(t, a.handle, memory.New(), httpapi.WithReturnErrors(), failing)
 			_, err = send(t.Context(), post("k1", orderA))
 			assert.Same(t, errDirectory, err)
@@ -65,6 +68,9 @@ func TestScopeFunctionFailures(t *testing.T) {
 // Statuses that are not final HTTP statuses are never stored.
 func TestInvalidStatusReleases(t *testing.T) {
 	forEachEventType(t, func(t *testing.T, et eventType) {
+		if et.handler {
+			t.Skip("net/http refuses a status code that is not one")
+		}
 		a := app{respond: func(run int, _ httpReq) (httpResp, error) {
 			return httpResp{status: 0, headers: http.Header{}}, nil
 		}}

@@ -1,18 +1,22 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
@@ -77,7 +81,10 @@ type eventType struct {
 	// joined is set when repeated request header lines arrive joined with
 	// commas.
 	joined bool
-	wrap   func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error)
+	// handler is set for Middleware, whose http.Handler returns no Go
+	// errors.
+	handler bool
+	wrap    func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error)
 }
 
 var eventTypes = []eventType{
@@ -86,6 +93,16 @@ var eventTypes = []eventType{
 	{name: "FunctionURL", joined: true, wrap: wrapFunctionURL},
 	{name: "ALB", wrap: wrapALB(false)},
 	{name: "ALBMultiValue", multiValue: true, wrap: wrapALB(true)},
+	{name: "NetHTTP", multiValue: true, handler: true, wrap: wrapNetHTTP},
+}
+
+// skipForHandlers skips a test of what only a handler with Go errors can
+// do (an error, a permanent error) for Middleware.
+func skipForHandlers(t *testing.T, et eventType) {
+	t.Helper()
+	if et.handler {
+		t.Skip("an http.Handler returns no Go errors: it answers with a response, which the other tests cover")
+	}
 }
 
 // forEachEventType runs test once per event type.
@@ -349,6 +366,65 @@ func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistenc
 			h.Del("Set-Cookie")
 			return httpResp{status: out.StatusCode, description: out.StatusDescription, headers: h, cookies: cookies, body: out.Body, base64: out.IsBase64Encoded}, err
 		}
+	}
+}
+
+// wrapNetHTTP serves h behind Middleware, in the process: each httpReq
+// becomes an *http.Request (a body the event would have carried
+// base64-encoded is sent as the bytes it stands for), and the response is
+// read as a client reads it (a body that is not UTF-8 comes back
+// base64-encoded, as a Function URL would return it).
+func wrapNetHTTP(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
+	mw, err := httpapi.Middleware(store, opts...)
+	require.NoError(t, err)
+	handler := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		resp, err := h(r.Context(), httpReq{method: r.Method, path: r.URL.Path, headers: headerList(nil, r.Header), body: string(body)})
+		require.NoError(t, err, "an http.Handler has no error to return")
+		for k, vs := range resp.headers {
+			w.Header()[k] = vs
+		}
+		for _, c := range resp.cookies {
+			w.Header().Add("Set-Cookie", c)
+		}
+		payload := []byte(resp.body)
+		if resp.base64 {
+			payload, err = base64.StdEncoding.DecodeString(resp.body)
+			require.NoError(t, err)
+		}
+		w.WriteHeader(resp.status)
+		_, _ = w.Write(payload)
+	}))
+	return func(ctx context.Context, req httpReq) (httpResp, error) {
+		body := []byte(req.body)
+		if req.base64 {
+			if decoded, err := base64.StdEncoding.DecodeString(req.body); err == nil {
+				body = decoded
+			}
+		}
+		target := req.path
+		if len(req.query) > 0 {
+			target += "?" + rawQuery(req.query)
+		}
+		r := httptest.NewRequestWithContext(ctx, req.method, target, bytes.NewReader(body))
+		for _, h := range req.headers {
+			r.Header.Add(h.name, h.value)
+		}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		res := w.Result()
+		data, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		if res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
+			data = nil // recorded by httptest, but never sent
+		}
+		out := httpResp{status: res.StatusCode, headers: res.Header, cookies: res.Header.Values("Set-Cookie"), body: string(data)}
+		out.headers.Del("Set-Cookie")
+		if !utf8.Valid(data) {
+			out.body, out.base64 = base64.StdEncoding.EncodeToString(data), true
+		}
+		return out, nil
 	}
 }
 

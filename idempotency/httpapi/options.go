@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +26,23 @@ const (
 	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
 	// WithMaxRetryAfter).
 	DefaultMaxRetryAfter = 2 * time.Second
+	// DefaultMaxBodySize is the largest request body that Middleware
+	// reads, in bytes, unless WithMaxBodySize says otherwise: 1 MiB,
+	// nginx's default limit (client_max_body_size), ample for the JSON
+	// requests that carry idempotency keys. The body is held in memory
+	// while the handler runs, because it is hashed before the handler
+	// reads it, so the limit bounds the memory of each request in flight.
+	DefaultMaxBodySize = 1 << 20
+	// DefaultMiddlewarePrefix is the key prefix of Middleware without
+	// idempotency.WithKeyPrefix (after the function name and a dot when
+	// AWS_LAMBDA_FUNCTION_NAME is set, behind Lambda Web Adapter). A
+	// net/http handler has no Go name that survives refactoring, and a
+	// server's binary name changes between builds, so the default is a
+	// constant: keys stay valid across deployments and renames, and stay
+	// apart from those of idempotency.Wrap and the Lambda adapters in a
+	// shared table. Services that share a table must each set their own
+	// prefix with idempotency.WithKeyPrefix.
+	DefaultMiddlewarePrefix = "http"
 )
 
 // settings are the adapters' own options, kept in the configuration that
@@ -37,6 +56,10 @@ type settings struct {
 	storeServerErrors  bool
 	returnErrors       bool
 	maxRetryAfter      time.Duration
+	maxBodySize        int64
+	// panicsGoOn is Middleware's WithReturnErrors: an http.Handler has no
+	// errors to return, and its panics go on after the key is released.
+	panicsGoOn bool
 }
 
 type settingsKey struct{}
@@ -56,14 +79,55 @@ type config struct {
 	logger *slog.Logger
 }
 
-// newConfig applies opts, as the adapter named name gets them, and fills
-// in the defaults.
-func newConfig(name string, opts []idempotency.Option) (*config, error) {
+// entryKind tells the Lambda adapters from Middleware, for the options
+// that apply to one of them only.
+type entryKind int
+
+const (
+	lambdaEntry entryKind = iota
+	middlewareEntry
+)
+
+// Options that apply to one kind of entry point only, and those of package
+// idempotency that Middleware refuses.
+var (
+	middlewareOnly = []string{"httpapi.WithRequestScope", "httpapi.WithMaxBodySize"}
+	// The middleware writes the response through as the handler writes
+	// it, before the commit of WithTransactions could fail.
+	notForMiddleware = []string{"idempotency.WithTransactions"}
+)
+
+// newConfig applies opts, as the adapter named name, of kind kind, gets
+// them, and fills in the defaults.
+func newConfig(name string, kind entryKind, opts []idempotency.Option) (*config, error) {
 	c, err := core.Apply(core.HTTP, name, core.Funcs(opts))
 	if err != nil {
 		return nil, err
 	}
+	var refused []string
+	for _, opt := range middlewareOnly {
+		if kind != middlewareEntry && c.Given(opt) {
+			refused = append(refused, opt+" does not apply here: it applies to httpapi.Middleware")
+		}
+	}
+	for _, opt := range notForMiddleware {
+		if kind == middlewareEntry && c.Given(opt) {
+			refused = append(refused, opt+" does not apply here: the middleware sends the response as the handler writes it, before a commit could fail")
+		}
+	}
+	if c.Given("httpapi.WithScope") && c.Given("httpapi.WithRequestScope") {
+		refused = append(refused, "httpapi.WithScope and httpapi.WithRequestScope both set the scope; give one")
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("%s: %s", name, strings.Join(refused, "; "))
+	}
 	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger}
+	if kind == middlewareEntry {
+		cfg.panicsGoOn, cfg.returnErrors = cfg.returnErrors, false
+		if cfg.maxBodySize == 0 {
+			cfg.maxBodySize = DefaultMaxBodySize
+		}
+	}
 	if cfg.header == "" {
 		cfg.header = DefaultHeader
 	}
@@ -166,6 +230,10 @@ func WithFingerprintHeaders(names ...string) idempotency.Option {
 // record. It is called only for requests that carry a key. Without it, all
 // callers share one key space, which is safe only when keys are
 // unguessable and callers are trusted not to reuse each other's.
+//
+// It applies to Middleware too, whose Request carries the *http.Request
+// as its Event, with the request's context; WithRequestScope is the
+// simpler form there.
 func WithScope(scope ScopeFunc) idempotency.Option {
 	return option("WithScope", false, func(c *core.Config, s *settings) {
 		if scope == nil {
@@ -173,6 +241,43 @@ func WithScope(scope ScopeFunc) idempotency.Option {
 			return
 		}
 		s.scope = scope
+	})
+}
+
+// WithRequestScope sets the scope of Middleware's requests, as WithScope
+// does for the Lambda adapters: scope returns who is asking, from what an
+// authentication middleware in front of Middleware put in the request's
+// context (a verified token's issuer and subject, a tenant), or an error
+// that wraps ErrNoScope when the request does not say (answered 400,
+// ProblemMissingScope). Any other error answers 500. It is called only for
+// requests that carry a key, before the body is read. It applies to
+// Middleware only; give it or WithScope, not both.
+func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Option {
+	return option("WithRequestScope", false, func(c *core.Config, s *settings) {
+		if scope == nil {
+			fail(c, "WithRequestScope: nil function")
+			return
+		}
+		s.scope = func(_ context.Context, r *Request) (string, error) {
+			return scope(r.Event.(*http.Request)) // Middleware's, the only entry point it applies to
+		}
+	})
+}
+
+// WithMaxBodySize sets the largest request body that Middleware reads, in
+// bytes: default DefaultMaxBodySize. The body of a request that carries a
+// key is read whole before the handler runs, to fingerprint it, and given
+// to the handler unchanged; a larger body is answered 413 with
+// ProblemBodyTooLarge, and the handler does not run. Requests that need no
+// key are not read. It applies to Middleware only: the Lambda adapters get
+// bodies whole, within Lambda's own limit.
+func WithMaxBodySize(n int64) idempotency.Option {
+	return option("WithMaxBodySize", false, func(c *core.Config, s *settings) {
+		if n <= 0 {
+			fail(c, "WithMaxBodySize(%d): must be positive", n)
+			return
+		}
+		s.maxBodySize = n
 	})
 }
 
@@ -208,6 +313,11 @@ func WithMaxRetryAfter(max time.Duration) idempotency.Option {
 // Gateway, Function URLs and ALB answer a function error with 502: use it
 // when something around the adapter (a middleware of your own) turns
 // errors into responses.
+//
+// An http.Handler returns no errors: for Middleware, it makes the
+// handler's panics go on, after the key is released, to net/http or to a
+// recovery middleware around Middleware. Errors of the scope function are
+// answered 500 all the same.
 func WithReturnErrors() idempotency.Option {
 	return option("WithReturnErrors", false, func(_ *core.Config, s *settings) { s.returnErrors = true })
 }

@@ -46,11 +46,16 @@ const (
 	// with an error recorded as permanent, which every retry receives.
 	ProblemRecordedError = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#recorded-error"
 	// ProblemResponseNotStored (500): an earlier request with the key
-	// completed, but its response was too large for the store.
+	// completed, but its response was too large for the store, or was not
+	// recorded because Middleware's handler streamed it or took the
+	// connection over.
 	ProblemResponseNotStored = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#response-not-stored"
 	// ProblemReplayFailed (500): an earlier request with the key completed,
 	// but its stored response cannot be decoded.
 	ProblemReplayFailed = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#replay-failed"
+	// ProblemBodyTooLarge (413, Middleware only): the request body is larger
+	// than the middleware reads (WithMaxBodySize); nothing happened.
+	ProblemBodyTooLarge = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#body-too-large"
 )
 
 // Problem is the body of the responses the adapter makes itself, an RFC
@@ -87,6 +92,11 @@ var (
 	recordedError     = problemKind{ProblemRecordedError, "Request failed permanently", http.StatusInternalServerError}
 	responseNotStored = problemKind{ProblemResponseNotStored, "Response not available", http.StatusInternalServerError}
 	replayFailed      = problemKind{ProblemReplayFailed, "Stored response unreadable", http.StatusInternalServerError}
+	bodyTooLarge      = problemKind{ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge}
+	// bodyUnreadable answers a body that the client did not send whole: a
+	// failure of the connection rather than of the key, for which RFC 9457
+	// has the generic type.
+	bodyUnreadable = problemKind{"about:blank", http.StatusText(http.StatusBadRequest), http.StatusBadRequest}
 )
 
 // storeRetryAfter is the Retry-After of ProblemStoreUnavailable, in

@@ -5,20 +5,22 @@ import (
 	"strings"
 )
 
-// Request is the adapter's view of an HTTP request event, the same for every
-// event type. Scope functions (see WithScope) read it.
+// Request is the adapter's view of an HTTP request, the same for every
+// event type and for Middleware. Scope functions (see WithScope) read it.
 type Request struct {
 	// Method is the request's HTTP method in upper case.
 	Method string
 
 	// Path is the request path as the event carries it: path for API
-	// Gateway REST APIs and ALB, rawPath for HTTP APIs and Function URLs.
+	// Gateway REST APIs and ALB, rawPath for HTTP APIs and Function URLs,
+	// and the escaped path of the URL for Middleware.
 	Path string
 
 	// Event points to the event the adapter received: an
 	// *events.APIGatewayProxyRequest, *events.APIGatewayV2HTTPRequest,
-	// *events.LambdaFunctionURLRequest or *events.ALBTargetGroupRequest.
-	// Scope functions read authorizer data from it. Treat it as read-only.
+	// *events.LambdaFunctionURLRequest or *events.ALBTargetGroupRequest;
+	// for Middleware, the *http.Request. Scope functions read authorizer
+	// data from it. Treat it as read-only.
 	Event any
 
 	headers      map[string]string
@@ -29,6 +31,10 @@ type Request struct {
 	multiQuery map[string][]string
 	body       string
 	base64     bool
+	// raw is the body that Middleware read (readBody), which body and
+	// base64 stand for in events.
+	raw      []byte
+	readBody func() error
 	// multiValueResponse is set when the response must carry its headers in
 	// MultiValueHeaders: an ALB target group with multi-value headers on
 	// ignores the single-value map.

@@ -11,10 +11,13 @@ import (
 // with the value "true", as Stripe does.
 const HeaderReplayed = "Idempotent-Replayed"
 
-// response is what a replay needs of a response event, whatever its type,
-// and the form in which it is stored: the members of the Lambda proxy
-// response formats, under their own names so that a stored record reads as
-// what the function returned. Nothing of the request is kept.
+// response is what a replay needs of a response, whatever its type, and
+// the form in which it is stored: the members of the Lambda proxy response
+// formats, under their own names so that a stored record reads as what the
+// function returned. Middleware's responses take the same form: their
+// headers in multiValueHeaders, their body as text when it is UTF-8 and
+// base64-encoded otherwise, and their trailers. Nothing of the request is
+// kept.
 type response struct {
 	StatusCode int `json:"statusCode"`
 	// StatusDescription is ALB's ("200 OK").
@@ -25,7 +28,22 @@ type response struct {
 	Cookies         []string `json:"cookies,omitempty"`
 	Body            string   `json:"body,omitempty"`
 	IsBase64Encoded bool     `json:"isBase64Encoded,omitempty"`
+	// Trailers are the trailers of Middleware's responses.
+	Trailers map[string][]string `json:"trailers,omitempty"`
+	// NotReplayable, when set, says why the response was not recorded
+	// (notReplayableStreamed, notReplayableHijacked): the request executed,
+	// and retries get ProblemResponseNotStored.
+	NotReplayable string `json:"notReplayable,omitempty"`
 }
+
+// Why a response of Middleware's was not recorded.
+const (
+	// notReplayableStreamed: the handler flushed the response while
+	// writing it.
+	notReplayableStreamed = "streamed"
+	// notReplayableHijacked: the handler took the connection over.
+	notReplayableHijacked = "hijacked"
+)
 
 // encode returns the stored form of resp: compact JSON without HTML
 // escaping, which would only make bodies longer.
@@ -45,7 +63,7 @@ func decodeResponse(data []byte) (response, error) {
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return response{}, err
 	}
-	if resp.StatusCode < 100 || resp.StatusCode > 599 {
+	if resp.NotReplayable == "" && (resp.StatusCode < 100 || resp.StatusCode > 599) {
 		return response{}, fmt.Errorf("stored status code %d is not an HTTP status", resp.StatusCode)
 	}
 	return resp, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -67,7 +68,9 @@ func ScopeHeader(name string) ScopeFunc {
 //
 // String values are used as they are; numbers and booleans as JSON text.
 // Function URLs and ALB carry no authorizer values: there, and when the
-// value is absent, it fails with ErrNoScope.
+// value is absent, it fails with ErrNoScope. Behind Middleware, where no
+// authorizer ran, it fails with an error of the server's (500): use
+// WithRequestScope there.
 //
 // A claim is only as unique as its issuer makes it: sub, for one, is
 // unique within one issuer only. When callers come from several identity
@@ -77,6 +80,8 @@ func ScopeClaim(name string) ScopeFunc {
 	return func(_ context.Context, r *Request) (string, error) {
 		var v any
 		switch ev := r.Event.(type) {
+		case *http.Request:
+			return "", lambdaOnly("ScopeClaim")
 		case *events.APIGatewayProxyRequest:
 			v = restAuthorizerValue(ev.RequestContext.Authorizer, name)
 		case *events.APIGatewayV2HTTPRequest:
@@ -148,10 +153,14 @@ func scopeText(v any) (string, error) {
 // target) fails with ErrNoScope. Lambda authorizers of HTTP APIs name no
 // principal: use ScopeClaim with a context value they set. Behind an ALB
 // that authenticates users, use ScopeHeader("X-Amzn-Oidc-Identity").
+// Behind Middleware, where no authorizer ran, it fails with an error of the
+// server's (500): use WithRequestScope there.
 func ScopePrincipal() ScopeFunc {
 	return func(_ context.Context, r *Request) (string, error) {
 		var p string
 		switch ev := r.Event.(type) {
+		case *http.Request:
+			return "", lambdaOnly("ScopePrincipal")
 		case *events.APIGatewayProxyRequest:
 			p = restPrincipal(ev)
 		case *events.APIGatewayV2HTTPRequest:
@@ -203,4 +212,12 @@ func principal(source string, parts ...string) string {
 	}
 	b, _ := json.Marshal(append([]string{source}, parts...)) // strings: cannot fail
 	return string(b)
+}
+
+// lambdaOnly is the error of a scope function that reads Lambda events,
+// given to Middleware: a mistake of the server's, not the client's, so it
+// does not wrap ErrNoScope.
+func lambdaOnly(name string) error {
+	return errors.New("httpapi: " + name + " reads the authorizer data of Lambda events, and Middleware's requests have none; " +
+		"scope them with WithRequestScope, from what your authentication middleware put in the request's context")
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -22,20 +23,15 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// binding connects the shared engine to one pair of event types.
-type binding[Req, Resp any] struct {
-	// name is the adapter's name, for errors.
-	name string
-	// view returns the normalised request of an event.
-	view func(*Req) Request
-	// save returns what a replay needs of a response.
-	save func(*Resp) response
-	// load returns the response event for a stored or problem response.
-	load func(*response) Resp
-}
+// The engine is what the Lambda adapters (lambda.go) and the net/http
+// middleware (middleware.go) share: it reads the key and the scope of a
+// request, fingerprints it, runs the handler through the Guard, and
+// decides what to answer, on the event-independent view of the request
+// (Request) and the one response model that is stored and replayed
+// (response). The adapters only translate their events to and from these.
 
-// engine holds what the adapters share: the options, the Guard, and the
-// running estimate of how long the handler takes.
+// engine holds the options, the Guard, and the running estimate of how
+// long the handler takes.
 type engine struct {
 	cfg   *config
 	guard *idempotency.Guard
@@ -45,119 +41,138 @@ type engine struct {
 	took atomic.Int64
 }
 
-// wrap checks the options, builds the Guard and returns the adapter for h.
-func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), store persistence.Store, opts []idempotency.Option) (func(context.Context, Req) (Resp, error), error) {
-	name := "httpapi: " + b.name
-	if h == nil {
-		return nil, fmt.Errorf("%s: nil handler", name)
-	}
+// newEngine checks the options, as the entry point named name (for
+// errors: "httpapi: WrapAPIGateway") gets them, and builds the Guard, with
+// the entry point's defaults: prefix when idempotency.WithKeyPrefix is not
+// given, and a day's expiry.
+func newEngine(name string, kind entryKind, store persistence.Store, prefix string, opts []idempotency.Option) (*engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%s: nil persistence.Store", name)
 	}
-	cfg, err := newConfig(name, opts)
+	cfg, err := newConfig(name, kind, opts)
 	if err != nil {
 		return nil, err
 	}
-	// The Guard takes the same options, checked for an HTTP adapter, with
-	// the adapter's defaults: the prefix of h, and a day's expiry.
 	guardOpts := append(slices.Clip(opts), idempotency.Option(core.As(core.HTTP, name, core.Defaults{
-		Prefix: core.DefaultPrefix(h),
+		Prefix: prefix,
 		Expiry: DefaultExpiry,
 	})))
 	guard, err := idempotency.NewGuard(store, guardOpts...)
 	if err != nil {
 		return nil, err
 	}
-	if core.Disabled() {
-		return h, nil
-	}
-	e := &engine{cfg: cfg, guard: guard}
-	return func(ctx context.Context, event Req) (Resp, error) {
-		return serve(ctx, e, b, h, event)
-	}, nil
+	return &engine{cfg: cfg, guard: guard}, nil
 }
 
-// released is the error that fn passes to Guard.Do for a response whose
-// status code releases the key (see stores): Do deletes the reservation
-// and returns it, and serve answers with the response it carries.
+// released is the error that the engine passes to Guard.Do for a response
+// whose status code releases the key (see stores): Do deletes the
+// reservation and returns it, and the engine answers with the response it
+// carries.
 type released struct{ status int }
 
 func (e *released) Error() string {
 	return "httpapi: response status " + strconv.Itoa(e.status) + " releases the idempotency key"
 }
 
-// serve answers one request.
-func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), event Req) (Resp, error) {
-	r := b.view(&event)
+// A verdict is the engine's answer to one request.
+type verdict struct {
+	// pass is set when the request needs no protection: its method needs
+	// no key, or it has none and keys are optional. The adapter runs the
+	// handler as it is.
+	pass bool
+	// own is set when the handler ran and its own response is the answer;
+	// err is then the handler's error, when WithReturnErrors returns it.
+	own bool
+	// answer, when not nil, is the answer instead of the handler's: a
+	// replay or a problem.
+	answer *response
+	// err is the error to return instead of an answer (WithReturnErrors).
+	err error
+	// panicked is the handler's panic, recovered after the key was
+	// released; answer is then the problem to send instead.
+	panicked *recovered
+}
+
+// handle answers the request r. run runs the handler as the holder of the
+// key, with the context it gets, and returns its response, or its error.
+func (e *engine) handle(ctx context.Context, r *Request, run func(context.Context) (*response, error)) verdict {
 	if !e.cfg.keyed(r.Method) {
-		return h(ctx, event)
+		return verdict{pass: true}
 	}
 	idemKey, present, reason := parseKey(r.Values(e.cfg.header))
 	switch {
 	case !present && e.cfg.optionalKey:
-		return h(ctx, event)
+		return verdict{pass: true}
 	case !present:
-		return b.answer(&r, missingKey, "A "+r.Method+" request to this API needs the "+e.cfg.header+
-			" header. Generate a unique key (a UUID) for each operation and send it with every retry of that operation.", 0), nil
+		return e.problem(r, missingKey, "A "+r.Method+" request to this API needs the "+e.cfg.header+
+			" header. Generate a unique key (a UUID) for each operation and send it with every retry of that operation.", 0)
 	case reason != "":
-		return b.answer(&r, invalidKey, "The "+e.cfg.header+" header "+reason+".", 0), nil
+		return e.problem(r, invalidKey, "The "+e.cfg.header+" header "+reason+".", 0)
 	}
 
 	var scope any // null without a scope function, so no scope equals none
 	if e.cfg.scope != nil {
-		s, err := e.cfg.scope(ctx, &r)
+		s, err := e.cfg.scope(ctx, r)
 		if err == nil && s == "" {
 			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
 		}
 		switch {
 		case errors.Is(err, ErrNoScope):
 			e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: request without a scope; answering 400", slog.Any("error", err))
-			return b.answer(&r, missingScope, e.detail(missingScope), 0), nil
+			return e.problem(r, missingScope, e.detail(missingScope), 0)
 		case err != nil:
-			var zero Resp
 			if e.cfg.returnErrors {
-				return zero, err
+				return verdict{err: err}
 			}
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: scope function failed; answering 500", slog.Any("error", err))
-			return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+			return e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
 		}
 		scope = s
 	}
+	if r.readBody != nil {
+		if err := r.readBody(); err != nil {
+			return e.bodyProblem(ctx, r, err)
+		}
+	}
 	key, err := canonical.Append(nil, []any{scope, idemKey})
 	if err != nil {
-		return b.internalError(ctx, e, &r, err)
+		return e.internalError(ctx, r, err)
 	}
-	fingerprint, err := e.fingerprint(&r)
+	fingerprint, err := e.fingerprint(r)
 	if err != nil {
-		return b.internalError(ctx, e, &r, err)
+		return e.internalError(ctx, r, err)
 	}
 
 	var (
-		out       Resp   // what h returned, when it ran
-		failed    error  // h's own error, when it returned one
-		recordKey string // the record's key, when h ran
+		failed    error  // the handler's own error, when it returned one
+		recordKey string // the record's key, when the handler ran
 	)
 	res, panicked, err := e.do(ctx, string(key), string(fingerprint), func(ctx context.Context) ([]byte, error) {
-		var err error
 		recordKey, _ = idempotency.KeyFromContext(ctx)
 		mark := new(atomic.Bool)
 		start := time.Now()
-		out, err = h(context.WithValue(ctx, notExecutedKey{}, mark), event)
+		resp, err := run(context.WithValue(ctx, notExecutedKey{}, mark))
 		e.ran(time.Since(start))
 		if err != nil {
 			failed = err
 			return nil, err
 		}
-		resp := b.save(&out)
-		if mark.Load() || !stores(resp.StatusCode, e.cfg.storeServerErrors) {
+		// A hijacked connection says nothing of its status: the handler
+		// took the connection, and has executed.
+		executed := resp.NotReplayable == notReplayableHijacked || stores(resp.StatusCode, e.cfg.storeServerErrors)
+		if mark.Load() || !executed {
 			return nil, &released{resp.StatusCode}
 		}
 		return resp.encode()
 	})
 	if panicked != nil {
-		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler panicked; the idempotency key was released; answering 500",
-			slog.Any("panic", panicked.value), slog.String("stack", string(panicked.stack)))
-		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+		if panicked.value != http.ErrAbortHandler { // a deliberate abort, not a bug
+			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler panicked; the idempotency key was released; answering 500",
+				slog.Any("panic", panicked.value), slog.String("stack", string(panicked.stack)))
+		}
+		v := e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
+		v.panicked = panicked
+		return v
 	}
 
 	var (
@@ -174,48 +189,57 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		if err != nil {
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: stored response cannot be decoded; answering 500",
 				slog.String("key", res.Record.Key), slog.Any("error", err))
-			return b.answer(&r, replayFailed, e.detail(replayFailed), 0), nil
+			return e.problem(r, replayFailed, e.detail(replayFailed), 0)
 		}
-		resp.setHeader(&r, HeaderReplayed, "true")
-		return b.load(&resp), nil
+		if resp.NotReplayable != "" {
+			return e.problem(r, responseNotStored, e.notReplayableDetail(resp.NotReplayable), 0)
+		}
+		resp.setHeader(r, HeaderReplayed, "true")
+		return verdict{answer: &resp}
 	case err == nil, errors.As(err, &rel):
-		return out, nil
+		return verdict{own: true}
 	case errors.As(err, &commitErr):
 		// The handler succeeded, and its writes did not commit: not an
 		// error of the handler's, and not one to record.
 		if e.cfg.returnErrors {
-			return out, err
+			return verdict{own: true, err: err}
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the handler's writes were not committed; answering 503",
 			slog.String("key", commitErr.Key), slog.Bool("outcome_unknown", commitErr.Unknown), slog.Any("error", err))
-		return b.answer(&r, notCommitted, e.detail(notCommitted), storeRetryAfter), nil
+		return e.problem(r, notCommitted, e.detail(notCommitted), storeRetryAfter)
 	case failed != nil:
-		// Do returns h's errors unchanged, and nothing else once h has run.
+		// Do returns the handler's errors unchanged, and nothing else once
+		// the handler has run.
 		if e.cfg.returnErrors {
-			return out, err
+			return verdict{own: true, err: err}
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", recordKey), slog.Any("error", err))
-		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+		return e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
 	case errors.As(err, &inProgress):
-		return b.answer(&r, keyInUse, e.detail(keyInUse), e.retryAfter(inProgress.Until)), nil
+		return e.problem(r, keyInUse, e.detail(keyInUse), e.retryAfter(inProgress.Until))
 	case errors.As(err, &mismatch):
-		return b.answer(&r, keyReused, e.detail(keyReused), 0), nil
+		return e.problem(r, keyReused, e.detail(keyReused), 0)
 	case errors.As(err, &storeErr):
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", storeErr.Key), slog.Any("error", err))
-		return b.answer(&r, storeUnavailable, e.detail(storeUnavailable), storeRetryAfter), nil
+		return e.problem(r, storeUnavailable, e.detail(storeUnavailable), storeRetryAfter)
 	case errors.As(err, &tooLarge):
-		return b.answer(&r, responseNotStored, e.detail(responseNotStored), 0), nil
+		return e.problem(r, responseNotStored, e.detail(responseNotStored), 0)
 	default:
 		// A recorded error, replayed as an *idempotency.StoredError or as
 		// whatever the Guard's error decoder (idempotency.WithErrorDecoder)
-		// made of it: a Go error of the handler's, as far as the client is
+		// made of it: an error of the handler's, as far as the client is
 		// concerned.
 		if e.cfg.returnErrors {
-			var zero Resp
-			return zero, err
+			return verdict{err: err}
 		}
-		return b.answer(&r, recordedError, e.detail(recordedError), 0), nil
+		return e.problem(r, recordedError, e.detail(recordedError), 0)
 	}
+}
+
+// problem returns the verdict that answers r with a problem of kind k.
+func (e *engine) problem(r *Request, k problemKind, detail string, retryAfter int) verdict {
+	resp := problem(r, k, detail, retryAfter)
+	return verdict{answer: &resp}
 }
 
 // detail returns the detail of the problems whose detail does not depend
@@ -254,21 +278,37 @@ func (e *engine) detail(k problemKind) string {
 	return ""
 }
 
-// answer returns the problem response of kind k as a response event.
-func (b *binding[Req, Resp]) answer(r *Request, k problemKind, detail string, retryAfter int) Resp {
-	resp := problem(r, k, detail, retryAfter)
-	return b.load(&resp)
+// notReplayableDetail is the detail of ProblemResponseNotStored for a
+// response that was recorded as not replayable, for the reason why.
+func (e *engine) notReplayableDetail(why string) string {
+	what := "was streamed as it was produced"
+	if why == notReplayableHijacked {
+		what = "was written on a connection that the API took over"
+	}
+	return "A request with the same " + e.cfg.header + " was processed, but its response " + what + ", so it was not kept and cannot be sent again. " +
+		"Check the state of the resource instead of retrying, and use a new key for a new request."
+}
+
+// bodyProblem answers a request whose body could not be read whole.
+func (e *engine) bodyProblem(ctx context.Context, r *Request, err error) verdict {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return e.problem(r, bodyTooLarge, "The request body is larger than the "+strconv.FormatInt(tooLarge.Limit, 10)+
+			" bytes this API accepts in a request with the "+e.cfg.header+" header. The request was not processed.", 0)
+	}
+	e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: the request body could not be read; answering 400", slog.Any("error", err))
+	return e.problem(r, bodyUnreadable, "The request body could not be read whole, so the request was not processed. Send it again with the same "+
+		e.cfg.header+".", 0)
 }
 
 // internalError answers a failure of the adapter's own, which cannot
 // happen with the values it encodes, as it answers a failed handler.
-func (b *binding[Req, Resp]) internalError(ctx context.Context, e *engine, r *Request, err error) (Resp, error) {
+func (e *engine) internalError(ctx context.Context, r *Request, err error) verdict {
 	if e.cfg.returnErrors {
-		var zero Resp
-		return zero, err
+		return verdict{err: err}
 	}
 	e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: deriving the idempotency key failed; answering 500", slog.Any("error", err))
-	return b.answer(r, handlerFailed, e.detail(handlerFailed), 0), nil
+	return e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
 }
 
 // recovered is a panic of the handler, recovered after Guard.Do released
@@ -278,10 +318,10 @@ type recovered struct {
 	stack []byte
 }
 
-// do calls Guard.Do and, unless WithReturnErrors is set, recovers a panic
-// that Do lets go on after releasing the key.
+// do calls Guard.Do and, unless panics go on (WithReturnErrors), recovers
+// a panic that Do lets go on after releasing the key.
 func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error)) (res idempotency.Result, p *recovered, err error) {
-	if !e.cfg.returnErrors {
+	if !e.cfg.returnErrors && !e.cfg.panicsGoOn {
 		defer func() {
 			if v := recover(); v != nil {
 				p = &recovered{value: v, stack: debug.Stack()}
@@ -295,20 +335,14 @@ func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(contex
 // fingerprint returns the fingerprint material of r, which the Guard
 // hashes into the payload hash: the canonical JSON of [method, path, hex
 // SHA-256 of the body, {header: [values]}], followed by {parameter:
-// [values]} when the request has a query string. The
-// body is hashed as the client sent it, after base64 decoding when the
-// event says it is encoded (a body that does not decode is hashed as it
-// is), so that a retry's body compares equal whether or not API Gateway
-// chose to encode it. Query parameters are compared as the event carries
-// them, in any order. The scope is in the key, not here.
+// [values]} when the request has a query string. The body is hashed as the
+// client sent it, after base64 decoding when the event says it is encoded
+// (a body that does not decode is hashed as it is), so that a retry's body
+// compares equal whether or not API Gateway chose to encode it. Query
+// parameters are compared as the event carries them, in any order. The
+// scope is in the key, not here.
 func (e *engine) fingerprint(r *Request) ([]byte, error) {
-	body := []byte(r.body)
-	if r.base64 {
-		if decoded, err := base64.StdEncoding.DecodeString(r.body); err == nil {
-			body = decoded
-		}
-	}
-	sum := sha256.Sum256(body)
+	sum := sha256.Sum256(r.bodyBytes())
 	headers := make(map[string]any, len(e.cfg.fingerprintHeaders))
 	for _, name := range e.cfg.fingerprintHeaders {
 		if values := r.Values(name); len(values) > 0 {
@@ -322,6 +356,19 @@ func (e *engine) fingerprint(r *Request) ([]byte, error) {
 		parts = append(parts, query)
 	}
 	return canonical.Append(nil, parts)
+}
+
+// bodyBytes returns the body as the client sent it.
+func (r *Request) bodyBytes() []byte {
+	if r.raw != nil {
+		return r.raw
+	}
+	if r.base64 {
+		if decoded, err := base64.StdEncoding.DecodeString(r.body); err == nil {
+			return decoded
+		}
+	}
+	return []byte(r.body)
 }
 
 // ran adds a duration of the handler to the estimate behind Retry-After:
@@ -368,9 +415,10 @@ type notExecutedKey struct{}
 // as one of a request that did not execute: the adapter returns it but
 // does not store it, and releases the key, so that a retry with the same
 // key runs the handler again. Call it, with the context the adapter gave
-// the handler, when the handler refuses a request before it has done
-// anything, for example a 400 from validation that runs before the side
-// effect: the client can then fix the request and retry with its key.
+// the handler (for Middleware, the request's Context), when the handler
+// refuses a request before it has done anything, for example a 400 from
+// validation that runs before the side effect: the client can then fix
+// the request and retry with its key.
 //
 // Responses with the statuses that say so (401, 403, 408, 409, 425, 429,
 // and 5xx unless WithStoreServerErrors) are released without it. It

@@ -203,14 +203,13 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
-	p := Payment{PaymentID: h.cfg.NewID(), Amount: body.Amount, Currency: body.Currency, Customer: body.Customer}
-	key, _ := idempotency.KeyFromContext(ctx)
-	if err := h.cfg.Ledger.Record(ctx, Charge{Payment: p, IdempotencyKey: key, CreatedAt: time.Now()}); err != nil {
+	p, err := Make(ctx, h.cfg.Ledger, h.cfg.NewID(), body, h.cfg.Logger)
+	if err != nil {
 		// Whether the ledger applied the write is unknown: record the
 		// failure instead of releasing the key, so that no retry can
 		// charge a second time. Retries get 500 recorded-error and the
 		// client checks the payment's state instead.
-		return events.APIGatewayV2HTTPResponse{}, idempotency.Permanent(fmt.Errorf("payment: recording charge %s: %w", p.PaymentID, err))
+		return events.APIGatewayV2HTTPResponse{}, idempotency.Permanent(err)
 	}
 	if h.cfg.DemoDelay {
 		if err := h.demoDelay(ctx, req, HeaderDemoDelayAfterLedger); err != nil {
@@ -220,8 +219,6 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
-	h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "payment: charged",
-		slog.String("payment_id", p.PaymentID), slog.Int64("amount", p.Amount), slog.String("currency", p.Currency))
 	out, err := json.Marshal(p)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
@@ -231,6 +228,23 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		Headers:    map[string]string{"Content-Type": "application/json"},
 		Body:       string(out),
 	}, nil
+}
+
+// Make makes the charge that r asks for: one new item in ledger, with the
+// payment ID id and the idempotency key of ctx (the record's, from
+// idempotency.KeyFromContext), which a real payment provider would receive
+// as its own idempotency key. It is the side effect that must happen once
+// per Idempotency-Key, shared by the Lambda handler and the net/http
+// server of examples/httpserver.
+func Make(ctx context.Context, ledger Ledger, id string, r Request, logger *slog.Logger) (Payment, error) {
+	p := Payment{PaymentID: id, Amount: r.Amount, Currency: r.Currency, Customer: r.Customer}
+	key, _ := idempotency.KeyFromContext(ctx)
+	if err := ledger.Record(ctx, Charge{Payment: p, IdempotencyKey: key, CreatedAt: time.Now()}); err != nil {
+		return Payment{}, fmt.Errorf("payment: recording charge %s: %w", p.PaymentID, err)
+	}
+	logger.LogAttrs(ctx, slog.LevelInfo, "payment: charged",
+		slog.String("payment_id", p.PaymentID), slog.Int64("amount", p.Amount), slog.String("currency", p.Currency))
+	return p, nil
 }
 
 // demoDelay waits as long as the header name asks, or until the
@@ -277,6 +291,13 @@ func parse(req events.APIGatewayV2HTTPRequest) (Request, error) {
 			return Request{}, errors.New("the body is not valid base64")
 		}
 	}
+	return Parse(body)
+}
+
+// Parse decodes and validates the body of a request: one JSON object with
+// the members of Request and no others. The error says what is wrong, for
+// the client (see InvalidPayment).
+func Parse(body []byte) (Request, error) {
 	var r Request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -335,14 +356,20 @@ func isCurrency(s string) bool {
 	return true
 }
 
-// invalid returns the 400 answer to an invalid body.
-func invalid(err error) events.APIGatewayV2HTTPResponse {
-	body, _ := json.Marshal(httpapi.Problem{
+// InvalidPayment returns the problem that answers a body that Parse
+// refused with err: 400, of type ProblemInvalidPayment.
+func InvalidPayment(err error) httpapi.Problem {
+	return httpapi.Problem{
 		Type:   ProblemInvalidPayment,
 		Title:  "Invalid payment request",
 		Status: http.StatusBadRequest,
 		Detail: "The request body is not a valid payment: " + err.Error() + ". Fix it and send it again; the Idempotency-Key may be reused.",
-	})
+	}
+}
+
+// invalid returns the 400 answer to an invalid body.
+func invalid(err error) events.APIGatewayV2HTTPResponse {
+	body, _ := json.Marshal(InvalidPayment(err))
 	return events.APIGatewayV2HTTPResponse{
 		StatusCode: http.StatusBadRequest,
 		Headers:    map[string]string{"Content-Type": httpapi.ContentTypeProblem},

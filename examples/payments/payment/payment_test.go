@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,38 +21,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
+	"github.com/retrysafe/retrysafe/examples/payments/payment/paymenttest"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
-// ledger is a Ledger in memory that can be made to fail.
-type ledger struct {
-	mu      sync.Mutex
-	charges []payment.Charge
-	calls   int
-	fail    error
-}
-
-func (l *ledger) Record(_ context.Context, c payment.Charge) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.calls++
-	if l.fail != nil {
-		return l.fail
-	}
-	l.charges = append(l.charges, c)
-	return nil
-}
-
-func (l *ledger) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.charges)
-}
-
 type fixture struct {
-	ledger  *ledger
+	ledger  *paymenttest.Ledger
 	handler httpapi.APIGatewayV2Handler
 	start   time.Time
 }
@@ -62,18 +37,11 @@ type fixture struct {
 // pay_1, pay_2... and the clock of the test (synctest's inside a bubble).
 func newFixture(t *testing.T, demoDelay bool) *fixture {
 	t.Helper()
-	f := &fixture{ledger: &ledger{}, start: time.Now()}
-	var mu sync.Mutex
-	n := 0
+	f := &fixture{ledger: &paymenttest.Ledger{}, start: time.Now()}
 	h, err := payment.New(payment.Config{
-		Store:  memory.New(),
-		Ledger: f.ledger,
-		NewID: func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			n++
-			return fmt.Sprintf("pay_%d", n)
-		},
+		Store:     memory.New(),
+		Ledger:    f.ledger,
+		NewID:     paymenttest.IDs(),
 		DemoDelay: demoDelay,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -130,8 +98,8 @@ func TestCreateAndReplay(t *testing.T) {
 		assert.Equal(t, `{"payment_id":"pay_1","amount":1999,"currency":"EUR","customer":"cus_42"}`, first.Body)
 		assert.Equal(t, map[string]string{"Content-Type": "application/json"}, first.Headers, "no Idempotent-Replayed on the first response")
 
-		require.Len(t, f.ledger.charges, 1)
-		c := f.ledger.charges[0]
+		require.Len(t, f.ledger.Charges(), 1)
+		c := f.ledger.Charges()[0]
 		assert.Equal(t, payment.Payment{PaymentID: "pay_1", Amount: 1999, Currency: "EUR", Customer: "cus_42"}, c.Payment)
 		assert.True(t, strings.HasPrefix(c.IdempotencyKey, payment.KeyPrefix+"#"), c.IdempotencyKey)
 		assert.Equal(t, f.start, c.CreatedAt)
@@ -142,12 +110,12 @@ func TestCreateAndReplay(t *testing.T) {
 			assert.Equal(t, first.Body, again.Body)
 			assert.Equal(t, "true", again.Headers[httpapi.HeaderReplayed])
 		}
-		assert.Equal(t, 1, f.ledger.count())
+		assert.Equal(t, 1, len(f.ledger.Charges()))
 
 		other := f.send(t, post("k2", body))
 		assert.Equal(t, http.StatusCreated, other.StatusCode)
 		assert.Contains(t, other.Body, `"payment_id":"pay_2"`, "another key is another payment")
-		assert.Equal(t, 2, f.ledger.count())
+		assert.Equal(t, 2, len(f.ledger.Charges()))
 	})
 }
 
@@ -161,7 +129,7 @@ func TestExpiry(t *testing.T) {
 		time.Sleep(2 * time.Minute)
 		resp := f.send(t, post("k1", body))
 		assert.Empty(t, resp.Headers[httpapi.HeaderReplayed], "expired: the request runs again")
-		assert.Equal(t, 2, f.ledger.count())
+		assert.Equal(t, 2, len(f.ledger.Charges()))
 	})
 }
 
@@ -181,7 +149,7 @@ func TestSameKeyOtherRequest(t *testing.T) {
 			assert.Equal(t, httpapi.ProblemKeyReused, problemOf(t, resp).Type)
 		})
 	}
-	assert.Equal(t, 1, f.ledger.count())
+	assert.Equal(t, 1, len(f.ledger.Charges()))
 }
 
 func TestMissingKey(t *testing.T) {
@@ -189,7 +157,7 @@ func TestMissingKey(t *testing.T) {
 	resp := f.send(t, post("", body))
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.Equal(t, httpapi.ProblemMissingKey, problemOf(t, resp).Type)
-	assert.Zero(t, f.ledger.count())
+	assert.Zero(t, len(f.ledger.Charges()))
 }
 
 // Invalid bodies are answered before the key is looked at: they consume
@@ -226,12 +194,12 @@ func TestInvalidBodies(t *testing.T) {
 				assert.Contains(t, p.Detail, tc.detail)
 				assert.Empty(t, resp.Headers[httpapi.HeaderReplayed], "answered, never stored")
 			}
-			assert.Zero(t, f.ledger.count())
+			assert.Zero(t, len(f.ledger.Charges()))
 
 			fixed := f.send(t, post("k1", body))
 			assert.Equal(t, http.StatusCreated, fixed.StatusCode, "the key was not consumed")
 			assert.Empty(t, fixed.Headers[httpapi.HeaderReplayed])
-			assert.Equal(t, 1, f.ledger.count())
+			assert.Equal(t, 1, len(f.ledger.Charges()))
 
 			again := f.send(t, post("k1", tc.body))
 			assert.Equal(t, http.StatusBadRequest, again.StatusCode, "still validated first, not a key reuse")
@@ -260,7 +228,7 @@ func TestBase64Body(t *testing.T) {
 	bad.IsBase64Encoded = true
 	resp := f.send(t, bad)
 	assert.Equal(t, payment.ProblemInvalidPayment, problemOf(t, resp).Type)
-	assert.Equal(t, 1, f.ledger.count())
+	assert.Equal(t, 1, len(f.ledger.Charges()))
 }
 
 func TestOnlyPost(t *testing.T) {
@@ -272,7 +240,7 @@ func TestOnlyPost(t *testing.T) {
 		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 		assert.Equal(t, "POST", resp.Headers["Allow"])
 	}
-	assert.Zero(t, f.ledger.count())
+	assert.Zero(t, len(f.ledger.Charges()))
 }
 
 // Duplicates that arrive together charge once: each gets the payment, or
@@ -285,7 +253,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 		wg.Go(func() { responses[i] = f.send(t, post("k1", body)) })
 	}
 	wg.Wait()
-	assert.Equal(t, 1, f.ledger.count())
+	assert.Equal(t, 1, len(f.ledger.Charges()))
 	for _, resp := range responses {
 		switch resp.StatusCode {
 		case http.StatusCreated:
@@ -302,18 +270,18 @@ func TestConcurrentDuplicates(t *testing.T) {
 // and retries never charge again.
 func TestLedgerFailure(t *testing.T) {
 	f := newFixture(t, false)
-	f.ledger.fail = errors.New("RequestTimeout")
+	f.ledger.Fail(errors.New("RequestTimeout"))
 	resp := f.send(t, post("k1", body))
 	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 	assert.Equal(t, httpapi.ProblemHandlerFailed, problemOf(t, resp).Type)
 
-	f.ledger.fail = nil
+	f.ledger.Fail(nil)
 	for range 2 {
 		retry := f.send(t, post("k1", body))
 		assert.Equal(t, http.StatusInternalServerError, retry.StatusCode)
 		assert.Equal(t, httpapi.ProblemRecordedError, problemOf(t, retry).Type)
 	}
-	assert.Equal(t, 1, f.ledger.calls, "no second attempt to charge")
+	assert.Equal(t, 1, f.ledger.Calls(), "no second attempt to charge")
 	assert.Equal(t, http.StatusCreated, f.send(t, post("k2", body)).StatusCode, "a new key charges")
 }
 
@@ -322,16 +290,16 @@ func TestDemoDelay(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFixture(t, false)
 			f.send(t, post("k1", body, payment.HeaderDemoDelay, "5s"))
-			assert.Equal(t, f.start, f.ledger.charges[0].CreatedAt, "the header is ignored")
+			assert.Equal(t, f.start, f.ledger.Charges()[0].CreatedAt, "the header is ignored")
 		})
 	})
 	t.Run("on", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFixture(t, true)
 			f.send(t, post("k1", body, strings.ToLower(payment.HeaderDemoDelay), "5s"))
-			assert.Equal(t, f.start.Add(5*time.Second), f.ledger.charges[0].CreatedAt, "charged after the delay")
+			assert.Equal(t, f.start.Add(5*time.Second), f.ledger.Charges()[0].CreatedAt, "charged after the delay")
 			f.send(t, post("k2", body, payment.HeaderDemoDelay, "not a duration"))
-			assert.Equal(t, f.start.Add(5*time.Second), f.ledger.charges[1].CreatedAt, "a bad value is ignored")
+			assert.Equal(t, f.start.Add(5*time.Second), f.ledger.Charges()[1].CreatedAt, "a bad value is ignored")
 		})
 	})
 	// An invocation whose deadline comes before the end of the delay
@@ -343,22 +311,22 @@ func TestDemoDelay(t *testing.T) {
 			defer cancel()
 			resp := f.sendContext(t, ctx, post("k1", body, payment.HeaderDemoDelay, "5s"))
 			assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
-			assert.Zero(t, f.ledger.count())
+			assert.Zero(t, len(f.ledger.Charges()))
 			assert.Equal(t, f.start.Add(2*time.Second), time.Now())
 
 			retry := f.send(t, post("k1", body))
 			assert.Equal(t, http.StatusCreated, retry.StatusCode)
-			assert.Equal(t, 1, f.ledger.count())
+			assert.Equal(t, 1, len(f.ledger.Charges()))
 		})
 	})
 }
 
 func TestNewErrors(t *testing.T) {
-	_, err := payment.New(payment.Config{Ledger: &ledger{}})
+	_, err := payment.New(payment.Config{Ledger: &paymenttest.Ledger{}})
 	assert.Error(t, err)
 	_, err = payment.New(payment.Config{Store: memory.New()})
 	assert.Error(t, err)
-	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &ledger{}, Options: []idempotency.Option{httpapi.WithHeader("bad header")}})
+	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &paymenttest.Ledger{}, Options: []idempotency.Option{httpapi.WithHeader("bad header")}})
 	assert.Error(t, err, "adapter options are checked")
 }
 

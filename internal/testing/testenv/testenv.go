@@ -8,8 +8,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // RequireEnv is the environment variable that turns a test server that
@@ -98,4 +101,20 @@ func isRootModule(gomod []byte) bool {
 		}
 	}
 	return false
+}
+
+// Seed returns the seed of a test's random choices: the value of the
+// environment variable env when it is set (to replay a run), else a new
+// one. It logs the seed, with how to replay it.
+func Seed(tb TB, env string) uint64 {
+	tb.Helper()
+	seed := rand.Uint64()
+	if v := os.Getenv(env); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			tb.Fatalf("%s=%s: %v", env, v, err)
+		}
+	}
+	tb.Logf("seed %d (%s=%d go test -run '^%s$' replays the choices)", seed, env, seed, strings.SplitN(tb.Name(), "/", 2)[0])
+	return seed
 }

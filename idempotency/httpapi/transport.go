@@ -1,0 +1,373 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mathrand "math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of Transport.
+const (
+	// DefaultMaxAttempts is how many times Transport sends a request at
+	// most, the first time included.
+	DefaultMaxAttempts = 5
+	// DefaultMaxElapsed is how long after its first attempt Transport may
+	// still send a request again.
+	DefaultMaxElapsed = time.Minute
+	// DefaultBaseDelay is the backoff before the first retry, doubled for
+	// each retry after it.
+	DefaultBaseDelay = 100 * time.Millisecond
+	// DefaultMaxDelay caps the backoff between two attempts.
+	DefaultMaxDelay = 5 * time.Second
+)
+
+// ErrBodyNotReplayable is matched (with errors.Is) by the error of
+// Transport for a request whose body it could not send again: its GetBody
+// is nil, as for bodies that http.NewRequest does not know how to copy.
+// Nothing was sent.
+var ErrBodyNotReplayable = errors.New("httpapi: Transport: the request has a body but no GetBody, so it cannot be sent again; " +
+	"make it with http.NewRequest and a *bytes.Buffer, *bytes.Reader or *strings.Reader body, or set GetBody")
+
+// Transport is an http.RoundTripper that makes requests that must not
+// happen twice safe to retry, the client side of Middleware and of the
+// Lambda adapters (and of any server with the IETF draft's or Stripe's
+// Idempotency-Key semantics). It gives each POST and PATCH request an
+// idempotency key, unless it carries one, and sends it again with the same
+// key when the answer was lost or says to try again later:
+//
+//	client := &http.Client{Transport: &httpapi.Transport{}}
+//	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+//
+// The key is the request's own Idempotency-Key header when it has one, as
+// the caller wrote it; else the key that ContextWithKey put in the
+// request's context (to keep it with the operation, so that the operation
+// can be retried later, after a restart, with the same key); else a new
+// random UUID (NewKey). Keys are sent as the draft's quoted strings.
+//
+// A request is sent again, after a backoff, when:
+//
+//	Answer                                  Wait before the next attempt
+//	an error of the connection              backoff (the request may or may not have reached the server)
+//	502, 503, 504                           Retry-After if given, else backoff
+//	409 (a request with the key in flight)  Retry-After if given, else backoff
+//	429                                     Retry-After if given, else backoff
+//
+// Any other answer is final, 400, 401, 403, 404, 422 and 500 among them,
+// and so is an error that another attempt cannot change (a certificate
+// that does not verify) or the end of the request's context. Retry-After
+// is honoured as seconds or as an HTTP date (counted from the response's
+// Date). The backoff is exponential with jitter: BaseDelay, doubled for
+// each retry, at most MaxDelay, and a random half of it taken off.
+//
+// Attempts stop after MaxAttempts, or when the next one would start more
+// than MaxElapsed after the first, or when the request's context ends; the
+// last answer is then returned (its error, or its response with the body
+// unread). Choose the budget from what the caller can wait, well inside
+// the server's key window (KeyWindow, how long the server remembers a
+// key): a retry that arrives after the server forgot the key runs the
+// request a second time. Transport refuses a MaxElapsed of more than half
+// the KeyWindow, to leave room for what it does not see: the time a
+// request takes to reach the server, clocks that differ, a server
+// configured with a shorter window than the one it was told, and a caller
+// that retries the whole operation again with the same key
+// (ContextWithKey) after its budget ran out.
+//
+// Bodies must be replayable: a request with a body and without GetBody
+// fails with ErrBodyNotReplayable, before anything is sent. Requests with
+// other methods go to Base unchanged, and are not retried. Replayed tells
+// whether the answer was a stored one, and Attempts how many attempts it
+// took. net/http's own Transport sends a request with an Idempotency-Key
+// header again by itself, once, when a kept-alive connection breaks before
+// the answer begins: Attempts does not count those.
+//
+// The zero value is ready to use, with the defaults. A Transport is safe
+// for concurrent use; do not change its fields while it is used.
+type Transport struct {
+	// Base sends each attempt. Default http.DefaultTransport.
+	Base http.RoundTripper
+	// Methods are the methods whose requests get a key and are retried,
+	// matched without regard to case. Default POST and PATCH.
+	Methods []string
+	// Header is the request header that carries the key. Default
+	// DefaultHeader.
+	Header string
+
+	// MaxAttempts is how many times a request is sent at most, the first
+	// time included. Default DefaultMaxAttempts; 1 never retries.
+	MaxAttempts int
+	// MaxElapsed is how long after the first attempt the last may start.
+	// Default DefaultMaxElapsed, or half the KeyWindow if that is shorter.
+	// It must be at most half the KeyWindow.
+	MaxElapsed time.Duration
+	// KeyWindow is how long the server remembers a key. Default
+	// DefaultExpiry, the window of Middleware and of the Lambda adapters.
+	KeyWindow time.Duration
+	// BaseDelay is the backoff before the first retry. Default
+	// DefaultBaseDelay.
+	BaseDelay time.Duration
+	// MaxDelay caps the backoff. Default DefaultMaxDelay. It does not cap
+	// a Retry-After: an answer that asks for more time than the budget has
+	// left is final.
+	MaxDelay time.Duration
+}
+
+// policy is a Transport's resolved settings.
+type policy struct {
+	base                    http.RoundTripper
+	header                  string
+	attempts                int
+	elapsed, first, ceiling time.Duration
+}
+
+// resolve checks the fields and fills in the defaults.
+func (t *Transport) resolve() (policy, error) {
+	p := policy{
+		base:     cmp.Or[http.RoundTripper](t.Base, http.DefaultTransport),
+		header:   cmp.Or(t.Header, DefaultHeader),
+		attempts: cmp.Or(t.MaxAttempts, DefaultMaxAttempts),
+		first:    cmp.Or(t.BaseDelay, DefaultBaseDelay),
+		ceiling:  cmp.Or(t.MaxDelay, DefaultMaxDelay),
+	}
+	window := cmp.Or(t.KeyWindow, DefaultExpiry)
+	p.elapsed = cmp.Or(t.MaxElapsed, min(DefaultMaxElapsed, window/2))
+	var problems []string
+	switch {
+	case !validHeaderName(p.header):
+		problems = append(problems, fmt.Sprintf("Header %q is not a valid header name", p.header))
+	case p.attempts < 1:
+		problems = append(problems, fmt.Sprintf("MaxAttempts %d is not positive", p.attempts))
+	case window <= 0 || p.elapsed <= 0 || p.first <= 0 || p.ceiling <= 0:
+		problems = append(problems, "KeyWindow, MaxElapsed, BaseDelay and MaxDelay must be positive")
+	case p.elapsed > window/2:
+		problems = append(problems, fmt.Sprintf("MaxElapsed %v is more than half the KeyWindow %v: a late retry could reach the server after it forgot the key, "+
+			"and run the request a second time", p.elapsed, window))
+	case p.first > p.ceiling:
+		problems = append(problems, fmt.Sprintf("BaseDelay %v is more than MaxDelay %v", p.first, p.ceiling))
+	}
+	for _, m := range t.Methods {
+		if !isToken(m) {
+			problems = append(problems, fmt.Sprintf("Methods: %q is not a valid method", m))
+		}
+	}
+	if len(problems) > 0 {
+		return policy{}, errors.New("httpapi: Transport: " + strings.Join(problems, "; "))
+	}
+	return p, nil
+}
+
+// keyed reports whether requests with method get a key.
+func (t *Transport) keyed(method string) bool {
+	if t.Methods == nil {
+		return strings.EqualFold(method, http.MethodPost) || strings.EqualFold(method, http.MethodPatch)
+	}
+	return slices.ContainsFunc(t.Methods, func(m string) bool { return strings.EqualFold(m, method) })
+}
+
+type clientKey struct{}
+
+type attemptKey struct{}
+
+// ContextWithKey returns a context that makes Transport send the request
+// made with it with key as its idempotency key, unless the request carries
+// one: keep the key with the operation (in the database row of the order
+// that the request creates, say), so that the operation can be sent again
+// with the same key later, by a process that restarted. A key is 1 to
+// MaxKeyLength printable ASCII characters, which the draft's quoted form
+// can carry; the request fails before it is sent if it is not.
+func ContextWithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, clientKey{}, key)
+}
+
+// NewKey returns a new idempotency key: a random (version 4) UUID, from
+// crypto/rand.
+func NewKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])  // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:], b[10:])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
+}
+
+// Replayed reports whether resp is a replay: the stored answer to an
+// earlier request with the same key (Idempotent-Replayed: true), not the
+// answer of a run of this request.
+func Replayed(resp *http.Response) bool {
+	return resp != nil && resp.Header.Get(HeaderReplayed) == "true"
+}
+
+// Attempts returns how many attempts of Transport resp is the answer to:
+// 1 when it is the first attempt's, 0 when the request did not go
+// through a Transport that retries it.
+func Attempts(resp *http.Response) int {
+	if resp == nil || resp.Request == nil {
+		return 0
+	}
+	n, _ := resp.Request.Context().Value(attemptKey{}).(int)
+	return n
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.keyed(req.Method) {
+		return cmp.Or[http.RoundTripper](t.Base, http.DefaultTransport).RoundTrip(req)
+	}
+	p, err := t.resolve()
+	if err == nil && req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		err = ErrBodyNotReplayable
+	}
+	var key string
+	if err == nil && len(req.Header.Values(p.header)) == 0 {
+		key, err = keyFor(req.Context())
+	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close() // as a RoundTripper must, even on errors
+		}
+		return nil, err
+	}
+
+	ctx := req.Context()
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		try := req.Clone(context.WithValue(ctx, attemptKey{}, attempt))
+		if key != "" {
+			try.Header.Set(p.header, key)
+		}
+		if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
+			if try.Body, err = req.GetBody(); err != nil {
+				return nil, fmt.Errorf("httpapi: Transport: the body for attempt %d: %w", attempt, err)
+			}
+		}
+		resp, err := p.base.RoundTrip(try)
+		wait, again := p.retry(resp, err, attempt)
+		if !again || attempt == p.attempts || ctx.Err() != nil || time.Since(start)+wait > p.elapsed {
+			return resp, err
+		}
+		if resp != nil {
+			// Read a little of what is left, so that the connection can be
+			// used again, and let the rest go.
+			_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+			resp.Body.Close()
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("httpapi: Transport: waiting to send attempt %d: %w", attempt+1, context.Cause(ctx))
+		case <-timer.C:
+		}
+	}
+}
+
+// keyFor returns the key of a request without one, in the header form:
+// the one ContextWithKey put in ctx, or a new one.
+func keyFor(ctx context.Context) (string, error) {
+	key, ok := ctx.Value(clientKey{}).(string)
+	if !ok {
+		return `"` + NewKey() + `"`, nil
+	}
+	if key == "" || len(key) > MaxKeyLength {
+		return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey must have 1 to %d characters, not %d", MaxKeyLength, len(key))
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey must be printable ASCII; it has %q at byte %d", c, i)
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String(), nil
+}
+
+// retry decides whether the answer to an attempt calls for another, and
+// after how long.
+func (p *policy) retry(resp *http.Response, err error, attempt int) (wait time.Duration, again bool) {
+	if err != nil {
+		return p.backoff(attempt), !permanent(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+		http.StatusConflict, http.StatusTooManyRequests:
+		if d, ok := retryAfter(resp); ok {
+			return d, true
+		}
+		return p.backoff(attempt), true
+	}
+	return 0, false
+}
+
+// backoff returns the wait after attempt: BaseDelay·2^(attempt-1), at most
+// MaxDelay, less a random part of up to half of it.
+func (p *policy) backoff(attempt int) time.Duration {
+	d := p.ceiling
+	if shift := attempt - 1; shift < 62 && p.first <= p.ceiling>>shift {
+		d = p.first << shift
+	}
+	return d - mathrand.N(d/2+1)
+}
+
+// retryAfter reads the Retry-After of resp: a number of seconds, or an
+// HTTP date, counted from the response's Date when it has one (the
+// server's clock), else from now.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(min(secs, int64(1<<62)/int64(time.Second))) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	now := time.Now()
+	if date, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		now = date
+	}
+	return max(at.Sub(now), 0), true
+}
+
+// permanent reports whether err, from Base, is one that another attempt
+// cannot change: the server's certificate does not verify. Other errors of
+// the connection (refused, reset, closed before the answer, timed out)
+// may pass.
+func permanent(err error) bool {
+	var (
+		verification *tls.CertificateVerificationError
+		unknownCA    x509.UnknownAuthorityError
+		hostname     x509.HostnameError
+		invalid      x509.CertificateInvalidError
+	)
+	return errors.As(err, &verification) || errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
