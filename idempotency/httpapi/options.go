@@ -54,6 +54,7 @@ func option(name string, repeatable bool, set func(c *core.Config, s *settings))
 type config struct {
 	settings
 	logger *slog.Logger
+	prefix string // idempotency.WithKeyPrefix's, for RecordKey
 }
 
 // newConfig applies opts, as the adapter named name gets them, and fills
@@ -63,7 +64,7 @@ func newConfig(name string, opts []idempotency.Option) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger}
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger, prefix: c.Prefix}
 	if cfg.header == "" {
 		cfg.header = DefaultHeader
 	}

@@ -2,9 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,12 +9,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/canonical"
 	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -89,48 +84,24 @@ func (e *released) Error() string {
 // serve answers one request.
 func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), event Req) (Resp, error) {
 	r := b.view(&event)
-	if !e.cfg.keyed(r.Method) {
-		return h(ctx, event)
-	}
-	idemKey, present, reason := parseKey(r.Values(e.cfg.header))
+	k := e.cfg.keyRequest(ctx, &r)
 	switch {
-	case !present && e.cfg.optionalKey:
+	case k.pass:
 		return h(ctx, event)
-	case !present:
-		return b.answer(&r, missingKey, "A "+r.Method+" request to this API needs the "+e.cfg.header+
-			" header. Generate a unique key (a UUID) for each operation and send it with every retry of that operation.", 0), nil
-	case reason != "":
-		return b.answer(&r, invalidKey, "The "+e.cfg.header+" header "+reason+".", 0), nil
-	}
-
-	var scope any // null without a scope function, so no scope equals none
-	if e.cfg.scope != nil {
-		s, err := e.cfg.scope(ctx, &r)
-		if err == nil && s == "" {
-			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
+	case k.refusal != (problemKind{}):
+		if k.err != nil {
+			e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: request without a scope; answering 400", slog.Any("error", k.err))
 		}
-		switch {
-		case errors.Is(err, ErrNoScope):
-			e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: request without a scope; answering 400", slog.Any("error", err))
-			return b.answer(&r, missingScope, e.detail(missingScope), 0), nil
-		case err != nil:
+		return b.answer(&r, k.refusal, k.detail, 0), nil
+	case k.err != nil:
+		if e.cfg.returnErrors {
 			var zero Resp
-			if e.cfg.returnErrors {
-				return zero, err
-			}
-			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: scope function failed; answering 500", slog.Any("error", err))
-			return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+			return zero, k.err
 		}
-		scope = s
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: "+k.failed+" failed; answering 500", slog.Any("error", k.err))
+		return b.answer(&r, handlerFailed, e.cfg.detail(handlerFailed), 0), nil
 	}
-	key, err := canonical.Append(nil, []any{scope, idemKey})
-	if err != nil {
-		return b.internalError(ctx, e, &r, err)
-	}
-	fingerprint, err := e.fingerprint(&r)
-	if err != nil {
-		return b.internalError(ctx, e, &r, err)
-	}
+	key, fingerprint := k.key, k.fingerprint
 
 	var (
 		out       Resp   // what h returned, when it ran
@@ -157,7 +128,7 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 	if panicked != nil {
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler panicked; the idempotency key was released; answering 500",
 			slog.Any("panic", panicked.value), slog.String("stack", string(panicked.stack)))
-		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+		return b.answer(&r, handlerFailed, e.cfg.detail(handlerFailed), 0), nil
 	}
 
 	var (
@@ -173,7 +144,7 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 		if err != nil {
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: stored response cannot be decoded; answering 500",
 				slog.String("key", res.Record.Key), slog.Any("error", err))
-			return b.answer(&r, replayFailed, e.detail(replayFailed), 0), nil
+			return b.answer(&r, replayFailed, e.cfg.detail(replayFailed), 0), nil
 		}
 		resp.setHeader(&r, HeaderReplayed, "true")
 		return b.load(&resp), nil
@@ -185,16 +156,16 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 			return out, err
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", recordKey), slog.Any("error", err))
-		return b.answer(&r, handlerFailed, e.detail(handlerFailed), 0), nil
+		return b.answer(&r, handlerFailed, e.cfg.detail(handlerFailed), 0), nil
 	case errors.As(err, &inProgress):
-		return b.answer(&r, keyInUse, e.detail(keyInUse), e.retryAfter(inProgress.Until)), nil
+		return b.answer(&r, keyInUse, e.cfg.detail(keyInUse), e.retryAfter(inProgress.Until)), nil
 	case errors.As(err, &mismatch):
-		return b.answer(&r, keyReused, e.detail(keyReused), 0), nil
+		return b.answer(&r, keyReused, e.cfg.detail(keyReused), 0), nil
 	case errors.As(err, &storeErr):
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", storeErr.Key), slog.Any("error", err))
-		return b.answer(&r, storeUnavailable, e.detail(storeUnavailable), storeRetryAfter), nil
+		return b.answer(&r, storeUnavailable, e.cfg.detail(storeUnavailable), storeRetryAfter), nil
 	case errors.As(err, &tooLarge):
-		return b.answer(&r, responseNotStored, e.detail(responseNotStored), 0), nil
+		return b.answer(&r, responseNotStored, e.cfg.detail(responseNotStored), 0), nil
 	default:
 		// A recorded error, replayed as an *idempotency.StoredError or as
 		// whatever the Guard's error decoder (idempotency.WithErrorDecoder)
@@ -204,58 +175,14 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 			var zero Resp
 			return zero, err
 		}
-		return b.answer(&r, recordedError, e.detail(recordedError), 0), nil
+		return b.answer(&r, recordedError, e.cfg.detail(recordedError), 0), nil
 	}
-}
-
-// detail returns the detail of the problems whose detail does not depend
-// on the request.
-func (e *engine) detail(k problemKind) string {
-	h := e.cfg.header
-	switch k {
-	case missingScope:
-		return "The request does not identify its caller, which this API requires for requests with the " + h + " header."
-	case keyInUse:
-		return "A request with the same " + h + " is still being processed. Retry after the delay in Retry-After to get its response."
-	case keyReused:
-		parts := "method, path, query or body"
-		if len(e.cfg.fingerprintHeaders) > 0 {
-			parts = "method, path, query, body or headers " + strings.Join(e.cfg.fingerprintHeaders, ", ")
-		}
-		return "The " + h + " was already used for a request that differs from this one (" + parts + "). Use a new key for a new request."
-	case storeUnavailable:
-		return "The request was not processed: its " + h + " could not be checked. Retry it with the same key."
-	case handlerFailed:
-		return "The request failed. Retry it with the same " + h +
-			": it runs again, unless the API recorded the failure as final, in which case the retry reports it."
-	case recordedError:
-		return "A request with the same " + h + " failed in a way that must not be retried, and the failure was recorded. " +
-			"Check the state of the resource, and use a new key for a new request."
-	case responseNotStored:
-		return "A request with the same " + h + " was processed, but its response was too large to keep and cannot be sent again. " +
-			"Check the state of the resource instead of retrying, and use a new key for a new request."
-	case replayFailed:
-		return "A request with the same " + h + " was processed, but its stored response cannot be read. " +
-			"Check the state of the resource instead of retrying, and use a new key for a new request."
-	}
-	return ""
 }
 
 // answer returns the problem response of kind k as a response event.
 func (b *binding[Req, Resp]) answer(r *Request, k problemKind, detail string, retryAfter int) Resp {
 	resp := problem(r, k, detail, retryAfter)
 	return b.load(&resp)
-}
-
-// internalError answers a failure of the adapter's own, which cannot
-// happen with the values it encodes, as it answers a failed handler.
-func (b *binding[Req, Resp]) internalError(ctx context.Context, e *engine, r *Request, err error) (Resp, error) {
-	if e.cfg.returnErrors {
-		var zero Resp
-		return zero, err
-	}
-	e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: deriving the idempotency key failed; answering 500", slog.Any("error", err))
-	return b.answer(r, handlerFailed, e.detail(handlerFailed), 0), nil
 }
 
 // recovered is a panic of the handler, recovered after Guard.Do released
@@ -277,38 +204,6 @@ func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(contex
 	}
 	res, err = e.guard.Do(ctx, key, fingerprint, fn)
 	return res, nil, err
-}
-
-// fingerprint returns the fingerprint material of r, which the Guard
-// hashes into the payload hash: the canonical JSON of [method, path, hex
-// SHA-256 of the body, {header: [values]}], followed by {parameter:
-// [values]} when the request has a query string. The
-// body is hashed as the client sent it, after base64 decoding when the
-// event says it is encoded (a body that does not decode is hashed as it
-// is), so that a retry's body compares equal whether or not API Gateway
-// chose to encode it. Query parameters are compared as the event carries
-// them, in any order. The scope is in the key, not here.
-func (e *engine) fingerprint(r *Request) ([]byte, error) {
-	body := []byte(r.body)
-	if r.base64 {
-		if decoded, err := base64.StdEncoding.DecodeString(r.body); err == nil {
-			body = decoded
-		}
-	}
-	sum := sha256.Sum256(body)
-	headers := make(map[string]any, len(e.cfg.fingerprintHeaders))
-	for _, name := range e.cfg.fingerprintHeaders {
-		if values := r.Values(name); len(values) > 0 {
-			headers[name] = anyList(values)
-		}
-	}
-	parts := []any{r.Method, r.Path, hex.EncodeToString(sum[:]), headers}
-	// Without a query string the material is what it was before queries
-	// counted, so that such requests keep their fingerprints.
-	if query := r.queryValues(); len(query) > 0 {
-		parts = append(parts, query)
-	}
-	return canonical.Append(nil, parts)
 }
 
 // ran adds a duration of the handler to the estimate behind Retry-After:
