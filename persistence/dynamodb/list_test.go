@@ -126,7 +126,8 @@ func TestCheckTable(t *testing.T) {
 	require.NoError(t, dynamodb.CheckTable(t.Context(), client, name))
 
 	err := dynamodb.CheckTable(t.Context(), client, name, func(o *dynamodb.Options) { o.SortKeyAttr = "sk" })
-	require.ErrorContains(t, err, "exists with key schema [id HASH], want [id HASH][sk RANGE]")
+	require.ErrorContains(t, err, "exists with key schema [id HASH], the options describe [id HASH][sk RANGE]")
+	require.ErrorIs(t, err, dynamodb.ErrKeySchema)
 
 	err = dynamodb.CheckTable(context.Background(), client, name+"-missing")
 	var missing *types.ResourceNotFoundException

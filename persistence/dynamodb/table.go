@@ -106,11 +106,17 @@ func waitActive(ctx context.Context, client TableClient, table string) (*types.T
 	}
 }
 
+// ErrKeySchema is matched (with errors.Is) by the error of CheckTable and
+// CreateTable for a table whose key schema is not the one the options
+// describe.
+var ErrKeySchema = errors.New("persistence/dynamodb: key schema mismatch")
+
 // CheckTable checks, with one DescribeTable, that table exists and has the
 // key schema of a [Store] with the same options, so that a tool (or a
 // function at cold start) can report a missing table, or a KeyAttr or
 // SortKeyAttr that is not the table's, before its first request fails
-// with a less clear error. A missing table's error wraps the SDK's
+// with a less clear error. Another key schema's error matches
+// ErrKeySchema; a missing table's wraps the SDK's
 // *types.ResourceNotFoundException; other failures are returned wrapped.
 // It needs dynamodb:DescribeTable.
 func CheckTable(ctx context.Context, client dynamodb.DescribeTableAPIClient, table string, optFns ...func(*Options)) error {
@@ -148,7 +154,7 @@ func checkKeySchema(table string, desc *types.TableDescription, want []types.Key
 		return s
 	}
 	if got := describe(desc.KeySchema); got != describe(want) {
-		return fmt.Errorf("persistence/dynamodb: table %q exists with key schema %s, want %s", table, got, describe(want))
+		return fmt.Errorf("%w: table %q exists with key schema %s, the options describe %s", ErrKeySchema, table, got, describe(want))
 	}
 	return nil
 }
