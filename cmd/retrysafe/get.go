@@ -90,7 +90,11 @@ func describe(t *table, rec *persistence.Record, now time.Time) {
 	t.row("state", s.name)
 	t.row("meaning", s.meaning)
 	t.row("expires", when(rec.ExpiresAt, now))
-	t.row("in progress until", when(rec.InProgressExpiresAt, now))
+	until := when(rec.InProgressExpiresAt, now)
+	if rec.Status != persistence.StatusInProgress && !rec.InProgressExpiresAt.IsZero() {
+		until += ", which no longer counts"
+	}
+	t.row("in progress until", until)
 	t.row("owner token", rec.Token)
 	t.row("payload hash", orNone(rec.PayloadHash, "no payload validation"))
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,12 @@ var goldenRecords = func() []*persistence.Record {
 			Token: "B7NRX4KQ2TZW6MHYC3VDLJ5FPA", ErrorType: "*payment.DeclinedError", ErrorMessage: "card declined: insufficient funds"},
 		{Key: key("refunds.main.refund", "ref_2001"), Status: persistence.StatusCompleted, ExpiresAt: at(-5 * time.Minute),
 			Token: "M2ZQ6TKX4BWR7NHYC5VDLJ3FPA", Response: []byte(`"ok"`)},
+		// An HTTP adapter's, kept for a day, with the in-progress expiry
+		// its reservation had.
+		{Key: key("payments.main.createPayment", "8e03978e-40d5-43e8-bc93-6894a57f9324"), Status: persistence.StatusCompleted,
+			ExpiresAt: at(23 * time.Hour), InProgressExpiresAt: at(-45 * time.Minute), Token: "T4KXQ7ZM2BWR6NHYC3VDLJ5FPA",
+			PayloadHash: core.Hash([]byte("fingerprint")),
+			Response:    []byte(`{"statusCode":201,"headers":{"content-type":"application/json"},"body":"{\"payment_id\":\"pay_1\"}"}`)},
 	}
 }()
 
@@ -79,10 +86,12 @@ func TestGoldenOutputs(t *testing.T) {
 			{"get-stuck.txt", []string{"get", goldenRecords[2].Key}},
 			{"get-stuck.json", []string{"get", goldenRecords[2].Key, "-o", "json"}},
 			{"get-recorded-error.txt", []string{"get", goldenRecords[3].Key}},
+			{"get-http.txt", []string{"get", goldenRecords[5].Key}},
 			{"ls.txt", []string{"ls"}},
 			{"ls.json", []string{"ls", "-o", "json"}},
 			{"ls-stuck.txt", []string{"ls", "--stuck"}},
 			{"ls-older-than.txt", []string{"ls", "--older-than", "20m", "--prefix", "orders."}},
+			{"ls-http.txt", []string{"ls", "--prefix", "payments.", "--expiry", "24h"}},
 			{"stats.txt", []string{"stats"}},
 			{"stats.json", []string{"stats", "-o", "json"}},
 		} {
@@ -90,6 +99,9 @@ func TestGoldenOutputs(t *testing.T) {
 				r := runAt(t, goldenNow, "", f.with(tc.args...)...)
 				requireOK(t, r)
 				golden(t, tc.name, r.stdout)
+				if tc.args[0] != "get" && !slices.Contains(tc.args, "--prefix") {
+					require.Contains(t, r.stderr, "1 records expire more than --expiry (1h) from now", "the day-long record's age is unknown")
+				}
 			})
 		}
 	})

@@ -57,6 +57,13 @@ runs the handler again.`,
 	},
 }
 
+// olderThan reports whether rec was written longer than age before now;
+// not when the time of writing cannot be told.
+func olderThan(rec *persistence.Record, expiry time.Duration, now time.Time, age time.Duration) bool {
+	w := writtenAt(rec, expiry, now)
+	return !w.IsZero() && now.Sub(w) > age
+}
+
 type lsFlags struct {
 	status    string
 	stuck     bool
@@ -78,7 +85,7 @@ func (l *lsFlags) filter(expiry time.Duration) (func(*persistence.Record, time.T
 	return func(rec *persistence.Record, now time.Time) bool {
 		return (status == "" || rec.Status == status) &&
 			(!l.stuck || stateOf(rec, now) == stateStuck) &&
-			(l.olderThan == 0 || now.Sub(writtenAt(rec, expiry)) > l.olderThan)
+			(l.olderThan == 0 || olderThan(rec, expiry, now, l.olderThan))
 	}, nil
 }
 
@@ -107,7 +114,7 @@ func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan 
 	if out.json {
 		recs := make([]*recordJSON, len(found))
 		for i, rec := range found {
-			recs[i] = toJSON(rec, now, writtenAt(rec, scan.expiry))
+			recs[i] = toJSON(rec, now, writtenAt(rec, scan.expiry, now))
 		}
 		return writeJSON(e.stdout, struct {
 			Records      []*recordJSON `json:"records"`
@@ -122,12 +129,16 @@ func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan 
 	t := newTable(e.stdout)
 	t.row("KEY", "STATUS", "STATE", "WRITTEN", "EXPIRES", "IN PROGRESS UNTIL")
 	for _, rec := range found {
-		until := "-"
-		if !rec.InProgressExpiresAt.IsZero() {
+		written, until := "?", "-"
+		if w := writtenAt(rec, scan.expiry, now); !w.IsZero() {
+			written = relative(w, now)
+		}
+		// A completed record keeps its in-progress expiry, which no
+		// longer counts.
+		if rec.Status == persistence.StatusInProgress && !rec.InProgressExpiresAt.IsZero() {
 			until = relative(rec.InProgressExpiresAt, now)
 		}
-		t.row(rec.Key, string(rec.Status), stateOf(rec, now).name, relative(writtenAt(rec, scan.expiry), now),
-			relative(rec.ExpiresAt, now), until)
+		t.row(rec.Key, string(rec.Status), stateOf(rec, now).name, written, relative(rec.ExpiresAt, now), until)
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -145,6 +145,6 @@ func TestProgressOnATerminal(t *testing.T) {
 	code, out := term.exit()
 	require.Equal(t, exitOK, code, out)
 	require.Contains(t, out, "scanning DynamoDB table")
-	require.Contains(t, out, "5 records in 3 pages")
-	require.Contains(t, out, "total        5")
+	require.Contains(t, out, "6 records in 4 pages")
+	require.Contains(t, out, "total        6")
 }

@@ -120,11 +120,13 @@ func (j *recordJSON) withResponse(rec *persistence.Record) *recordJSON {
 
 // writtenAt returns when rec was last written (reserved or completed),
 // given the expiry the function keeps records for: records keep no time
-// of writing, but their expiry is that time plus the expiry. Zero when
-// expiry is zero.
-func writtenAt(rec *persistence.Record, expiry time.Duration) time.Time {
-	if expiry <= 0 {
+// of writing, but their expiry is that time plus the expiry. It returns
+// the zero time when that would be after now: the function's expiry is
+// longer than the one given, and the time cannot be told.
+func writtenAt(rec *persistence.Record, expiry time.Duration, now time.Time) time.Time {
+	t := rec.ExpiresAt.Add(-expiry)
+	if t.After(now) {
 		return time.Time{}
 	}
-	return rec.ExpiresAt.Add(-expiry)
+	return t
 }

@@ -15,6 +15,12 @@ import (
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
 
+// quiet is go-redis's logger: its messages (a failed dial, retried) would
+// interleave with the command's, which reports the failure itself.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // openRedis connects to the URL of the flags, a cluster's with --cluster,
 // and checks that the server answers.
 func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
@@ -23,6 +29,7 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 			return nil, usageError("--%s is for DynamoDB; a Redis URL is Redis", a.flag)
 		}
 	}
+	redis.SetLogger(quiet{})
 	var (
 		client redis.UniversalClient
 		name   string

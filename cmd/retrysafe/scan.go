@@ -52,13 +52,17 @@ func (f *scanFlags) scan(ctx context.Context, e *env, st *store, each func(*pers
 		interval = time.Duration(float64(time.Second) / f.rate)
 	}
 	next := time.Now().Add(interval) // when the next request may go
-	pages := 0
+	pages, unknownAge := 0, 0
+	now := e.now()
 	err = st.List(ctx, f.prefix, f.pageSize, func(recs []*persistence.Record) error {
 		pages++
 		for _, rec := range recs {
 			scanned++
 			if err := checkRecord(st, rec); err != nil {
 				return err
+			}
+			if writtenAt(rec, f.expiry, now).IsZero() {
+				unknownAge++
 			}
 			if err := each(rec); err != nil {
 				return err
@@ -77,6 +81,10 @@ func (f *scanFlags) scan(ctx context.Context, e *env, st *store, each func(*pers
 	})
 	if e.stderrTerminal && pages > 0 {
 		fmt.Fprint(e.stderr, "\r\x1b[K") // the progress line goes once the scan is over
+	}
+	if unknownAge > 0 {
+		fmt.Fprintf(e.stderr, "%d records expire more than --expiry (%s) from now: their function keeps records longer "+
+			"(the HTTP adapters, 24h); their age shows as ? until --expiry gives it\n", unknownAge, duration(f.expiry))
 	}
 	if errors.Is(err, errStop) {
 		err = nil

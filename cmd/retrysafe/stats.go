@@ -63,7 +63,7 @@ func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags)
 	if out.json {
 		var o *recordJSON
 		if oldest != nil {
-			o = toJSON(oldest, now, writtenAt(oldest, scan.expiry))
+			o = toJSON(oldest, now, writtenAt(oldest, scan.expiry, now))
 		}
 		return writeJSON(e.stdout, struct {
 			Records          int            `json:"records"`
@@ -90,7 +90,9 @@ func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags)
 		t := newTable(e.stdout)
 		t.row("  key", oldest.Key)
 		t.row("  state", stateOf(oldest, now).name)
-		t.row("  written", when(writtenAt(oldest, scan.expiry), now)+", for an expiry of "+span(scan.expiry))
+		if w := writtenAt(oldest, scan.expiry, now); !w.IsZero() {
+			t.row("  written", when(w, now)+", for an expiry of "+duration(scan.expiry))
+		}
 		t.row("  in progress until", when(oldest.InProgressExpiresAt, now))
 		return t.flush()
 	}

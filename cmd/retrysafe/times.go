@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -39,4 +40,17 @@ func span(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+}
+
+// duration writes a duration such as an expiry without its zero units:
+// 24h, 1h30m, 90s.
+func duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
