@@ -36,4 +36,7 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 )
 
+// The library in this repository. go install ...@version refuses a module
+// with a replace directive: a release of the command requires a tagged
+// version of the library instead (and is tagged cmd/retrysafe/vX.Y.Z).
 replace github.com/retrysafe/retrysafe => ../..
