@@ -7,11 +7,11 @@ GOFLAGS ?=
 .PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos dynamodb-local
 
 # MODULES are the modules of the repository besides the library's own (the
-# root): the examples, the comparison and the OpenTelemetry observer, each
-# with a go.mod of its own so that the library's go.mod requires only what
-# the library needs. The CDK
+# root): the examples, the comparison, the OpenTelemetry observer and the
+# operator's command, each with a go.mod of its own so that the library's
+# go.mod requires only what the library needs. The CDK
 # app (examples/cdk) is a module too, tested apart (test-cdk).
-MODULES := examples bench/compare otel
+MODULES := examples bench/compare otel cmd/retrysafe
 
 # GO_MIN is the oldest Go the library supports, the go directive of go.mod.
 # test-go1.25 runs the library's tests with it, fetched through the module
@@ -27,7 +27,7 @@ test: node-deps dynamodb-local compare-deps deps-check
 	$(GO) test -race -shuffle=on -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk
 
-## test-modules: the tests of the examples and of the comparison.
+## test-modules: the tests of the other modules (MODULES).
 test-modules: node-deps compare-deps
 	@for m in $(MODULES); do echo "$(GO) -C $$m test -race -shuffle=on -timeout 20m ./..."; \
 		$(GO) -C $$m test -race -shuffle=on -timeout 20m ./... || exit 1; done

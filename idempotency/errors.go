@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"time"
 	"unicode/utf8"
+
+	"github.com/retrysafe/retrysafe/internal/core"
 )
 
 // Sentinel errors, matched with errors.Is by the typed errors of this
@@ -122,14 +124,7 @@ type KeyError struct {
 
 // Error implements error.
 func (e *KeyError) Error() string {
-	what := "the input"
-	if e.Expression != "" {
-		what = fmt.Sprintf("key expression %q", e.Expression)
-	}
-	if e.Err == nil {
-		return fmt.Sprintf("idempotency: %s selected no idempotency key (null, empty or only nulls)", what)
-	}
-	return fmt.Sprintf("idempotency: selecting the idempotency key with %s: %v", what, e.Err)
+	return "idempotency: " + (&core.DeriveError{Expression: e.Expression, Err: e.Err}).Error()
 }
 
 // Unwrap returns the underlying error.

@@ -43,7 +43,6 @@ type settings struct {
 	validation        *jmespath.Expression
 	requireKey        bool
 	expiry            time.Duration
-	prefix            string
 	responseHook      any // func(context.Context, Out, *persistence.Record) Out
 	isPermanent       func(error) bool
 	decodeError       func(*StoredError) error
@@ -72,6 +71,7 @@ const keyed = core.Wrap | core.Batch
 type config struct {
 	settings
 	key     *jmespath.Expression
+	prefix  string // WithKeyPrefix's
 	logger  *slog.Logger
 	entry   core.Entry
 	name    string
@@ -85,10 +85,10 @@ func newConfig(entry core.Entry, name string, opts []Option) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, logger: c.Logger, entry: c.Entry, name: c.Name}
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, prefix: c.Prefix, logger: c.Logger, entry: c.Entry, name: c.Name}
 	d := c.Defaults
 	if cfg.key == nil && d.Key != "" {
-		if cfg.key, err = compileKey(d.Key); err != nil {
+		if cfg.key, err = core.CompileKey(d.Key); err != nil {
 			return nil, fmt.Errorf("%s: default key: %w", c.Name, err)
 		}
 	}
@@ -106,19 +106,6 @@ func newConfig(entry core.Entry, name string, opts []Option) (*config, error) {
 	return cfg, nil
 }
 
-// compileKey compiles an expression used to derive a key or a payload
-// hash, which must give one result for one input.
-func compileKey(expr string) (*jmespath.Expression, error) {
-	e, err := jmespath.Compile(expr)
-	if err != nil {
-		return nil, err
-	}
-	if e.OrderDependent() {
-		return nil, fmt.Errorf("expression %q depends on the order of object members (a value projection such as headers.*, or keys(), values(), items()), which Go maps do not keep; select members by name", expr)
-	}
-	return e, nil
-}
-
 // WithKey selects the idempotency key from the input with a JMESPath
 // expression, for example "powertools_json(body).order_id" or
 // "[customer, order_id]". The Powertools functions and envelopes of package
@@ -131,7 +118,7 @@ func compileKey(expr string) (*jmespath.Expression, error) {
 // object of only nulls means the input has no key: see [WithRequireKey].
 func WithKey(expression string) Option {
 	return option("WithKey", keyed, func(c *core.Config, _ *settings) {
-		e, err := compileKey(expression)
+		e, err := core.CompileKey(expression)
 		if err != nil {
 			c.Fail(fmt.Errorf("idempotency.WithKey: %w", err))
 			return
@@ -149,7 +136,7 @@ func WithKey(expression string) Option {
 // result.
 func WithPayloadValidation(expression string) Option {
 	return option("WithPayloadValidation", keyed, func(c *core.Config, s *settings) {
-		e, err := compileKey(expression)
+		e, err := core.CompileKey(expression)
 		if err != nil {
 			c.Fail(fmt.Errorf("idempotency.WithPayloadValidation: %w", err))
 			return
@@ -186,12 +173,12 @@ func WithExpiry(d time.Duration) Option {
 // methods, whose Go names change when code around them changes, and to
 // keep keys stable across renames.
 func WithKeyPrefix(prefix string) Option {
-	return option("WithKeyPrefix", core.All, func(c *core.Config, s *settings) {
+	return option("WithKeyPrefix", core.All, func(c *core.Config, _ *settings) {
 		if prefix == "" {
 			c.Fail(fmt.Errorf("idempotency.WithKeyPrefix: empty prefix"))
 			return
 		}
-		s.prefix = prefix
+		c.Prefix = prefix
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 
 	"github.com/retrysafe/retrysafe/internal/core"
-	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -151,34 +150,9 @@ func (e *ResponseEncodingError) Unwrap() error { return e.Err }
 
 // derive returns the record key and the payload hash of in.
 func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
-	cfg := w.g.cfg
-	// Material is hashed, not kept: a buffer of the call's will do for
-	// most keys.
-	var buf [256]byte
-	material, noKey, err := core.AppendMaterial(buf[:0], cfg.key, in)
-	switch {
-	case err != nil:
-		return "", "", &KeyError{Expression: text(cfg.key), Err: err}
-	case noKey:
-		// As in Powertools: null, "", and arrays or objects of nulls only
-		// are no key.
-		return "", "", &KeyError{Expression: text(cfg.key)}
+	key, payloadHash, err = core.Derive(w.g.prefix, w.g.cfg.key, w.g.cfg.validation, in)
+	if de, ok := err.(*core.DeriveError); ok {
+		return "", "", &KeyError{Expression: de.Expression, Err: de.Err}
 	}
-	key = core.Key(w.g.prefix, material)
-	if cfg.validation != nil {
-		material, _, err := core.AppendMaterial(material[:0], cfg.validation, in)
-		if err != nil {
-			return "", "", &KeyError{Expression: cfg.validation.String(), Err: fmt.Errorf("payload validation: %w", err)}
-		}
-		payloadHash = core.Hash(material)
-	}
-	return key, payloadHash, nil
-}
-
-// text returns the source of e, or "" for the whole input.
-func text(e *jmespath.Expression) string {
-	if e == nil {
-		return ""
-	}
-	return e.String()
+	return key, payloadHash, err
 }

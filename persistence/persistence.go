@@ -152,6 +152,13 @@ var (
 	// the key over, or the record is gone.
 	ErrFenced = errors.New("persistence: record is owned by another invocation")
 
+	// ErrChanged is returned by the stores' DeleteRecord methods, which
+	// operators' tools use to delete a record they have read, when the
+	// stored record is no longer that record: it completed, its lease was
+	// renewed, or another invocation took the key over. Nothing was
+	// deleted.
+	ErrChanged = errors.New("persistence: the record changed since it was read")
+
 	// ErrResponseOmitted is returned (possibly wrapped) by Store.Update when
 	// the record's response was too large for the store: the record was
 	// written, completed, with ResponseOmitted set and no response. The update

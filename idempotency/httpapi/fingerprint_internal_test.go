@@ -14,7 +14,7 @@ func TestFingerprintsWithoutQueryAreStable(t *testing.T) {
 	e := &engine{cfg: &config{settings: settings{fingerprintHeaders: []string{"x-api-version"}}}}
 	r := &Request{Method: "POST", Path: "/orders", body: `{"item":"book"}`,
 		headers: map[string]string{"X-Api-Version": "2"}, query: map[string]string{}}
-	got, err := e.fingerprint(r)
+	got, err := e.cfg.fingerprint(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestFingerprintsWithoutQueryAreStable(t *testing.T) {
 		t.Errorf("fingerprint = %s, want %s", hash, want)
 	}
 	r.query = map[string]string{"dry_run": "true"}
-	if withQuery, _ := e.fingerprint(r); bytes.Equal(withQuery, got) {
+	if withQuery, _ := e.cfg.fingerprint(r); bytes.Equal(withQuery, got) {
 		t.Error("a query string does not change the fingerprint")
 	}
 }

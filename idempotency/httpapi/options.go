@@ -77,6 +77,7 @@ func option(name string, repeatable bool, set func(c *core.Config, s *settings))
 type config struct {
 	settings
 	logger *slog.Logger
+	prefix string // idempotency.WithKeyPrefix's, for RecordKey
 }
 
 // entryKind tells the Lambda adapters from Middleware, for the options
@@ -121,7 +122,7 @@ func newConfig(name string, kind entryKind, opts []idempotency.Option) (*config,
 	if len(refused) > 0 {
 		return nil, fmt.Errorf("%s: %s", name, strings.Join(refused, "; "))
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger}
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger, prefix: c.Prefix}
 	if kind == middlewareEntry {
 		cfg.panicsGoOn, cfg.returnErrors = cfg.returnErrors, false
 		if cfg.maxBodySize == 0 {

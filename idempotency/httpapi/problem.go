@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // ContentTypeProblem is the media type of the responses the adapter makes
@@ -119,4 +120,40 @@ func problem(r *Request, k problemKind, detail string, retryAfter int) response 
 		resp.setHeader(r, "Retry-After", strconv.Itoa(retryAfter))
 	}
 	return resp
+}
+
+// detail returns the detail of the problems whose detail does not depend
+// on the request.
+func (c *config) detail(k problemKind) string {
+	h := c.header
+	switch k {
+	case missingScope:
+		return "The request does not identify its caller, which this API requires for requests with the " + h + " header."
+	case keyInUse:
+		return "A request with the same " + h + " is still being processed. Retry after the delay in Retry-After to get its response."
+	case keyReused:
+		parts := "method, path, query or body"
+		if len(c.fingerprintHeaders) > 0 {
+			parts = "method, path, query, body or headers " + strings.Join(c.fingerprintHeaders, ", ")
+		}
+		return "The " + h + " was already used for a request that differs from this one (" + parts + "). Use a new key for a new request."
+	case notCommitted:
+		return "The request's writes could not be committed with its result, so nothing of it was written (or, rarely, whether it was is not known yet). Retry it with the same " + h +
+			": it runs again, or gets the result if it was committed."
+	case storeUnavailable:
+		return "The request was not processed: its " + h + " could not be checked. Retry it with the same key."
+	case handlerFailed:
+		return "The request failed. Retry it with the same " + h +
+			": it runs again, unless the API recorded the failure as final, in which case the retry reports it."
+	case recordedError:
+		return "A request with the same " + h + " failed in a way that must not be retried, and the failure was recorded. " +
+			"Check the state of the resource, and use a new key for a new request."
+	case responseNotStored:
+		return "A request with the same " + h + " was processed, but its response was too large to keep and cannot be sent again. " +
+			"Check the state of the resource instead of retrying, and use a new key for a new request."
+	case replayFailed:
+		return "A request with the same " + h + " was processed, but its stored response cannot be read. " +
+			"Check the state of the resource instead of retrying, and use a new key for a new request."
+	}
+	return ""
 }

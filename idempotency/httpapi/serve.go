@@ -2,9 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +10,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/canonical"
 	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -96,52 +91,25 @@ type verdict struct {
 // handle answers the request r. run runs the handler as the holder of the
 // key, with the context it gets, and returns its response, or its error.
 func (e *engine) handle(ctx context.Context, r *Request, run func(context.Context) (*response, error)) verdict {
-	if !e.cfg.keyed(r.Method) {
-		return verdict{pass: true}
-	}
-	idemKey, present, reason := parseKey(r.Values(e.cfg.header))
+	k := e.cfg.keyRequest(ctx, r)
 	switch {
-	case !present && e.cfg.optionalKey:
+	case k.pass:
 		return verdict{pass: true}
-	case !present:
-		return e.problem(r, missingKey, "A "+r.Method+" request to this API needs the "+e.cfg.header+
-			" header. Generate a unique key (a UUID) for each operation and send it with every retry of that operation.", 0)
-	case reason != "":
-		return e.problem(r, invalidKey, "The "+e.cfg.header+" header "+reason+".", 0)
-	}
-
-	var scope any // null without a scope function, so no scope equals none
-	if e.cfg.scope != nil {
-		s, err := e.cfg.scope(ctx, r)
-		if err == nil && s == "" {
-			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
+	case k.bodyErr != nil:
+		return e.bodyProblem(ctx, r, k.bodyErr)
+	case k.refusal != (problemKind{}):
+		if k.err != nil {
+			e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: request without a scope; answering 400", slog.Any("error", k.err))
 		}
-		switch {
-		case errors.Is(err, ErrNoScope):
-			e.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "httpapi: request without a scope; answering 400", slog.Any("error", err))
-			return e.problem(r, missingScope, e.detail(missingScope), 0)
-		case err != nil:
-			if e.cfg.returnErrors {
-				return verdict{err: err}
-			}
-			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: scope function failed; answering 500", slog.Any("error", err))
-			return e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
+		return e.problem(r, k.refusal, k.detail, 0)
+	case k.err != nil:
+		if e.cfg.returnErrors {
+			return verdict{err: k.err}
 		}
-		scope = s
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: "+k.failed+" failed; answering 500", slog.Any("error", k.err))
+		return e.problem(r, handlerFailed, e.cfg.detail(handlerFailed), 0)
 	}
-	if r.readBody != nil {
-		if err := r.readBody(); err != nil {
-			return e.bodyProblem(ctx, r, err)
-		}
-	}
-	key, err := canonical.Append(nil, []any{scope, idemKey})
-	if err != nil {
-		return e.internalError(ctx, r, err)
-	}
-	fingerprint, err := e.fingerprint(r)
-	if err != nil {
-		return e.internalError(ctx, r, err)
-	}
+	key, fingerprint := k.key, k.fingerprint
 
 	var (
 		failed    error  // the handler's own error, when it returned one
@@ -170,7 +138,7 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler panicked; the idempotency key was released; answering 500",
 				slog.Any("panic", panicked.value), slog.String("stack", string(panicked.stack)))
 		}
-		v := e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
+		v := e.problem(r, handlerFailed, e.cfg.detail(handlerFailed), 0)
 		v.panicked = panicked
 		return v
 	}
@@ -189,7 +157,7 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		if err != nil {
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: stored response cannot be decoded; answering 500",
 				slog.String("key", res.Record.Key), slog.Any("error", err))
-			return e.problem(r, replayFailed, e.detail(replayFailed), 0)
+			return e.problem(r, replayFailed, e.cfg.detail(replayFailed), 0)
 		}
 		if resp.NotReplayable != "" {
 			return e.problem(r, responseNotStored, e.notReplayableDetail(resp.NotReplayable), 0)
@@ -206,7 +174,7 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the handler's writes were not committed; answering 503",
 			slog.String("key", commitErr.Key), slog.Bool("outcome_unknown", commitErr.Unknown), slog.Any("error", err))
-		return e.problem(r, notCommitted, e.detail(notCommitted), storeRetryAfter)
+		return e.problem(r, notCommitted, e.cfg.detail(notCommitted), storeRetryAfter)
 	case failed != nil:
 		// Do returns the handler's errors unchanged, and nothing else once
 		// the handler has run.
@@ -214,16 +182,16 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 			return verdict{own: true, err: err}
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", recordKey), slog.Any("error", err))
-		return e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
+		return e.problem(r, handlerFailed, e.cfg.detail(handlerFailed), 0)
 	case errors.As(err, &inProgress):
-		return e.problem(r, keyInUse, e.detail(keyInUse), e.retryAfter(inProgress.Until))
+		return e.problem(r, keyInUse, e.cfg.detail(keyInUse), e.retryAfter(inProgress.Until))
 	case errors.As(err, &mismatch):
-		return e.problem(r, keyReused, e.detail(keyReused), 0)
+		return e.problem(r, keyReused, e.cfg.detail(keyReused), 0)
 	case errors.As(err, &storeErr):
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", storeErr.Key), slog.Any("error", err))
-		return e.problem(r, storeUnavailable, e.detail(storeUnavailable), storeRetryAfter)
+		return e.problem(r, storeUnavailable, e.cfg.detail(storeUnavailable), storeRetryAfter)
 	case errors.As(err, &tooLarge):
-		return e.problem(r, responseNotStored, e.detail(responseNotStored), 0)
+		return e.problem(r, responseNotStored, e.cfg.detail(responseNotStored), 0)
 	default:
 		// A recorded error, replayed as an *idempotency.StoredError or as
 		// whatever the Guard's error decoder (idempotency.WithErrorDecoder)
@@ -232,7 +200,7 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		if e.cfg.returnErrors {
 			return verdict{err: err}
 		}
-		return e.problem(r, recordedError, e.detail(recordedError), 0)
+		return e.problem(r, recordedError, e.cfg.detail(recordedError), 0)
 	}
 }
 
@@ -240,42 +208,6 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 func (e *engine) problem(r *Request, k problemKind, detail string, retryAfter int) verdict {
 	resp := problem(r, k, detail, retryAfter)
 	return verdict{answer: &resp}
-}
-
-// detail returns the detail of the problems whose detail does not depend
-// on the request.
-func (e *engine) detail(k problemKind) string {
-	h := e.cfg.header
-	switch k {
-	case missingScope:
-		return "The request does not identify its caller, which this API requires for requests with the " + h + " header."
-	case keyInUse:
-		return "A request with the same " + h + " is still being processed. Retry after the delay in Retry-After to get its response."
-	case keyReused:
-		parts := "method, path, query or body"
-		if len(e.cfg.fingerprintHeaders) > 0 {
-			parts = "method, path, query, body or headers " + strings.Join(e.cfg.fingerprintHeaders, ", ")
-		}
-		return "The " + h + " was already used for a request that differs from this one (" + parts + "). Use a new key for a new request."
-	case notCommitted:
-		return "The request's writes could not be committed with its result, so nothing of it was written (or, rarely, whether it was is not known yet). Retry it with the same " + h +
-			": it runs again, or gets the result if it was committed."
-	case storeUnavailable:
-		return "The request was not processed: its " + h + " could not be checked. Retry it with the same key."
-	case handlerFailed:
-		return "The request failed. Retry it with the same " + h +
-			": it runs again, unless the API recorded the failure as final, in which case the retry reports it."
-	case recordedError:
-		return "A request with the same " + h + " failed in a way that must not be retried, and the failure was recorded. " +
-			"Check the state of the resource, and use a new key for a new request."
-	case responseNotStored:
-		return "A request with the same " + h + " was processed, but its response was too large to keep and cannot be sent again. " +
-			"Check the state of the resource instead of retrying, and use a new key for a new request."
-	case replayFailed:
-		return "A request with the same " + h + " was processed, but its stored response cannot be read. " +
-			"Check the state of the resource instead of retrying, and use a new key for a new request."
-	}
-	return ""
 }
 
 // notReplayableDetail is the detail of ProblemResponseNotStored for a
@@ -301,16 +233,6 @@ func (e *engine) bodyProblem(ctx context.Context, r *Request, err error) verdict
 		e.cfg.header+".", 0)
 }
 
-// internalError answers a failure of the adapter's own, which cannot
-// happen with the values it encodes, as it answers a failed handler.
-func (e *engine) internalError(ctx context.Context, r *Request, err error) verdict {
-	if e.cfg.returnErrors {
-		return verdict{err: err}
-	}
-	e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: deriving the idempotency key failed; answering 500", slog.Any("error", err))
-	return e.problem(r, handlerFailed, e.detail(handlerFailed), 0)
-}
-
 // recovered is a panic of the handler, recovered after Guard.Do released
 // the key.
 type recovered struct {
@@ -330,45 +252,6 @@ func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(contex
 	}
 	res, err = e.guard.Do(ctx, key, fingerprint, fn)
 	return res, nil, err
-}
-
-// fingerprint returns the fingerprint material of r, which the Guard
-// hashes into the payload hash: the canonical JSON of [method, path, hex
-// SHA-256 of the body, {header: [values]}], followed by {parameter:
-// [values]} when the request has a query string. The body is hashed as the
-// client sent it, after base64 decoding when the event says it is encoded
-// (a body that does not decode is hashed as it is), so that a retry's body
-// compares equal whether or not API Gateway chose to encode it. Query
-// parameters are compared as the event carries them, in any order. The
-// scope is in the key, not here.
-func (e *engine) fingerprint(r *Request) ([]byte, error) {
-	sum := sha256.Sum256(r.bodyBytes())
-	headers := make(map[string]any, len(e.cfg.fingerprintHeaders))
-	for _, name := range e.cfg.fingerprintHeaders {
-		if values := r.Values(name); len(values) > 0 {
-			headers[name] = anyList(values)
-		}
-	}
-	parts := []any{r.Method, r.Path, hex.EncodeToString(sum[:]), headers}
-	// Without a query string the material is what it was before queries
-	// counted, so that such requests keep their fingerprints.
-	if query := r.queryValues(); len(query) > 0 {
-		parts = append(parts, query)
-	}
-	return canonical.Append(nil, parts)
-}
-
-// bodyBytes returns the body as the client sent it.
-func (r *Request) bodyBytes() []byte {
-	if r.raw != nil {
-		return r.raw
-	}
-	if r.base64 {
-		if decoded, err := base64.StdEncoding.DecodeString(r.body); err == nil {
-			return decoded
-		}
-	}
-	return []byte(r.body)
 }
 
 // ran adds a duration of the handler to the estimate behind Retry-After:

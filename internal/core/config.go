@@ -51,6 +51,9 @@ type Config struct {
 	// Key is WithKey's expression, or nil; the batch handlers read it to
 	// keep records with one key in one lane.
 	Key *jmespath.Expression
+	// Prefix is WithKeyPrefix's prefix, or ""; httpapi.RecordKey reads
+	// it, to derive the keys its adapters derive.
+	Prefix string
 
 	// Defaults are the entry point's own defaults, for what no option
 	// sets: an adapter passes its own (see As), so that a caller's option

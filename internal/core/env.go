@@ -28,19 +28,25 @@ func Disabled() bool {
 }
 
 // DefaultPrefix returns the key prefix of handler fn without
-// WithKeyPrefix: "<function name>.<Go name of fn>", with the function name
-// from EnvFunctionName and the Go name without its import path
-// ("orders.main.handler"); without the variable, the Go name alone; and
-// "idempotency" when neither is known.
+// WithKeyPrefix: Prefix of the function name from EnvFunctionName and the
+// Go name of fn (see FuncName).
 func DefaultPrefix(fn any) string {
-	function, name := os.Getenv(EnvFunctionName), FuncName(fn)
+	return Prefix(os.Getenv(EnvFunctionName), FuncName(fn))
+}
+
+// Prefix returns the default key prefix of a handler with the Go name
+// handler ("main.handler", without its import path) in the Lambda function
+// named function: "<function>.<handler>" ("orders.main.handler"); either
+// alone when the other is empty; and "idempotency" when both are. The
+// retrysafe command applies it to the names an operator gives.
+func Prefix(function, handler string) string {
 	switch {
-	case function != "" && name != "":
-		return function + "." + name
+	case function != "" && handler != "":
+		return function + "." + handler
 	case function != "":
 		return function
-	case name != "":
-		return name
+	case handler != "":
+		return handler
 	}
 	return "idempotency"
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
 	"github.com/retrysafe/retrysafe/jmespath"
@@ -43,4 +44,81 @@ func AppendMaterial(dst []byte, expr *jmespath.Expression, in any) (material []b
 	}
 	material, err = canonical.Append(dst, v)
 	return material, canonical.NoKey(v), err
+}
+
+// CompileKey compiles an expression that derives a key or a payload hash,
+// which must give one result for one input: expressions whose result
+// depends on the order of object members, which Go maps do not keep, are
+// refused.
+func CompileKey(expr string) (*jmespath.Expression, error) {
+	e, err := jmespath.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	if e.OrderDependent() {
+		return nil, fmt.Errorf("expression %q depends on the order of object members (a value projection such as headers.*, or keys(), values(), items()), which Go maps do not keep; select members by name", expr)
+	}
+	return e, nil
+}
+
+// Derive returns the record key of in with prefix, and its payload hash
+// ("" when validation is nil), as idempotency.Wrap derives them: Key of
+// the material that key selects from in (see AppendMaterial; nil selects
+// the whole input), and Hash of the material that validation selects. It
+// fails with a *DeriveError when key selects no key or an expression
+// fails on in.
+func Derive(prefix string, key, validation *jmespath.Expression, in any) (recordKey, payloadHash string, err error) {
+	// Material is hashed, not kept: a buffer of the call's will do for
+	// most keys.
+	var buf [256]byte
+	material, noKey, err := AppendMaterial(buf[:0], key, in)
+	switch {
+	case err != nil:
+		return "", "", &DeriveError{Expression: source(key), Err: err}
+	case noKey:
+		// As in Powertools: null, "", and arrays or objects of nulls only
+		// are no key.
+		return "", "", &DeriveError{Expression: source(key)}
+	}
+	recordKey = Key(prefix, material)
+	if validation != nil {
+		material, _, err := AppendMaterial(material[:0], validation, in)
+		if err != nil {
+			return "", "", &DeriveError{Expression: validation.String(), Err: fmt.Errorf("payload validation: %w", err)}
+		}
+		payloadHash = Hash(material)
+	}
+	return recordKey, payloadHash, nil
+}
+
+// DeriveError is why Derive found no key in an input.
+type DeriveError struct {
+	// Expression is the expression that failed, "" for the whole input.
+	Expression string
+	// Err is why; nil when the key expression selected no key.
+	Err error
+}
+
+// Error implements error, with the words of idempotency.KeyError, which
+// the library returns in its place.
+func (e *DeriveError) Error() string {
+	what := "the input"
+	if e.Expression != "" {
+		what = fmt.Sprintf("key expression %q", e.Expression)
+	}
+	if e.Err == nil {
+		return what + " selected no idempotency key (null, empty or only nulls)"
+	}
+	return "selecting the idempotency key with " + what + ": " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *DeriveError) Unwrap() error { return e.Err }
+
+// source returns the text of e, or "" for the whole input.
+func source(e *jmespath.Expression) string {
+	if e == nil {
+		return ""
+	}
+	return e.String()
 }

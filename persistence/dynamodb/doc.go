@@ -35,6 +35,15 @@
 // additionally needs dynamodb:CreateTable, dynamodb:DescribeTable and
 // dynamodb:UpdateTimeToLive.
 //
+// # Operators' tools
+//
+// Store.List reads the records page by page (a Query of the static
+// partition key with a sort key, a Scan otherwise), Store.DeleteRecord
+// deletes a record only if it is still the one read, and CheckTable
+// checks a table's key schema: the retrysafe command is built on them.
+// They need dynamodb:Query or dynamodb:Scan, dynamodb:DeleteItem and
+// dynamodb:GetItem, and dynamodb:DescribeTable.
+//
 // # Items
 //
 // A record is one item. The attribute names default to Powertools' (see

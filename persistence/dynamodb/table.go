@@ -42,11 +42,10 @@ func CreateTable(ctx context.Context, client TableClient, table string, optFns .
 		return err
 	}
 	defs := []types.AttributeDefinition{{AttributeName: &opts.KeyAttr, AttributeType: types.ScalarAttributeTypeS}}
-	schema := []types.KeySchemaElement{{AttributeName: &opts.KeyAttr, KeyType: types.KeyTypeHash}}
 	if opts.SortKeyAttr != "" {
 		defs = append(defs, types.AttributeDefinition{AttributeName: &opts.SortKeyAttr, AttributeType: types.ScalarAttributeTypeS})
-		schema = append(schema, types.KeySchemaElement{AttributeName: &opts.SortKeyAttr, KeyType: types.KeyTypeRange})
 	}
+	schema := keySchema(&opts)
 	_, err = client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            &table,
 		AttributeDefinitions: defs,
@@ -107,6 +106,43 @@ func waitActive(ctx context.Context, client TableClient, table string) (*types.T
 	}
 }
 
+// ErrKeySchema is matched (with errors.Is) by the error of CheckTable and
+// CreateTable for a table whose key schema is not the one the options
+// describe.
+var ErrKeySchema = errors.New("persistence/dynamodb: key schema mismatch")
+
+// CheckTable checks, with one DescribeTable, that table exists and has the
+// key schema of a [Store] with the same options, so that a tool (or a
+// function at cold start) can report a missing table, or a KeyAttr or
+// SortKeyAttr that is not the table's, before its first request fails
+// with a less clear error. Another key schema's error matches
+// ErrKeySchema; a missing table's wraps the SDK's
+// *types.ResourceNotFoundException; other failures are returned wrapped.
+// It needs dynamodb:DescribeTable.
+func CheckTable(ctx context.Context, client dynamodb.DescribeTableAPIClient, table string, optFns ...func(*Options)) error {
+	opts, err := resolveOptions(optFns)
+	if err != nil {
+		return err
+	}
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		return fmt.Errorf("persistence/dynamodb: describe table %q: %w", table, err)
+	}
+	if out.Table == nil {
+		return fmt.Errorf("persistence/dynamodb: describe table %q: no table description", table)
+	}
+	return checkKeySchema(table, out.Table, keySchema(&opts))
+}
+
+// keySchema returns the key schema of a table for a Store with opts.
+func keySchema(opts *Options) []types.KeySchemaElement {
+	schema := []types.KeySchemaElement{{AttributeName: &opts.KeyAttr, KeyType: types.KeyTypeHash}}
+	if opts.SortKeyAttr != "" {
+		schema = append(schema, types.KeySchemaElement{AttributeName: &opts.SortKeyAttr, KeyType: types.KeyTypeRange})
+	}
+	return schema
+}
+
 func checkKeySchema(table string, desc *types.TableDescription, want []types.KeySchemaElement) error {
 	describe := func(schema []types.KeySchemaElement) string {
 		s := ""
@@ -118,7 +154,7 @@ func checkKeySchema(table string, desc *types.TableDescription, want []types.Key
 		return s
 	}
 	if got := describe(desc.KeySchema); got != describe(want) {
-		return fmt.Errorf("persistence/dynamodb: table %q exists with key schema %s, want %s", table, got, describe(want))
+		return fmt.Errorf("%w: table %q exists with key schema %s, the options describe %s", ErrKeySchema, table, got, describe(want))
 	}
 	return nil
 }

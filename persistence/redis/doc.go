@@ -72,6 +72,12 @@
 // The first five are the Powertools attribute names; Options.Fields renames
 // any of them.
 //
+// # Operators' tools
+//
+// Store.List reads the records page by page (SCAN on every primary), and
+// Store.DeleteRecord deletes a record only if it is still the one read:
+// the retrysafe command is built on them.
+//
 // # Expiry
 //
 // Whether a record still holds its key is decided by the store's scripts with

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/retrysafe/retrysafe/persistence"
+	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
+)
+
+// openDynamoDB opens table with the SDK's standard configuration and
+// checks that it exists with the key schema of the flags.
+func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*store, error) {
+	if f.sortKeyAttr == "" && (f.staticPK != "" || f.fnName != "") {
+		return nil, usageError("--static-pk and --function name the partition key value of records under a sort key: give --sort-key-attr too")
+	}
+	var loadOpts []func(*config.LoadOptions) error
+	if f.profile != "" {
+		loadOpts = append(loadOpts, config.WithSharedConfigProfile(f.profile))
+	}
+	if f.region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(f.region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, usageError("no AWS region: give --region, or set AWS_REGION or the profile's region")
+	}
+	optFn := func(o *ddbstore.Options) {
+		o.KeyAttr, o.SortKeyAttr, o.StaticPKValue = f.keyAttr, f.sortKeyAttr, f.staticPK
+		if o.SortKeyAttr != "" && o.StaticPKValue == "" && f.fnName != "" {
+			o.StaticPKValue = ddbstore.StaticPKPrefix + f.fnName
+		}
+		for i, a := range attrNames {
+			*a.dynamo(o) = f.attrs[i]
+		}
+	}
+	client := awsdynamodb.NewFromConfig(cfg)
+	where := fmt.Sprintf("DynamoDB table %q in %s", table, cfg.Region)
+	if ep := e.getenv("AWS_ENDPOINT_URL_DYNAMODB"); ep != "" {
+		where += " at " + ep
+	} else if ep := e.getenv("AWS_ENDPOINT_URL"); ep != "" {
+		where += " at " + ep
+	}
+	s, err := ddbstore.New(client, table, optFn)
+	if err != nil {
+		return nil, usageError("%v", strings.TrimPrefix(err.Error(), "persistence/dynamodb: "))
+	}
+	if err := ddbstore.CheckTable(ctx, client, table, optFn); err != nil {
+		var (
+			missing *types.ResourceNotFoundException
+			apiErr  smithy.APIError
+		)
+		switch {
+		case errors.As(err, &missing):
+			return nil, fmt.Errorf("%s does not exist: check --table, --region and --profile", where)
+		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDeniedException":
+			// The check is a courtesy: an operator allowed to read the
+			// records but not to describe the table goes on without it.
+		case errors.Is(err, ddbstore.ErrKeySchema):
+			return nil, fmt.Errorf("%s: %w; give the key attributes of the function's store (--key-attr, --sort-key-attr)", where, err)
+		default:
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return &store{
+		name: where,
+		get:  s.Get,
+		list: func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
+			return s.List(ctx, client, prefix, int32(min(pageSize, 1<<30)), page)
+		},
+		del:     s.DeleteRecord,
+		explain: func(err error) error { return explainDynamoDB(where, err) },
+		close:   func() error { return nil },
+	}, nil
+}
+
+// explainDynamoDB adds the table to an error, and what it means when it
+// is not the SDK's: an item that does not decode as a record, whose
+// attributes are named otherwise or hold something else.
+func explainDynamoDB(where string, err error) error {
+	var opErr *smithy.OperationError
+	if errors.As(err, &opErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return fmt.Errorf("%s: %w; %s", where, err, attrHint)
+}

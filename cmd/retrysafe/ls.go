@@ -1,0 +1,150 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+var lsCommand = &command{
+	name:    "ls",
+	args:    "",
+	summary: "list records: by status, stuck, older than an age, by key prefix",
+	about: `The store is read page by page, at --rate requests a second at most, with
+progress on stderr when it is a terminal; the scan stops once --limit
+records match. Records are shown oldest first. Records keep no time of
+writing: their age is their expiry less --expiry, the expiry the function
+keeps records for.
+
+A record is stuck when it is in progress past its in-progress expiry: the
+call that reserved it crashed or timed out, and the next retry with its key
+runs the handler again.`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		sf := &storeFlags{}
+		sf.register(fs)
+		scan := &scanFlags{}
+		scan.register(fs)
+		l := &lsFlags{}
+		fs.StringVar(&l.status, "status", "", "only records of `status` INPROGRESS or COMPLETED")
+		fs.BoolVar(&l.stuck, "stuck", false, "only stuck records: in progress past their in-progress expiry")
+		fs.DurationVar(&l.olderThan, "older-than", 0, "only records written longer than `age` ago (see --expiry)")
+		fs.IntVar(&l.limit, "limit", 50, "show at most `n` records; 0 for all")
+		out := outputFlag(fs)
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) > 0 {
+				return usageError("ls takes no arguments, but flags (see 'retrysafe help ls')")
+			}
+			if err := scan.check(); err != nil {
+				return err
+			}
+			match, err := l.filter(scan.expiry)
+			if err != nil {
+				return err
+			}
+			st, err := sf.open(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return l.run(ctx, e, out, st, scan, match)
+		}
+	},
+}
+
+// olderThan reports whether rec was written longer than age before now;
+// not when the time of writing cannot be told.
+func olderThan(rec *persistence.Record, expiry time.Duration, now time.Time, age time.Duration) bool {
+	w := writtenAt(rec, expiry, now)
+	return !w.IsZero() && now.Sub(w) > age
+}
+
+type lsFlags struct {
+	status    string
+	stuck     bool
+	olderThan time.Duration
+	limit     int
+}
+
+// filter returns the test of the flags' filters, at a time.
+func (l *lsFlags) filter(expiry time.Duration) (func(*persistence.Record, time.Time) bool, error) {
+	status := persistence.Status(strings.ToUpper(l.status))
+	switch {
+	case status != "" && status != persistence.StatusInProgress && status != persistence.StatusCompleted:
+		return nil, usageError("--status %q: want INPROGRESS or COMPLETED", l.status)
+	case l.olderThan < 0:
+		return nil, usageError("--older-than %v: want a positive age", l.olderThan)
+	case l.limit < 0:
+		return nil, usageError("--limit %d: want 0 (all) or more", l.limit)
+	}
+	return func(rec *persistence.Record, now time.Time) bool {
+		return (status == "" || rec.Status == status) &&
+			(!l.stuck || stateOf(rec, now) == stateStuck) &&
+			(l.olderThan == 0 || olderThan(rec, expiry, now, l.olderThan))
+	}, nil
+}
+
+func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan *scanFlags, match func(*persistence.Record, time.Time) bool) error {
+	now := e.now()
+	var found []*persistence.Record
+	scanned, err := scan.scan(ctx, e, st, func(rec *persistence.Record) error {
+		if !match(rec, now) {
+			return nil
+		}
+		found = append(found, rec)
+		if len(found) == l.limit {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Oldest first: the earliest expiry was written first, whatever the
+	// expiry.
+	slices.SortFunc(found, func(a, b *persistence.Record) int {
+		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), strings.Compare(a.Key, b.Key))
+	})
+	limited := l.limit > 0 && len(found) == l.limit
+	if out.json {
+		recs := make([]*recordJSON, len(found))
+		for i, rec := range found {
+			recs[i] = toJSON(rec, now, writtenAt(rec, scan.expiry, now))
+		}
+		return writeJSON(e.stdout, struct {
+			Records      []*recordJSON `json:"records"`
+			Scanned      int           `json:"scanned"`
+			LimitReached bool          `json:"limit_reached"`
+		}{recs, scanned, limited})
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(e.stderr, "no records match, of %d read\n", scanned)
+		return nil
+	}
+	t := newTable(e.stdout)
+	t.row("KEY", "STATUS", "STATE", "WRITTEN", "EXPIRES", "IN PROGRESS UNTIL")
+	for _, rec := range found {
+		written, until := "?", "-"
+		if w := writtenAt(rec, scan.expiry, now); !w.IsZero() {
+			written = relative(w, now)
+		}
+		// A completed record keeps its in-progress expiry, which no
+		// longer counts.
+		if rec.Status == persistence.StatusInProgress && !rec.InProgressExpiresAt.IsZero() {
+			until = relative(rec.InProgressExpiresAt, now)
+		}
+		t.row(rec.Key, string(rec.Status), stateOf(rec, now).name, written, relative(rec.ExpiresAt, now), until)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if limited {
+		fmt.Fprintf(e.stderr, "the first %d matching records, of %d read; --limit 0 shows them all\n", l.limit, scanned)
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+// Command retrysafe is the operator's tool of the idempotency library
+// github.com/retrysafe/retrysafe: it finds the record of a request, lists
+// and counts records, and releases a key safely.
+//
+// Install it with
+//
+//	go install github.com/retrysafe/retrysafe/cmd/retrysafe@latest
+//
+// Usage:
+//
+//	retrysafe key [flags] [EVENT.json]   the key the library derives for an event
+//	retrysafe get [flags] KEY            a record: status, expiry, owner, response
+//	retrysafe ls [flags]                 records, with filters
+//	retrysafe stats [flags]              counts of records by state
+//	retrysafe release [flags] KEY        delete a record, if it is still the one shown
+//
+// The store is a DynamoDB table (--table, with the SDK's standard
+// configuration: profile, region, AWS_ENDPOINT_URL_DYNAMODB) or Redis or
+// Valkey (--redis URL, --cluster for a cluster). `retrysafe help COMMAND`
+// lists a command's flags.
+//
+// Exit codes: 0 success; 1 the store failed, or does not hold what the
+// flags describe (a missing table, other attribute names); 2 usage: a bad
+// flag, an event that is not JSON, a bad expression; 3 no record for the
+// key; 4 refused: nothing was released, because the record changed, it is
+// completed and --force was not given, or the answer was not yes.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, systemEnv(), os.Args[1:])
+	stop()
+	os.Exit(code)
+}

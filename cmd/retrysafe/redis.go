@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe/persistence"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
+)
+
+// quiet is go-redis's logger: its messages (a failed dial, retried) would
+// interleave with the command's, which reports the failure itself.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// openRedis connects to the URL of the flags, a cluster's with --cluster,
+// and checks that the server answers.
+func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
+	for i, a := range attrNames {
+		if a.redis == nil && f.attrs[i] != "" {
+			return nil, usageError("--%s is for DynamoDB; a Redis URL is Redis", a.flag)
+		}
+	}
+	redis.SetLogger(quiet{})
+	var (
+		client redis.UniversalClient
+		name   string
+	)
+	if f.cluster {
+		opts, err := redis.ParseClusterURL(f.redisURL)
+		if err != nil {
+			return nil, usageError("--redis %q: %v", f.redisURL, err)
+		}
+		opts.ContextTimeoutEnabled = true
+		opts.ReadTimeout, opts.WriteTimeout = 5*time.Second, 5*time.Second
+		client, name = redis.NewClusterClient(opts), "Redis cluster at "+strings.Join(opts.Addrs, ",")
+	} else {
+		opts, err := redis.ParseURL(f.redisURL)
+		if err != nil {
+			return nil, usageError("--redis %q: %v", f.redisURL, err)
+		}
+		opts.ContextTimeoutEnabled = true
+		client, name = redis.NewClient(opts), "Redis at "+opts.Addr
+	}
+	fields := redisstore.Fields{}
+	for i, a := range attrNames {
+		if a.redis != nil {
+			*a.redis(&fields) = f.attrs[i]
+		}
+	}
+	s, err := redisstore.New(client, func(o *redisstore.Options) { o.KeyPrefix, o.Fields = f.redisPrefix, fields })
+	if err != nil {
+		_ = client.Close()
+		return nil, usageError("%v", strings.TrimPrefix(err.Error(), "persistence/redis: New: "))
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &store{
+		name: name,
+		get:  s.Get,
+		list: func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
+			return s.List(ctx, prefix, int64(pageSize), page)
+		},
+		del:     s.DeleteRecord,
+		explain: func(err error) error { return explainRedis(name, err) },
+		close:   client.Close,
+	}, nil
+}
+
+// explainRedis adds the server to an error, and what it means when it is
+// neither the network's nor the server's: a hash that does not decode as
+// a record, whose fields are named otherwise.
+func explainRedis(name string, err error) error {
+	var (
+		netErr   net.Error
+		redisErr redis.Error
+	)
+	if errors.As(err, &netErr) || errors.As(err, &redisErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return fmt.Errorf("%s: %w; %s", name, err, attrHint)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// store is the part of a store the commands use: the library's own
+// reads and writes of its records, with the layout the flags describe,
+// and errors that say which store failed and what a failure means.
+type store struct {
+	name string // in messages
+	get  func(ctx context.Context, key string) (*persistence.Record, error)
+	list func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error
+	del  func(ctx context.Context, seen *persistence.Record) error
+	// explain adds what an error of the store means; the errors that
+	// commands act on, persistence.ErrNotFound and ErrChanged, pass as
+	// they are.
+	explain func(error) error
+	close   func() error
+}
+
+// Get reads the record for key: persistence.ErrNotFound without one.
+func (s *store) Get(ctx context.Context, key string) (*persistence.Record, error) {
+	rec, err := s.get(ctx, key)
+	return rec, s.explained(err)
+}
+
+// List calls page with the records whose key starts with prefix, a page
+// at a time, without their responses.
+func (s *store) List(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
+	return s.explained(s.list(ctx, prefix, pageSize, page))
+}
+
+// DeleteRecord deletes the record seen if it is still that record:
+// persistence.ErrChanged otherwise, persistence.ErrNotFound when it is
+// gone.
+func (s *store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
+	return s.explained(s.del(ctx, seen))
+}
+
+func (s *store) String() string { return s.name }
+
+func (s *store) Close() error { return s.close() }
+
+func (s *store) explained(err error) error {
+	var f *failure
+	switch {
+	case err == nil, errors.Is(err, persistence.ErrNotFound), errors.Is(err, persistence.ErrChanged), errors.As(err, &f):
+		return err
+	}
+	return s.explain(err)
+}
+
+// storeFlags are the flags that name a store and its layout: those of
+// the store's options in the function that writes the records.
+type storeFlags struct {
+	table, redisURL                        string
+	cluster                                bool
+	profile, region                        string
+	keyAttr, sortKeyAttr, staticPK, fnName string
+	redisPrefix                            string
+	attrs                                  []string // by attrNames
+}
+
+// attrNames are the attributes (DynamoDB) or hash fields (Redis) of a
+// record, in the order of storeFlags.attrs, with where each goes in the
+// stores' options; redis is nil for DynamoDB's own.
+var attrNames = []struct {
+	flag, what string
+	dynamo     func(*ddbstore.Options) *string
+	redis      func(*redisstore.Fields) *string
+}{
+	{"status-attr", "the status", func(o *ddbstore.Options) *string { return &o.StatusAttr }, func(f *redisstore.Fields) *string { return &f.Status }},
+	{"expiry-attr", "the expiry, in epoch seconds", func(o *ddbstore.Options) *string { return &o.ExpiryAttr }, func(f *redisstore.Fields) *string { return &f.Expiration }},
+	{"in-progress-expiry-attr", "the in-progress expiry, in epoch milliseconds", func(o *ddbstore.Options) *string { return &o.InProgressExpiryAttr }, func(f *redisstore.Fields) *string { return &f.InProgressExpiration }},
+	{"data-attr", "the response", func(o *ddbstore.Options) *string { return &o.DataAttr }, func(f *redisstore.Fields) *string { return &f.Data }},
+	{"validation-attr", "the payload hash", func(o *ddbstore.Options) *string { return &o.ValidationKeyAttr }, func(f *redisstore.Fields) *string { return &f.Validation }},
+	{"token-attr", "the owner token", func(o *ddbstore.Options) *string { return &o.TokenAttr }, func(f *redisstore.Fields) *string { return &f.Token }},
+	{"error-type-attr", "a recorded error's type", func(o *ddbstore.Options) *string { return &o.ErrorTypeAttr }, func(f *redisstore.Fields) *string { return &f.ErrorType }},
+	{"error-message-attr", "a recorded error's message", func(o *ddbstore.Options) *string { return &o.ErrorMessageAttr }, func(f *redisstore.Fields) *string { return &f.ErrorMessage }},
+	{"response-omitted-attr", "the mark of a response too large to store", func(o *ddbstore.Options) *string { return &o.ResponseOmittedAttr }, func(f *redisstore.Fields) *string { return &f.ResponseOmitted }},
+	{"data-encoding-attr", "the response's compression (DynamoDB)", func(o *ddbstore.Options) *string { return &o.DataEncodingAttr }, nil},
+}
+
+func (s *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.table, "table", "", "the DynamoDB `table` (default $IDEMPOTENCY_TABLE)")
+	fs.StringVar(&s.profile, "profile", "", "the AWS shared configuration `profile` (default $AWS_PROFILE)")
+	fs.StringVar(&s.region, "region", "", "the AWS `region` (default the profile's, or $AWS_REGION)")
+	fs.StringVar(&s.keyAttr, "key-attr", "", "the table's partition key `attribute` (store default id)")
+	fs.StringVar(&s.sortKeyAttr, "sort-key-attr", "", "the table's sort key `attribute`, when records share a table (Options.SortKeyAttr)")
+	fs.StringVar(&s.staticPK, "static-pk", "", "with a sort key, the partition key `value` of the records (default idempotency#<function>)")
+	fs.StringVar(&s.fnName, "function", "", "with a sort key, the Lambda function `name` in the default partition key value (default $AWS_LAMBDA_FUNCTION_NAME)")
+	fs.StringVar(&s.redisURL, "redis", "", "the Redis or Valkey `URL` (redis://, rediss:// for TLS), instead of a table")
+	fs.BoolVar(&s.cluster, "cluster", false, "the Redis URL is a cluster's (redis://host:port?addr=host2:port...)")
+	fs.StringVar(&s.redisPrefix, "redis-prefix", "", "the `prefix` of the records' Redis keys (Options.KeyPrefix)")
+	s.attrs = make([]string, len(attrNames))
+	for i, a := range attrNames {
+		fs.StringVar(&s.attrs[i], a.flag, "", "the `name` of "+a.what+", when the store's options rename it")
+	}
+}
+
+// open opens the store the flags name.
+func (s *storeFlags) open(ctx context.Context, e *env) (*store, error) {
+	table := s.table
+	if table == "" && s.redisURL == "" {
+		table = e.getenv("IDEMPOTENCY_TABLE")
+	}
+	switch {
+	case table != "" && s.redisURL != "":
+		return nil, usageError("give a table or a Redis URL, not both")
+	case table != "":
+		if s.cluster || s.redisPrefix != "" {
+			return nil, usageError("--cluster and --redis-prefix are for Redis; a table is DynamoDB")
+		}
+		return openDynamoDB(ctx, e, s, table)
+	case s.redisURL != "":
+		if s.keyAttr != "" || s.sortKeyAttr != "" || s.staticPK != "" || s.fnName != "" || s.profile != "" || s.region != "" {
+			return nil, usageError("--key-attr, --sort-key-attr, --static-pk, --function, --profile and --region are for DynamoDB; a Redis URL is Redis")
+		}
+		return openRedis(ctx, s)
+	}
+	return nil, usageError("no store: give --table (or set IDEMPOTENCY_TABLE) or --redis")
+}
+
+// attrHint names the flags that rename attributes, for messages about
+// records that lack them.
+const attrHint = "give the names the function's store uses (--status-attr, --expiry-attr, ...; 'retrysafe help get' lists them)"
+
+// checkRecord fails for a record that lacks what every record has: a
+// sign that the store's attributes are named otherwise than the flags say.
+func checkRecord(st *store, rec *persistence.Record) error {
+	if rec.Status == "" || rec.ExpiresAt.IsZero() {
+		return fmt.Errorf("%s: the record %q has no status or no expiry: the store names its attributes otherwise; %s", st, rec.Key, attrHint)
+	}
+	return nil
+}

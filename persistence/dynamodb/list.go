@@ -1,0 +1,159 @@
+package dynamodb
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// ListClient is the part of the DynamoDB API that [Store.List] uses;
+// *dynamodb.Client satisfies it.
+type ListClient interface {
+	dynamodb.QueryAPIClient
+	dynamodb.ScanAPIClient
+}
+
+var _ ListClient = (*dynamodb.Client)(nil)
+
+// List reads the store's records through client a page at a time, for
+// operators' tools, and calls page with the records of each page, until
+// there are no more or page returns an error, which List returns.
+//
+// With Options.SortKeyAttr set, List queries the static partition key, so
+// it reads only the records of the store; otherwise it scans the table.
+// keyPrefix, when not empty, keeps the records whose key starts with it:
+// in the key condition of the query, which then reads only those, or in a
+// filter of the scan, which reads every item all the same. pageSize bounds
+// the items each request reads (DynamoDB's Limit); 0 lets a request read
+// up to DynamoDB's 1 MB. Reads are eventually consistent, as scans are.
+//
+// The records come without their responses, which a request leaves out
+// so that listing does not transfer them: [Store.Get] reads a whole
+// record. An item that does not decode as a record fails List.
+func (s *Store) List(ctx context.Context, client ListClient, keyPrefix string, pageSize int32, page func([]*persistence.Record) error) error {
+	if client == nil {
+		return fmt.Errorf("persistence/dynamodb: List: nil client")
+	}
+	if pageSize < 0 {
+		return fmt.Errorf("persistence/dynamodb: List: negative page size %d", pageSize)
+	}
+	req := &listRequest{keyPrefix: keyPrefix, names: map[string]string{}}
+	var projection []string
+	for _, n := range s.listedAttrs() {
+		p := "#a" + strconv.Itoa(len(projection))
+		req.names[p] = n
+		projection = append(projection, p)
+	}
+	req.projection = strings.Join(projection, ", ")
+	if pageSize > 0 {
+		req.limit = &pageSize
+	}
+	next := s.scanPage
+	if s.opts.SortKeyAttr != "" {
+		next = s.queryPage
+	}
+	for {
+		items, last, err := next(ctx, client, req)
+		if err != nil {
+			return fmt.Errorf("persistence/dynamodb: listing table %q: %w", s.table, err)
+		}
+		recs := make([]*persistence.Record, 0, len(items))
+		for _, item := range items {
+			rec, err := s.decode(item)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		if err := page(recs); err != nil {
+			return err
+		}
+		if len(last) == 0 {
+			return nil
+		}
+		req.start = last
+	}
+}
+
+// listedAttrs are the attributes List reads: the key attributes and every
+// attribute of a record but the response.
+func (s *Store) listedAttrs() []string {
+	attrs := []string{s.opts.KeyAttr}
+	if s.opts.SortKeyAttr != "" {
+		attrs = append(attrs, s.opts.SortKeyAttr)
+	}
+	for i, n := range s.names {
+		if i != attrData && i != attrDataEncoding {
+			attrs = append(attrs, n)
+		}
+	}
+	return attrs
+}
+
+// listRequest is what List asks each page for.
+type listRequest struct {
+	keyPrefix  string
+	names      map[string]string // the projection's
+	projection string
+	limit      *int32
+	start      map[string]types.AttributeValue // the last page's last key
+}
+
+func (s *Store) scanPage(ctx context.Context, client ListClient, req *listRequest) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+	in := &dynamodb.ScanInput{
+		TableName:                &s.table,
+		ProjectionExpression:     &req.projection,
+		ExpressionAttributeNames: req.names,
+		Limit:                    req.limit,
+		ExclusiveStartKey:        req.start,
+	}
+	if req.keyPrefix != "" {
+		in.ExpressionAttributeNames = withName(req.names, "#key", s.opts.KeyAttr)
+		in.FilterExpression = aws.String("begins_with(#key, :prefix)")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prefix": str(req.keyPrefix)}
+	}
+	out, err := client.Scan(ctx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.Items, out.LastEvaluatedKey, nil
+}
+
+func (s *Store) queryPage(ctx context.Context, client ListClient, req *listRequest) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+	cond := "#pk = :pk"
+	names := withName(req.names, "#pk", s.opts.KeyAttr)
+	values := map[string]types.AttributeValue{":pk": s.staticPK}
+	if req.keyPrefix != "" {
+		cond += " AND begins_with(#sk, :prefix)"
+		names["#sk"] = s.opts.SortKeyAttr
+		values[":prefix"] = str(req.keyPrefix)
+	}
+	out, err := client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    &cond,
+		ProjectionExpression:      &req.projection,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		Limit:                     req.limit,
+		ExclusiveStartKey:         req.start,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.Items, out.LastEvaluatedKey, nil
+}
+
+// withName returns a copy of names with placeholder p for attribute name.
+func withName(names map[string]string, p, name string) map[string]string {
+	out := maps.Clone(names)
+	out[p] = name
+	return out
+}
