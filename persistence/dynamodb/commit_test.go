@@ -35,7 +35,7 @@ func eachTransactionalServer(t *testing.T, f func(t *testing.T, srv server)) {
 
 // counterTable creates a table of counters, keyed by "name", and returns
 // its name.
-func (srv server) counterTable(t *testing.T) string {
+func (srv server) counterTable(t testing.TB) string {
 	t.Helper()
 	return srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
 		_, err := client.CreateTable(ctx, &awsdynamodb.CreateTableInput{
