@@ -53,7 +53,7 @@ func ExampleStage() {
 			}},
 		)
 		if err != nil {
-			return "", err // over DynamoDB's limits: nothing is written, the key is released
+			return "", err // persistence.ErrNoStaging: not wrapped WithTransactions
 		}
 		return "transfer " + t.ID + " accepted", nil
 	}, store, idempotency.WithKey("id"), idempotency.WithTransactions())
@@ -65,8 +65,10 @@ func ExampleStage() {
 	var canceled *persistence.CommitCanceledError
 	switch {
 	case errors.As(err, &canceled):
-		// The balance was too low: nothing was written, and the key was
-		// released. canceled.Reasons says which write's condition failed.
+		// The balance was too low, or the writes were over DynamoDB's
+		// limits (a *dynamodb.TransactionTooLargeError): nothing was
+		// written, and the key was released. canceled.Reasons says which
+		// write's condition failed.
 	case errors.Is(err, idempotency.ErrNotCommitted):
 		// Nothing of this call was written (another call took the key
 		// over), or, with (*idempotency.CommitError).Unknown, the reply
