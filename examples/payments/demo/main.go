@@ -2,9 +2,9 @@
 // parts: the example's bootstrap binary runs under the AWS Lambda Runtime
 // Interface Emulator, as four execution environments, against dynalite.
 // It plays a scripted scenario, prints what happened as a table, and exits
-// with status 1 if anything was not as expected. Its last steps show what
-// transactions change, on DynamoDB Local when it is installed (make
-// dynamodb-local, and Java), and are skipped otherwise.
+// with status 1 if anything was not as expected. Its last two steps show
+// what transactions change; the second needs DynamoDB Local (make
+// dynamodb-local, and Java), and is skipped when it is not installed.
 //
 // Run it with `make demo`, which installs dynalite first, or, with
 // dynalite installed (npm ci),
