@@ -100,9 +100,9 @@ fuzz:
 ## each store in CHAOS_STORES driven for CHAOS_DURATION, with the race
 ## detector; reports in .chaos/. `make test` runs its short mode.
 CHAOS_DURATION ?= 10m
-CHAOS_STORES   ?= dynamodb,dynamodb-local,redis
+CHAOS_STORES   ?= dynamodb,dynamodb-local,dynamodb-local-tx,redis
 CHAOS_FLAGS    ?=
-chaos: node-deps
+chaos: node-deps dynamodb-local
 	@mkdir -p .chaos
 	CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestChaos$$' ./internal/testing/chaos \
 		-chaos.long -chaos.duration=$(CHAOS_DURATION) -chaos.stores=$(CHAOS_STORES) $(CHAOS_FLAGS)

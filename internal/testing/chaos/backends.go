@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
@@ -10,6 +11,9 @@ import (
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
@@ -52,7 +56,36 @@ func DynamoDBLocal(tb testing.TB) Backend {
 	return newDynamoBackend(tb, dynamotest.DynamoDBLocal, "dynamodb-local")
 }
 
-func newDynamoBackend(tb testing.TB, kind *dynamotest.Kind, name string) Backend {
+// DynamoDBLocalTransactions is the DynamoDB Local backend in
+// transactional mode (a TransactionalBackend): the handler's side effect
+// is an item it stages (dynamodb.Stage), which commits with the completion
+// of its key (idempotency.WithTransactions) or not at all.
+func DynamoDBLocalTransactions(tb testing.TB) Backend {
+	tb.Helper()
+	b := newDynamoBackend(tb, dynamotest.DynamoDBLocal, "dynamodb-local-tx")
+	b.effects = dynalite.TableName(tb) + "-effects"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := b.srv.NewClient().CreateTable(ctx, &awsdynamodb.CreateTableInput{
+		TableName: &b.effects,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(effectKeyAttr), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(effectInvAttr), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(effectKeyAttr), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(effectInvAttr), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.reader = b.srv.NewClient()
+	return b
+}
+
+func newDynamoBackend(tb testing.TB, kind *dynamotest.Kind, name string) *dynamoBackend {
 	tb.Helper()
 	srv := kind.Start(tb)
 	table := dynalite.TableName(tb)
@@ -69,6 +102,63 @@ type dynamoBackend struct {
 	srv           *dynamotest.Server
 	table         string
 	throttleUntil atomic.Int64 // UnixNano
+
+	// effects, in transactional mode, is the table of side effects: one
+	// item per committed side effect, by client key and invocation; reader
+	// reads it, with no faults.
+	effects string
+	reader  *awsdynamodb.Client
+}
+
+// The attributes of an item of the side-effects table.
+const (
+	effectKeyAttr    = "key"
+	effectInvAttr    = "inv"
+	effectAnswerAttr = "answer"
+)
+
+// Transactional implements TransactionalBackend.
+func (b *dynamoBackend) Transactional() bool { return b.effects != "" }
+
+// StageEffect implements TransactionalBackend: the item of the side effect
+// of invocation inv on key, staged in the completion of inv's reservation.
+func (b *dynamoBackend) StageEffect(ctx context.Context, key, inv, answer string) error {
+	return dynamodb.Stage(ctx, types.TransactWriteItem{Put: &types.Put{
+		TableName: &b.effects,
+		Item: map[string]types.AttributeValue{
+			effectKeyAttr:    &types.AttributeValueMemberS{Value: key},
+			effectInvAttr:    &types.AttributeValueMemberS{Value: inv},
+			effectAnswerAttr: &types.AttributeValueMemberS{Value: answer},
+		},
+	}})
+}
+
+// CommittedEffects implements TransactionalBackend, with a consistent
+// query of the side-effects table.
+func (b *dynamoBackend) CommittedEffects(ctx context.Context, key string) (map[string]string, error) {
+	committed := map[string]string{}
+	p := awsdynamodb.NewQueryPaginator(b.reader, &awsdynamodb.QueryInput{
+		TableName:                 &b.effects,
+		ConsistentRead:            aws.Bool(true),
+		KeyConditionExpression:    aws.String("#k = :k"),
+		ExpressionAttributeNames:  map[string]string{"#k": effectKeyAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: key}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Items {
+			inv, _ := item[effectInvAttr].(*types.AttributeValueMemberS)
+			answer, _ := item[effectAnswerAttr].(*types.AttributeValueMemberS)
+			if inv == nil || answer == nil {
+				return nil, fmt.Errorf("chaos: side-effects item of key %q without %s or %s", key, effectInvAttr, effectAnswerAttr)
+			}
+			committed[inv.Value] = answer.Value
+		}
+	}
+	return committed, nil
 }
 
 func (b *dynamoBackend) Name() string { return b.name }

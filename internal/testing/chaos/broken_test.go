@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/persistence"
@@ -175,4 +177,62 @@ func TestCheckerAcceptsTheMemoryStore(t *testing.T) {
 	require.Empty(t, report.Violations, "report:\n%s", report)
 	require.Positive(t, report.Repeated, "the faults should have caused repetitions within the limits")
 	require.Equal(t, report.Keys, report.FinalKeys)
+}
+
+// nonAtomicBackend is the transactional DynamoDB Local backend with a
+// store that commits the staged writes on their own, then the completion:
+// a function overtaken after its deadline still writes its side effect.
+type nonAtomicBackend struct{ *dynamoBackend }
+
+func (b nonAtomicBackend) NewStore(e *Env) (persistence.Store, error) {
+	s, err := b.dynamoBackend.NewStore(e)
+	if err != nil {
+		return nil, err
+	}
+	return nonAtomic{Committer: s.(persistence.Committer), client: b.reader}, nil
+}
+
+type nonAtomic struct {
+	persistence.Committer
+	client *awsdynamodb.Client
+}
+
+func (s nonAtomic) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	items := make([]types.TransactWriteItem, len(writes))
+	for i, w := range writes {
+		items[i] = w.(types.TransactWriteItem)
+	}
+	if len(items) > 0 {
+		if _, err := s.client.TransactWriteItems(ctx, &awsdynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+			return err
+		}
+	}
+	return s.Update(ctx, rec)
+}
+
+// The checker of the transactional mode finds side effects that commit
+// without their completion.
+func TestCheckerFindsANonAtomicCommit(t *testing.T) {
+	cfg := Config{
+		Seed: 3, Clients: 4, Keys: 12, Envs: 3, SkewBound: 5 * time.Millisecond,
+		Timeout: 150 * time.Millisecond, Expiry: time.Hour, Work: 2 * time.Millisecond, Overrun: 100 * time.Millisecond,
+		MaxAttempts: 30, Replays: 2, Rates: Rates{Overrun: 0.5},
+	}
+	tx := DynamoDBLocalTransactions(t).(*dynamoBackend)
+	report, err := Run(t.Context(), cfg, nonAtomicBackend{tx}, WrapDriver{}, GuardDriver{})
+	require.NoError(t, err)
+	found := map[string]int{}
+	for _, v := range report.Violations {
+		found[v.Check]++
+	}
+	t.Logf("violations by check: %v", found)
+	require.Positive(t, found[checkExactlyOnce], "the checker missed the bug; report:\n%s", report)
+
+	// The same run over the store's own commit (with another seed, for
+	// keys of its own in the same tables) finds nothing.
+	cfg.Seed++
+	report, err = Run(t.Context(), cfg, tx, WrapDriver{}, GuardDriver{})
+	require.NoError(t, err)
+	require.Empty(t, report.Violations, "report:\n%s", report)
+	require.Positive(t, report.Counts[faultOverrun], "overruns were injected")
 }

@@ -23,7 +23,7 @@ var (
 	flagEnvs     = flag.Int("chaos.envs", 0, "execution environments (0: the mode's default)")
 	flagSkew     = flag.Duration("chaos.skew", -1, "clock skew bound of the environments (-1: the default)")
 	flagTimeout  = flag.Duration("chaos.timeout", 0, "invocation deadline, the Lambda timeout (0: the default)")
-	flagStores   = flag.String("chaos.stores", "memory,dynamodb,dynamodb-local,redis", "comma-separated stores to drive: memory, dynamodb (on dynalite), dynamodb-local (on DynamoDB Local), redis")
+	flagStores   = flag.String("chaos.stores", "memory,dynamodb,dynamodb-local,dynamodb-local-tx,redis", "comma-separated stores to drive: memory, dynamodb (on dynalite), dynamodb-local (on DynamoDB Local), dynamodb-local-tx (on DynamoDB Local, the side effect staged in the completion), redis")
 )
 
 // config returns the configuration the flags select, with a seed.
@@ -77,10 +77,12 @@ func newBackend(t *testing.T, name string) Backend {
 		return DynamoDB(t)
 	case "dynamodb-local":
 		return DynamoDBLocal(t)
+	case "dynamodb-local-tx":
+		return DynamoDBLocalTransactions(t)
 	case "redis":
 		return Redis(t)
 	}
-	t.Fatalf("unknown store %q (want memory, dynamodb, dynamodb-local or redis)", name)
+	t.Fatalf("unknown store %q (want memory, dynamodb, dynamodb-local, dynamodb-local-tx or redis)", name)
 	return nil
 }
 

@@ -41,6 +41,11 @@ const (
 	// checkContract: the library lost the context's values, or used two
 	// store keys for one request.
 	checkContract = "contract"
+	// checkExactlyOnce, in transactional mode: a side effect that
+	// committed repeats an earlier one for any reason but the key's expiry
+	// or a loss of the store's data, or committed although its
+	// invocation's commit was fenced out or canceled.
+	checkExactlyOnce = "exactly_once"
 	// checkUnexpected: an outcome the library does not document (an
 	// unexpected error type, a panic that is not the handler's).
 	checkUnexpected = "unexpected_outcome"
@@ -101,16 +106,34 @@ type reservation struct {
 }
 
 // checkKey checks the log of one key. losses are the times at which the
-// store lost its data; skew is the run's clock skew bound.
-func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
+// store lost its data; skew is the run's clock skew bound. In
+// transactional mode (tx), the staged side effects of the log have been
+// marked Committed from the store: those that did not commit never
+// happened, and error answers are decisions, not side effects.
+func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdict {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	// logged are the side effects that happened, and the decisions.
+	logged := k.effects
+	if tx {
+		logged = nil
+		for _, e := range k.effects {
+			if !e.Staged || e.Committed {
+				logged = append(logged, e)
+			}
+		}
+	}
+	isSideEffect := func(e *effect) bool { return !tx || e.Staged }
 	v := verdict{
 		violations: append([]Violation(nil), k.violations...),
-		effects:    len(k.effects),
 		explained:  map[string]int{},
 		exposed:    map[string]int{},
 		final:      k.final,
+	}
+	for i := range logged {
+		if isSideEffect(&logged[i]) {
+			v.effects++
+		}
 	}
 	fail := func(check, format string, args ...any) {
 		v.violations = append(v.violations, violation(k.name, check, format, args...))
@@ -125,8 +148,8 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 	}
 
 	effects := map[string]*effect{}
-	for i := range k.effects {
-		e := &k.effects[i]
+	for i := range logged {
+		e := &logged[i]
 		if effects[e.Inv] != nil {
 			fail(checkReservation, "invocation %s logged two side effects", e.Inv)
 		}
@@ -148,7 +171,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 				if !inv.HandlerStart.IsZero() && c.Start.Before(inv.HandlerStart) {
 					put = c
 				}
-			case faultstore.OpUpdate:
+			case faultstore.OpUpdate, faultstore.OpCommit:
 				update = c
 			case faultstore.OpDelete:
 				// Any release may have been applied: one that failed lost
@@ -162,8 +185,26 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 			}
 		}
 		e := effects[inv.ID]
-		if update != nil && e == nil {
+		switch {
+		case update == nil || e != nil:
+		case !tx:
 			fail(checkReservation, "invocation %s wrote a completion (%s) without a side effect", inv.ID, update.Result)
+		case update.Result == resultOK || update.Result == resultOmitted:
+			// A commit that failed, was fenced or canceled wrote nothing
+			// (or, failed, may have written it); one that succeeded wrote
+			// its side effect.
+			fail(checkExactlyOnce, "invocation %s committed its completion, but not its staged side effect", inv.ID)
+		}
+		if tx && e != nil && e.Staged {
+			mayHave := false
+			for _, c := range calls[inv.ID] {
+				if c.Op == faultstore.OpCommit && (c.Result == resultOK || c.Result == resultOmitted || c.Result == resultFailed) {
+					mayHave = true
+				}
+			}
+			if !mayHave {
+				fail(checkExactlyOnce, "the side effect of invocation %s committed, but none of its commits may have", inv.ID)
+			}
 		}
 		if inv.HandlerStart.IsZero() {
 			if e != nil {
@@ -252,7 +293,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 	// of the store's data or the key's expiry after an earlier one.
 	var withEffect []*reservation
 	for _, r := range res {
-		if r.effect != nil {
+		if r.effect != nil && isSideEffect(r.effect) {
 			withEffect = append(withEffect, r)
 			if !r.completed {
 				v.exposed[exposure(r)]++
@@ -284,6 +325,9 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 			fail(checkExplained, "side effect of invocation %s repeats an earlier one and no limit explains it", b.inv.ID)
 			continue
 		}
+		if tx && why != "data_loss" && why != "expiry" {
+			fail(checkExactlyOnce, "side effect of invocation %s repeats an earlier one (%s), which a transaction rules out", b.inv.ID, why)
+		}
 		v.explained[why]++
 	}
 
@@ -293,7 +337,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 	// (or its deadline passed while the store applied it).
 	omitted := false
 	for _, c := range k.calls {
-		if c.Op == faultstore.OpUpdate && (c.Result == resultOmitted || c.Result == resultFailed && k.req.Large) {
+		if (c.Op == faultstore.OpUpdate || c.Op == faultstore.OpCommit) && (c.Result == resultOmitted || c.Result == resultFailed && k.req.Large) {
 			omitted = true
 		}
 	}
@@ -312,7 +356,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration) verdict {
 			continue
 		}
 		found := false
-		for _, e := range k.effects {
+		for _, e := range logged {
 			if e.Answer == r.Answer {
 				found = true
 				break
@@ -427,14 +471,21 @@ func timeline(k *keyLog, losses []time.Time) string {
 		}
 	}
 	for _, e := range k.effects {
-		add(e.At, "%s SIDE EFFECT (answer %q, after deadline: %v)", e.Inv, e.Answer, e.AfterDeadline)
+		what := "SIDE EFFECT"
+		switch {
+		case e.Staged && e.Committed:
+			what = "SIDE EFFECT STAGED (committed)"
+		case e.Staged:
+			what = "SIDE EFFECT STAGED (not committed)"
+		}
+		add(e.At, "%s %s (answer %q, after deadline: %v)", e.Inv, what, e.Answer, e.AfterDeadline)
 	}
 	for _, c := range k.calls {
 		text := fmt.Sprintf("%s %s -> %s (ended %s)", c.Inv, c.Op, c.Result, c.End.Format(timeFormat))
 		switch c.Op {
 		case faultstore.OpPut:
 			text += fmt.Sprintf(" now=%s in_progress_until=%s token=%.8s", c.Now.Format(timeFormat), c.InProgressUntil.Format(timeFormat), c.Token)
-		case faultstore.OpUpdate, faultstore.OpDelete:
+		case faultstore.OpUpdate, faultstore.OpCommit, faultstore.OpDelete:
 			text += fmt.Sprintf(" token=%.8s", c.Token)
 		}
 		if c.OtherToken != "" {

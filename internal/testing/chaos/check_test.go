@@ -54,6 +54,16 @@ func (b *logBuilder) update(id string, at int, r result) {
 		ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: r})
 }
 
+// commit adds an invocation that reserved the key as reserve does, staged
+// its side effect at at+5, committed or not (committed), and committed its
+// completion over [at+6, at+7] with result r.
+func (b *logBuilder) commit(id string, at, until int, committed bool, r result) {
+	b.reserve(id, at, until)
+	b.k.effects = append(b.k.effects, effect{Inv: id, At: ms(at + 5), Answer: "ok " + id, Staged: true, Committed: committed})
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpCommit, Token: id,
+		ExpiresAt: ms(at + 6).Add(time.Hour), Start: ms(at + 6), End: ms(at + 7), Result: r})
+}
+
 func (b *logBuilder) final(id string, at int, answer string) {
 	b.k.replies = append(b.k.replies, reply{Inv: id, Start: ms(at), End: ms(at + 1), Final: true, Answer: answer})
 }
@@ -77,6 +87,7 @@ func TestCheckKey(t *testing.T) {
 		losses    []time.Time
 		want      []string
 		explained map[string]int
+		tx        bool // transactional mode
 	}{{
 		name: "exactly once",
 		build: func(b *logBuilder) {
@@ -213,6 +224,55 @@ func TestCheckKey(t *testing.T) {
 		},
 		want: []string{checkBlocking},
 	}, {
+		name: "transactions: a kill before the commit leaves nothing, and the retry commits once",
+		tx:   true,
+		build: func(b *logBuilder) {
+			i1 := b.reserve("i1", 0, 100)
+			b.k.effects = append(b.k.effects, effect{Inv: "i1", At: ms(5), Answer: "ok i1", Staged: true})
+			i1.Killed, i1.KilledAfterEffect = true, true
+			b.commit("i2", 105, 400, true, resultOK)
+			b.final("i2", 105, "ok i2")
+		},
+	}, {
+		name: "transactions: a fenced commit writes nothing",
+		tx:   true,
+		build: func(b *logBuilder) {
+			b.commit("i1", 0, 100, false, resultFenced)
+			b.commit("i2", 105, 400, true, resultOK)
+			b.final("i2", 105, "ok i2")
+		},
+	}, {
+		name: "transactions: an answer from a side effect that did not commit",
+		tx:   true,
+		build: func(b *logBuilder) {
+			b.commit("i1", 0, 100, false, resultCanceled)
+			b.final("i1", 0, "ok i1")
+		},
+		want: []string{checkAnswer},
+	}, {
+		name: "transactions: two committed side effects are a violation, whatever explains the first",
+		tx:   true,
+		build: func(b *logBuilder) {
+			b.commit("i1", 0, 100, true, resultFailed) // reply lost, and applied
+			b.commit("i2", 101, 400, true, resultOK)
+		},
+		want:      []string{checkExactlyOnce},
+		explained: map[string]int{"completion_failed": 1},
+	}, {
+		name: "transactions: a side effect committed by a fenced commit",
+		tx:   true,
+		build: func(b *logBuilder) {
+			b.commit("i1", 0, 100, true, resultFenced)
+		},
+		want: []string{checkExactlyOnce},
+	}, {
+		name: "transactions: a commit that succeeded without its side effect",
+		tx:   true,
+		build: func(b *logBuilder) {
+			b.commit("i1", 0, 100, false, resultOK)
+		},
+		want: []string{checkExactlyOnce},
+	}, {
 		name: "in progress until a time no reservation wrote",
 		build: func(b *logBuilder) {
 			b.reserve("i1", 0, 100)
@@ -223,7 +283,7 @@ func TestCheckKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newLog()
 			tc.build(b)
-			v := checkKey(b.k, tc.losses, testSkew)
+			v := checkKey(b.k, tc.losses, testSkew, tc.tx)
 			require.ElementsMatch(t, tc.want, checks(v), "violations: %v", v.violations)
 			if tc.explained == nil {
 				tc.explained = map[string]int{}

@@ -47,6 +47,8 @@
 //     (store "dynamodb"), where every conflict is read with a Get, and
 //     DynamoDB Local (store "dynamodb-local"), where conflicts carry the
 //     existing record from the failed write (ALL_OLD), as on DynamoDB;
+//     and DynamoDB Local in transactional mode (store "dynamodb-local-tx",
+//     below);
 //   - for Redis, restarts that lose every record, and stalls (SIGSTOP) during
 //     which requests time out but may still be applied later;
 //   - handlers that fail (transient: the key is released), panic, are killed
@@ -89,6 +91,25 @@
 //   - contract: the handler's context carries the key, every store call
 //     carries the invocation's context values, and one request uses one
 //     store key.
+//
+// # Transactional mode
+//
+// With a TransactionalBackend (store "dynamodb-local-tx"), every
+// deployment uses idempotency.WithTransactions, and the handler's side
+// effect is an item it stages (dynamodb.Stage) in a table of side effects
+// instead of performing it: it commits with the completion of its key, in
+// one TransactWriteItems, or not at all. Store faults reach commits too
+// (faultstore's OpCommit, and lost HTTP replies under the SDK's retries,
+// with the transaction's ClientRequestToken). The checker takes the side
+// effects from what that table holds, not from the handler's log: a staged
+// side effect that did not commit never happened. Declined requests and
+// failures after the side effect are decisions, recorded without a
+// commit. In this mode a repetition of a side effect that committed is a
+// violation (exactly_once) whatever explains it, except the key's expiry,
+// including kills between the side effect and the completion, failed or
+// fenced completions and overruns; so is a side effect that committed
+// although every commit of its invocation was fenced out or canceled, and
+// a commit that succeeded without its side effect.
 //
 // # Running it
 //

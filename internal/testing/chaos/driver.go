@@ -81,6 +81,7 @@ func Classify(resp Response, err error) Outcome {
 		storeErr   *idempotency.StoreError
 		tooLarge   *idempotency.ResponseTooLargeError
 		stored     *idempotency.StoredError
+		commitErr  *idempotency.CommitError
 		declined   *DeclinedError
 		after      *AfterEffectError
 		transient  *TransientError
@@ -88,7 +89,9 @@ func Classify(resp Response, err error) Outcome {
 	switch {
 	case errors.As(err, &inProgress):
 		return Outcome{Retry: RetryInProgress, Until: inProgress.Until, Err: err}
-	case errors.As(err, &storeErr):
+	case errors.As(err, &storeErr), errors.As(err, &commitErr):
+		// A commit that failed wrote nothing, or its outcome is unknown and
+		// a retry finds out: both are retried, as a store failure is.
 		return Outcome{Retry: RetryStoreError, Err: err}
 	case errors.As(err, &tooLarge):
 		return Outcome{Final: true, Answer: AnswerTooLarge, Err: err}
@@ -128,15 +131,20 @@ func (e *Env) Now() time.Time { return time.Now().Add(e.Skew) }
 // Options returns the options every deployment in the environment uses:
 // the run's expiry, a final-write timeout of one invocation timeout, the
 // harness's observer (for the report), and a logger that discards (the
-// library logs every injected fault). The environment's clock is its
-// store's (see probe).
+// library logs every injected fault); in transactional mode,
+// idempotency.WithTransactions. The environment's clock is its store's
+// (see probe).
 func (e *Env) Options() []idempotency.Option {
-	return []idempotency.Option{
+	opts := []idempotency.Option{
 		idempotency.WithExpiry(e.h.cfg.Expiry),
 		idempotency.WithFinalWriteTimeout(e.h.cfg.Timeout),
 		idempotency.WithObserver(idempotency.ObserverFunc(e.h.observe)),
 		idempotency.WithLogger(slog.New(slog.DiscardHandler)),
 	}
+	if transactional(e.h.backend) != nil {
+		opts = append(opts, idempotency.WithTransactions())
+	}
+	return opts
 }
 
 // HTTPTransport returns a transport over base that injects the faults of

@@ -165,7 +165,17 @@ func (h *Harness) handle(ctx context.Context, req Request) (Response, error) {
 	if final != nil {
 		answer = errorAnswer(typeName(final), final.Error())
 	}
-	inv.sideEffect(answer)
+	if tx := transactional(h.backend); tx != nil && final == nil {
+		// The side effect is an item staged in the completion: it happens
+		// if and when the completion commits, and the checker reads what
+		// committed from the store.
+		if err := tx.StageEffect(ctx, req.Key, inv.id, answer); err != nil {
+			return Response{}, fmt.Errorf("chaos: staging the side effect: %w", err)
+		}
+		inv.stagedEffect(answer)
+	} else {
+		inv.sideEffect(answer)
+	}
 
 	if p.after != faultNone {
 		h.count(p.after)

@@ -28,6 +28,32 @@ type Backend interface {
 	Disruptions() []Disruption
 }
 
+// A TransactionalBackend is a Backend whose stores commit staged writes
+// (persistence.Committer). When Transactional reports true, the run is in
+// transactional mode: deployments use idempotency.WithTransactions, the
+// handler stages its side effect with StageEffect instead of performing
+// it, and the checker takes the side effects from CommittedEffects: the
+// staged side effects that committed, with the completion of their key.
+type TransactionalBackend interface {
+	Backend
+	Transactional() bool
+	// StageEffect stages, in the transaction of ctx's call, the side
+	// effect of invocation inv on the client's key, with its answer.
+	StageEffect(ctx context.Context, key, inv, answer string) error
+	// CommittedEffects returns the answers of the side effects of key that
+	// committed, by invocation.
+	CommittedEffects(ctx context.Context, key string) (map[string]string, error)
+}
+
+// transactional returns the backend as a TransactionalBackend in
+// transactional mode, or nil.
+func transactional(b Backend) TransactionalBackend {
+	if t, ok := b.(TransactionalBackend); ok && t.Transactional() {
+		return t
+	}
+	return nil
+}
+
 // A Disruption is a store-wide fault: a restart, a stall, a burst of
 // throttling.
 type Disruption struct {
@@ -404,7 +430,11 @@ func (h *Harness) check(k *keyLog) {
 	h.mu.Lock()
 	losses := append([]time.Time(nil), h.losses...)
 	h.mu.Unlock()
-	v := checkKey(k, losses, h.cfg.SkewBound)
+	tx := transactional(h.backend)
+	if tx != nil {
+		h.readCommitted(tx, k)
+	}
+	v := checkKey(k, losses, h.cfg.SkewBound, tx != nil)
 	var tl string
 	if len(v.violations) > 0 {
 		tl = timeline(k, losses)
@@ -414,6 +444,37 @@ func (h *Harness) check(k *keyLog) {
 	h.report.add(v)
 	if tl != "" && len(h.report.Timelines) < maxTimelines {
 		h.report.Timelines = append(h.report.Timelines, "key "+k.name+":\n"+tl)
+	}
+}
+
+// readCommitted marks the staged side effects of k that committed, from
+// what the store holds, and flags side effects in the store that no
+// invocation of k staged.
+func (h *Harness) readCommitted(tx TransactionalBackend, k *keyLog) {
+	// The run's context may have ended; the key is still checked.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), time.Minute)
+	defer cancel()
+	committed, err := tx.CommittedEffects(ctx, k.name)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil {
+		k.violate(checkContract, "reading the committed side effects: %v", err)
+		return
+	}
+	for i := range k.effects {
+		e := &k.effects[i]
+		answer, ok := committed[e.Inv]
+		if !e.Staged || !ok {
+			continue
+		}
+		e.Committed = true
+		delete(committed, e.Inv)
+		if answer != e.Answer {
+			k.violate(checkExactlyOnce, "the side effect of invocation %s committed with answer %q, staged with %q", e.Inv, answer, e.Answer)
+		}
+	}
+	for inv := range committed {
+		k.violate(checkExactlyOnce, "a side effect of invocation %s committed, which it never staged", inv)
 	}
 }
 

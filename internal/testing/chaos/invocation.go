@@ -106,6 +106,17 @@ func (inv *invocation) sideEffect(answer string) {
 	k.effects = append(k.effects, effect{Inv: inv.id, At: at, Answer: answer, AfterDeadline: at.After(inv.deadline)})
 }
 
+// stagedEffect appends the invocation's staged side effect to the log: in
+// transactional mode, a side effect that happens only if the invocation's
+// completion commits.
+func (inv *invocation) stagedEffect(answer string) {
+	k := inv.k
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at := time.Now()
+	k.effects = append(k.effects, effect{Inv: inv.id, At: at, Answer: answer, AfterDeadline: at.After(inv.deadline), Staged: true})
+}
+
 // kill ends the invocation as a crash would: from now on none of its store
 // calls reaches the store, and its client gets no answer.
 func (inv *invocation) kill(afterEffect bool) {
@@ -175,6 +186,11 @@ type effect struct {
 	// AfterDeadline is set when the side effect happened after the
 	// invocation's deadline.
 	AfterDeadline bool
+	// Staged is set, in transactional mode, for a side effect that was
+	// staged in the completion; Committed when the store holds it.
+	// Error answers (a declined request, a failure after the side effect)
+	// are decisions, never staged: nothing of them commits.
+	Staged, Committed bool
 }
 
 // result classifies the error of a store call.
@@ -186,6 +202,7 @@ const (
 	resultFenced   result = "fenced"
 	resultOmitted  result = "omitted"
 	resultNotFound result = "not_found"
+	resultCanceled result = "canceled" // a commit whose transaction was canceled
 	resultFailed   result = "failed"
 )
 

@@ -38,7 +38,7 @@ type probe struct {
 	skew  time.Duration
 }
 
-var _ persistence.Store = (*probe)(nil)
+var _ persistence.Committer = (*probe)(nil)
 
 // begin returns the invocation of a call, or the error to fail it with.
 func (p *probe) begin(ctx context.Context, op faultstore.Op, key string) (*invocation, error) {
@@ -91,6 +91,8 @@ func classifyStoreError(err error) result {
 		return resultOmitted
 	case errors.Is(err, persistence.ErrNotFound):
 		return resultNotFound
+	case errors.Is(err, persistence.ErrCommitCanceled):
+		return resultCanceled
 	}
 	return resultFailed
 }
@@ -149,12 +151,33 @@ func (p *probe) Delete(ctx context.Context, key, token string) error {
 	return err
 }
 
+// Commit implements persistence.Committer: it records the commit as the
+// completion write it is.
+func (p *probe) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	inv, err := p.begin(ctx, faultstore.OpCommit, rec.Key)
+	if err != nil {
+		return err
+	}
+	committer, ok := p.inner.(persistence.Committer)
+	if !ok {
+		return errors.New("chaos: the store under the probe does not commit staged writes")
+	}
+	c := storeCall{Op: faultstore.OpCommit, Token: rec.Token,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
+	err = committer.Commit(ctx, rec, writes)
+	p.end(inv, c, err)
+	return err
+}
+
+// Unwrap implements persistence.Unwrapper.
+func (p *probe) Unwrap() persistence.Store { return p.inner }
+
 // dispatch sends each call through the fault injector of the invocation it
 // belongs to, whose inner store is the environment's backend store. Calls
 // without an invocation go straight to the backend.
 type dispatch struct{ backend persistence.Store }
 
-var _ persistence.Store = dispatch{}
+var _ persistence.Committer = dispatch{}
 
 func (d dispatch) store(ctx context.Context) persistence.Store {
 	if inv := invocationFrom(ctx); inv != nil {
@@ -178,6 +201,18 @@ func (d dispatch) Update(ctx context.Context, rec *persistence.Record) error {
 func (d dispatch) Delete(ctx context.Context, key, token string) error {
 	return d.store(ctx).Delete(ctx, key, token)
 }
+
+// Commit implements persistence.Committer, over a backend that commits.
+func (d dispatch) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	committer, ok := d.store(ctx).(persistence.Committer)
+	if !ok {
+		return errors.New("chaos: the backend's store does not commit staged writes")
+	}
+	return committer.Commit(ctx, rec, writes)
+}
+
+// Unwrap implements persistence.Unwrapper: the backend's store.
+func (d dispatch) Unwrap() persistence.Store { return d.backend }
 
 // httpFaults injects HTTP-level faults into the requests of an invocation,
 // with a dynalite.Faults of its own per faulty request, so that concurrent
