@@ -82,11 +82,14 @@ benchstat:
 	$(BENCHSTAT) $(OLD) $(NEW)
 
 ## compare: this library against Powertools for AWS Lambda (TypeScript), side
-## by side on one dynalite; writes bench/compare/results/ (see
+## by side on one DynamoDB server: COMPARE_SERVER=dynalite (the default) or
+## dynamodb-local (DynamoDB Local, which returns ALL_OLD itself); writes
+## bench/compare/results/ (results/dynamodb-local/ with DynamoDB Local; see
 ## bench/compare/README.md). COMPARE_FLAGS passes options, such as -rounds 3.
-COMPARE_FLAGS ?=
-compare: node-deps compare-deps
-	$(GO) -C bench/compare run . $(COMPARE_FLAGS)
+COMPARE_SERVER ?= dynalite
+COMPARE_FLAGS  ?=
+compare: node-deps compare-deps $(if $(filter dynamodb-local,$(COMPARE_SERVER)),dynamodb-local)
+	$(GO) -C bench/compare run . -server $(COMPARE_SERVER) $(COMPARE_FLAGS)
 
 ## fuzz: each fuzz target for a short while.
 fuzz:

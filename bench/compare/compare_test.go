@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
@@ -193,7 +194,7 @@ func TestReportOutputs(t *testing.T) {
 // DynamoDB does.
 func TestProxy(t *testing.T) {
 	srv := dynalite.Start(t)
-	require.NoError(t, createTable(t.Context(), srv, "proxied"))
+	require.NoError(t, createTable(t.Context(), srv.NewClient(), "proxied"))
 	for _, allOld := range []bool{false, true} {
 		px, err := newProxy(srv.Endpoint, []string{"id"}, allOld)
 		require.NoError(t, err)
@@ -273,6 +274,31 @@ func TestCompare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dynalite and Node.js")
 	}
+	testCompare(t, serverDynalite)
+}
+
+// TestCompareDynamoDBLocal is TestCompare against DynamoDB Local, where
+// both libraries get the existing item of a failed reservation from the
+// server itself (the proxy rewrites nothing), so that a replay is one
+// PutItem on both sides.
+func TestCompareDynamoDBLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts DynamoDB Local and Node.js")
+	}
+	srv, err := dynamodblocal.StartContext(t.Context())
+	if errors.Is(err, dynamodblocal.ErrUnavailable) && !testenv.Required() {
+		t.Skipf("%v (set %s=1 to make this a failure)", err, testenv.RequireEnv)
+	}
+	require.NoError(t, err)
+	require.NoError(t, srv.Stop())
+	rep := testCompare(t, serverDynamoDBLocal)
+	require.True(t, rep.NativeAllOld)
+	require.False(t, rep.AllOld, "the proxy emulates nothing")
+	require.Contains(t, rep.Rows[3].Name, "DynamoDB Local")
+	require.Equal(t, 1.0, rep.Rows[3].Ours.Requests, "a replay is the failed PutItem alone")
+}
+
+func testCompare(t *testing.T, server string) *report {
 	nodeModules := filepath.Join("node", "node_modules", "@aws-lambda-powertools", "idempotency")
 	if _, err := os.Stat(nodeModules); err != nil {
 		if !testenv.Required() {
@@ -284,7 +310,7 @@ func TestCompare(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	var logs bytes.Buffer
-	rep, err := run(ctx, options{rounds: 1, warmup: 0, nMemory: 30, nDynamoDB: 4, out: dir, allOld: true, node: "node"}, &logs)
+	rep, err := run(ctx, options{rounds: 1, warmup: 0, nMemory: 30, nDynamoDB: 4, out: dir, server: server, allOld: true, node: "node"}, &logs)
 	require.NoError(t, err, logs.String())
 	require.Len(t, rep.Rows, len(phases))
 	for _, tg := range rep.Targets {
@@ -305,4 +331,5 @@ func TestCompare(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
 	}
+	return rep
 }

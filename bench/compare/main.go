@@ -44,7 +44,10 @@ import (
 	"syscall"
 	"time"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -64,12 +67,19 @@ type options struct {
 	nMemory   int
 	nDynamoDB int
 	out       string
+	server    string // serverDynalite or serverDynamoDBLocal
 	allOld    bool
 	node      string
 	// cpuProfile, when set, is passed on to the Go driver, as an absolute
 	// path.
 	cpuProfile string
 }
+
+// The servers the comparison runs against (-server).
+const (
+	serverDynalite      = "dynalite"
+	serverDynamoDBLocal = "dynamodb-local"
+)
 
 // driverEnv, set to 1 in the environment, makes this binary (or a test
 // binary of this package) the Go driver instead of the harness; driverProfileEnv
@@ -89,12 +99,19 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 1, "rounds run first and not counted (JIT warm-up, connections)")
 	flag.IntVar(&o.nMemory, "n-memory", 10000, "invocations per loop with the in-memory store")
 	flag.IntVar(&o.nDynamoDB, "n-dynamodb", 300, "invocations per loop with DynamoDB")
-	flag.StringVar(&o.out, "out", "results", "directory for compare.md, compare.svg and compare.json (make compare runs in bench/compare)")
-	flag.BoolVar(&o.allOld, "all-old", true, "make the proxy return the existing item on a failed conditional PutItem, as DynamoDB does and dynalite does not")
+	flag.StringVar(&o.out, "out", "", "directory for compare.md, compare.svg and compare.json (default results, or results/dynamodb-local with -server dynamodb-local; make compare runs in bench/compare)")
+	flag.StringVar(&o.server, "server", serverDynalite, "the DynamoDB server: dynalite (Node.js), or dynamodb-local (DynamoDB Local, Java: make dynamodb-local), which returns ALL_OLD itself")
+	flag.BoolVar(&o.allOld, "all-old", true, "with dynalite, make the proxy return the existing item on a failed conditional PutItem, as DynamoDB does and dynalite does not")
 	flag.StringVar(&o.node, "node", "node", "the Node.js executable")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the Go driver to this file (go tool pprof reads it)")
 	renderFrom := flag.String("render", "", "run nothing: write compare.md and compare.svg to -out again from this compare.json")
 	flag.Parse()
+	if o.out == "" {
+		o.out = map[string]string{serverDynamoDBLocal: filepath.Join("results", "dynamodb-local")}[o.server]
+		if o.out == "" {
+			o.out = "results"
+		}
+	}
 
 	log.SetFlags(0)
 	log.SetPrefix("compare: ")
@@ -148,16 +165,19 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		return nil, err
 	}
 
-	srv, err := dynalite.StartContext(ctx)
+	srv, err := startServer(ctx, o.server)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Stop()
+	// DynamoDB Local returns ALL_OLD itself: the proxy then rewrites
+	// nothing.
+	allOld := o.allOld && !srv.nativeAllOld
 	table := "idempotency"
-	if err := createTable(ctx, srv, table); err != nil {
+	if err := createTable(ctx, srv.client, table); err != nil {
 		return nil, err
 	}
-	px, err := newProxy(srv.Endpoint, []string{"id"}, o.allOld)
+	px, err := newProxy(srv.endpoint, []string{"id"}, allOld)
 	if err != nil {
 		return nil, err
 	}
@@ -217,13 +237,13 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node"}[i], r, ph.Store, ph.Path)
 				rd, err := sides[i].phase(px, phaseCmd{Store: ph.Store, Path: ph.Path, N: n, Tag: tag})
 				if err != nil {
-					return nil, fmt.Errorf("%s, round %d, %s: %w", sides[i].name, r, ph.Name(), err)
+					return nil, fmt.Errorf("%s, round %d, %s: %w", sides[i].name, r, ph.NameOn(o.server), err)
 				}
 				got[i] = rd
 			}
 			warm := r < o.warmup
 			logger.Printf("round %d/%d%s %-36s retrysafe %9s (%.2f req)  Powertools %9s (%.2f req)",
-				r+1, total, map[bool]string{true: " (warm-up)"}[warm], ph.Name(),
+				r+1, total, map[bool]string{true: " (warm-up)"}[warm], ph.NameOn(o.server),
 				fmtNs(percentile(got[0].AddedNs, 0.5)), got[0].Requests, fmtNs(percentile(got[1].AddedNs, 0.5)), got[1].Requests)
 			if !warm {
 				rs := results[ph]
@@ -238,8 +258,9 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		Machine:    machine(),
 		Ours:       ours.info,
 		Theirs:     theirs.info,
-		Dynalite:   "dynalite " + srv.Version,
-		AllOld:     o.allOld,
+		Dynalite:     srv.version,
+		AllOld:       allOld,
+		NativeAllOld: srv.nativeAllOld,
 		Rounds:     o.rounds,
 		Warmup:     o.warmup,
 		NMemory:    o.nMemory,
@@ -252,8 +273,8 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		if ph.Store == "memory" {
 			n = o.nMemory
 		}
-		o, t := summarize(rs[0], 2*n), summarize(rs[1], 2*n)
-		rep.Rows = append(rep.Rows, row{Phase: ph, Name: ph.Name(), Ours: o, Theirs: t, Ratios: compare(o, t)})
+		ours, theirs := summarize(rs[0], 2*n), summarize(rs[1], 2*n)
+		rep.Rows = append(rep.Rows, row{Phase: ph, Name: ph.NameOn(o.server), Ours: ours, Theirs: theirs, Ratios: compare(ours, theirs)})
 	}
 	rep.check()
 	if err := rep.write(o.out); err != nil {
@@ -279,10 +300,37 @@ func startCPUProfile(path string) (func(), error) {
 	}, nil
 }
 
-func createTable(ctx context.Context, srv *dynalite.Server, name string) error {
+func createTable(ctx context.Context, client *awsdynamodb.Client, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return dynamodb.CreateTable(ctx, srv.NewClient(), name)
+	return dynamodb.CreateTable(ctx, client, name)
+}
+
+// server is the DynamoDB server of a run.
+type server struct {
+	endpoint, version string
+	nativeAllOld      bool // it returns the existing item of a failed conditional write
+	client            *awsdynamodb.Client
+	Stop              func() error
+}
+
+// startServer starts the server that -server names.
+func startServer(ctx context.Context, name string) (*server, error) {
+	switch name {
+	case serverDynalite:
+		srv, err := dynalite.StartContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &server{endpoint: srv.Endpoint, version: "dynalite " + srv.Version, client: srv.NewClient(), Stop: srv.Stop}, nil
+	case serverDynamoDBLocal:
+		srv, err := dynamodblocal.StartContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &server{endpoint: srv.Endpoint, version: "DynamoDB Local " + srv.Version, nativeAllOld: true, client: srv.NewClient(), Stop: srv.Stop}, nil
+	}
+	return nil, fmt.Errorf("-server %q: want %s or %s", name, serverDynalite, serverDynamoDBLocal)
 }
 
 // driverProc is a running driver.

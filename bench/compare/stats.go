@@ -12,9 +12,14 @@ type phase struct {
 	Path  string `json:"path"`
 }
 
-// Name is how the reports name the workload.
-func (p phase) Name() string {
-	stores := map[string]string{"memory": "in-memory store", "dynamodb": "DynamoDB (dynalite)", "cached": "DynamoDB + local cache"}
+// Name is how the reports name the workload, against dynalite.
+func (p phase) Name() string { return p.NameOn(serverDynalite) }
+
+// NameOn is how the reports name the workload against server (one of the
+// -server values).
+func (p phase) NameOn(server string) string {
+	label := map[string]string{serverDynalite: "dynalite", serverDynamoDBLocal: "DynamoDB Local"}[server]
+	stores := map[string]string{"memory": "in-memory store", "dynamodb": "DynamoDB (" + label + ")", "cached": "DynamoDB + local cache"}
 	paths := map[string]string{"first": "first call", "replay": "replay"}
 	return paths[p.Path] + ", " + stores[p.Store]
 }
