@@ -254,18 +254,18 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 	}
 
 	rep := report{
-		Date:       time.Now().UTC().Format(time.RFC3339),
-		Machine:    machine(),
-		Ours:       ours.info,
-		Theirs:     theirs.info,
+		Date:         time.Now().UTC().Format(time.RFC3339),
+		Machine:      machine(),
+		Ours:         ours.info,
+		Theirs:       theirs.info,
 		Dynalite:     srv.version,
 		AllOld:       allOld,
 		NativeAllOld: srv.nativeAllOld,
-		Rounds:     o.rounds,
-		Warmup:     o.warmup,
-		NMemory:    o.nMemory,
-		NDynamoDB:  o.nDynamoDB,
-		EventBytes: compactSize(event),
+		Rounds:       o.rounds,
+		Warmup:       o.warmup,
+		NMemory:      o.nMemory,
+		NDynamoDB:    o.nDynamoDB,
+		EventBytes:   compactSize(event),
 	}
 	for _, ph := range phases {
 		rs := results[ph]

@@ -15,22 +15,22 @@ import (
 // report is a comparison run: its set-up, a row per phase, and the targets
 // checked.
 type report struct {
-	Date       string   `json:"date"`
-	Machine    string   `json:"machine"`
-	Ours       string   `json:"retrysafe"`
-	Theirs     string   `json:"powertools"`
-	Dynalite   string   `json:"server"`
-	AllOld     bool     `json:"all_old_emulated"`
+	Date     string `json:"date"`
+	Machine  string `json:"machine"`
+	Ours     string `json:"retrysafe"`
+	Theirs   string `json:"powertools"`
+	Dynalite string `json:"server"`
+	AllOld   bool   `json:"all_old_emulated"`
 	// NativeAllOld is set when the server returns the existing item of a
 	// failed conditional write itself (DynamoDB Local).
-	NativeAllOld bool `json:"all_old_native,omitempty"`
-	Rounds     int      `json:"rounds"`
-	Warmup     int      `json:"warmup_rounds"`
-	NMemory    int      `json:"invocations_per_loop_memory"`
-	NDynamoDB  int      `json:"invocations_per_loop_dynamodb"`
-	EventBytes int      `json:"event_bytes"`
-	Rows       []row    `json:"rows"`
-	Targets    []target `json:"targets"`
+	NativeAllOld bool     `json:"all_old_native,omitempty"`
+	Rounds       int      `json:"rounds"`
+	Warmup       int      `json:"warmup_rounds"`
+	NMemory      int      `json:"invocations_per_loop_memory"`
+	NDynamoDB    int      `json:"invocations_per_loop_dynamodb"`
+	EventBytes   int      `json:"event_bytes"`
+	Rows         []row    `json:"rows"`
+	Targets      []target `json:"targets"`
 }
 
 type row struct {
