@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -55,7 +58,7 @@ type initCmd struct {
 
 // phaseCmd describes one measured phase.
 type phaseCmd struct {
-	Store string `json:"store,omitempty"` // "memory", "dynamodb" or "cached" (DynamoDB behind a local cache)
+	Store string `json:"store,omitempty"` // "memory", "dynamodb", "cached" (DynamoDB behind a local cache) or "sdk" (the SDK floor, Go only)
 	Path  string `json:"path,omitempty"`  // "first" (a new key per call) or "replay" (one completed key)
 	N     int    `json:"n,omitempty"`     // calls per loop
 	Tag   string `json:"tag,omitempty"`   // makes the phase's order IDs unique
@@ -203,13 +206,22 @@ func (p *goPhase) decode(dst []events.APIGatewayProxyRequest, orderID func(int) 
 }
 
 func (d *goDriver) prepare(cmd *phaseCmd) error {
-	store, err := d.store(cmd.Store)
-	if err != nil {
-		return err
-	}
-	wrapped, err := idempotency.Wrap(respond, store, idempotency.WithKey(key), idempotency.WithKeyPrefix("orders"))
-	if err != nil {
-		return err
+	var wrapped handler
+	if cmd.Store == "sdk" {
+		f := &sdkFloor{client: d.client, table: d.init.Table}
+		wrapped = f.first
+		if cmd.Path == "replay" {
+			wrapped = f.replay
+		}
+	} else {
+		store, err := d.store(cmd.Store)
+		if err != nil {
+			return err
+		}
+		wrapped, err = idempotency.Wrap(respond, store, idempotency.WithKey(key), idempotency.WithKeyPrefix("orders"))
+		if err != nil {
+			return err
+		}
 	}
 	// Lambda gives every invocation a deadline; so does this context, for
 	// the in-progress expiry, on both sides.
@@ -229,7 +241,11 @@ func (d *goDriver) prepare(cmd *phaseCmd) error {
 	}
 	if cmd.Path == "replay" {
 		// The first call, which the replays repeat.
-		if _, err := wrapped(ctx, first[0]); err != nil {
+		call := wrapped
+		if cmd.Store == "sdk" {
+			call = (&sdkFloor{client: d.client, table: d.init.Table}).first
+		}
+		if _, err := call(ctx, first[0]); err != nil {
 			cancel()
 			return err
 		}
@@ -334,4 +350,84 @@ func libraryVersion() string {
 		}
 	}
 	return "retrysafe " + v
+}
+
+// sdkFloor is the floor of the DynamoDB phases: the requests the library
+// makes, made directly with the SDK, with the least each needs, and a
+// record of the same size. A first call reserves the key with a
+// conditional PutItem, runs the handler and stores its response with an
+// UpdateItem; a replay is the conditional PutItem that fails and returns
+// the existing item (ALL_OLD), or reads it with a GetItem from a server
+// that does not return it, and decodes the stored response. Its key is
+// the SHA-256 of the body: no key expression, no payload hash, no fencing
+// token, no expiry checks, no observer.
+type sdkFloor struct {
+	client *awsdynamodb.Client
+	table  string
+}
+
+func (f *sdkFloor) key(ev events.APIGatewayProxyRequest) map[string]types.AttributeValue {
+	sum := sha256.Sum256([]byte(ev.Body))
+	return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "orders#" + hex.EncodeToString(sum[:])}}
+}
+
+// put is the reservation: an item with the key, a status and an expiry.
+func (f *sdkFloor) put(ctx context.Context, ev events.APIGatewayProxyRequest) (*awsdynamodb.PutItemOutput, error) {
+	item := f.key(ev)
+	item["status"] = &types.AttributeValueMemberS{Value: "INPROGRESS"}
+	item["expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)}
+	return f.client.PutItem(ctx, &awsdynamodb.PutItemInput{
+		TableName:                           &f.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(id)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+}
+
+func (f *sdkFloor) first(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	if _, err := f.put(ctx, ev); err != nil {
+		return events.APIGatewayProxyResponse{}, err
+	}
+	resp, err := respond(ctx, ev)
+	if err != nil {
+		return resp, err
+	}
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return resp, err
+	}
+	_, err = f.client.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
+		TableName:                &f.table,
+		Key:                      f.key(ev),
+		UpdateExpression:         aws.String("SET #s = :s, #d = :d"),
+		ExpressionAttributeNames: map[string]string{"#s": "status", "#d": "data"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
+			":d": &types.AttributeValueMemberS{Value: string(data)},
+		},
+	})
+	return resp, err
+}
+
+func (f *sdkFloor) replay(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	var resp events.APIGatewayProxyResponse
+	_, err := f.put(ctx, ev)
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		return resp, fmt.Errorf("sdk floor: the reservation of a completed key: %v", err)
+	}
+	item := failed.Item
+	if item == nil {
+		out, err := f.client.GetItem(ctx, &awsdynamodb.GetItemInput{TableName: &f.table, Key: f.key(ev), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return resp, err
+		}
+		item = out.Item
+	}
+	data, ok := item["data"].(*types.AttributeValueMemberS)
+	if !ok {
+		return resp, errors.New("sdk floor: the record has no response")
+	}
+	err = json.Unmarshal([]byte(data.Value), &resp)
+	return resp, err
 }

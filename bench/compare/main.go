@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,9 +214,11 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer theirs.close()
-	sides := []*driverProc{ours, theirs}
+	// The third side, the SDK floor, is the Go driver too: the same
+	// DynamoDB requests made directly (driver.go, sdkFloor).
+	sides := []*driverProc{ours, theirs, ours}
 
-	results := map[phase][2][]round{}
+	results := map[phase][3][]round{}
 	total := o.warmup + o.rounds
 	for r := range total {
 		for _, ph := range phases {
@@ -226,18 +229,25 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 			// Alternate which side goes first, so that neither always runs
 			// on the heels of the other.
 			order := []int{0, 1}
-			if r%2 == 1 {
-				order = []int{1, 0}
+			if ph.Store == "dynamodb" {
+				order = append(order, 2)
 			}
-			var got [2]round
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			var got [3]round
 			for _, i := range order {
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
-				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node"}[i], r, ph.Store, ph.Path)
-				rd, err := sides[i].phase(px, phaseCmd{Store: ph.Store, Path: ph.Path, N: n, Tag: tag})
+				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node", "sdk"}[i], r, ph.Store, ph.Path)
+				store := ph.Store
+				if i == 2 {
+					store = "sdk"
+				}
+				rd, err := sides[i].phase(px, phaseCmd{Store: store, Path: ph.Path, N: n, Tag: tag})
 				if err != nil {
-					return nil, fmt.Errorf("%s, round %d, %s: %w", sides[i].name, r, ph.NameOn(o.server), err)
+					return nil, fmt.Errorf("%s, round %d, %s: %w", []string{sides[0].name, sides[1].name, "SDK floor"}[i], r, ph.NameOn(o.server), err)
 				}
 				got[i] = rd
 			}
@@ -245,9 +255,14 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 			logger.Printf("round %d/%d%s %-36s retrysafe %9s (%.2f req)  Powertools %9s (%.2f req)",
 				r+1, total, map[bool]string{true: " (warm-up)"}[warm], ph.NameOn(o.server),
 				fmtNs(percentile(got[0].AddedNs, 0.5)), got[0].Requests, fmtNs(percentile(got[1].AddedNs, 0.5)), got[1].Requests)
+			if ph.Store == "dynamodb" {
+				logger.Printf("%*s SDK floor %9s (%.2f req)", 52, "", fmtNs(percentile(got[2].AddedNs, 0.5)), got[2].Requests)
+			}
 			if !warm {
 				rs := results[ph]
-				rs[0], rs[1] = append(rs[0], got[0]), append(rs[1], got[1])
+				for _, i := range order {
+					rs[i] = append(rs[i], got[i])
+				}
 				results[ph] = rs
 			}
 		}
@@ -274,7 +289,13 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 			n = o.nMemory
 		}
 		ours, theirs := summarize(rs[0], 2*n), summarize(rs[1], 2*n)
-		rep.Rows = append(rep.Rows, row{Phase: ph, Name: ph.NameOn(o.server), Ours: ours, Theirs: theirs, Ratios: compare(ours, theirs)})
+		w := row{Phase: ph, Name: ph.NameOn(o.server), Ours: ours, Theirs: theirs, Ratios: compare(ours, theirs)}
+		if len(rs[2]) > 0 {
+			floor := summarize(rs[2], 2*n)
+			over := compare(floor, ours)
+			w.Floor, w.OverFloor = &floor, &over
+		}
+		rep.Rows = append(rep.Rows, w)
 	}
 	rep.check()
 	if err := rep.write(o.out); err != nil {
@@ -396,12 +417,12 @@ func (d *driverProc) phase(px *proxy, ph phaseCmd) (round, error) {
 	if _, err := d.call(command{Op: "prepare", phaseCmd: ph}); err != nil {
 		return round{}, err
 	}
-	before := px.Snapshot()
+	before, bytesBefore := px.Snapshot(), px.Bytes()
 	rep, err := d.call(command{Op: "run"})
 	if err != nil {
 		return round{}, err
 	}
-	after := px.Snapshot()
+	after, bytesAfter := px.Snapshot(), px.Bytes()
 	if rep.N != ph.N || len(rep.BareNs) != ph.N || len(rep.WrappedNs) != ph.N {
 		return round{}, fmt.Errorf("%s driver ran %d invocations, want %d", d.name, rep.N, ph.N)
 	}
@@ -413,6 +434,7 @@ func (d *driverProc) phase(px *proxy, ph phaseCmd) (round, error) {
 	r.WallAddedNs = float64(rep.WallWrappedNs-rep.WallBareNs) / float64(ph.N)
 	// The latency loop and the CPU loop each call the wrapped handler N times.
 	r.Requests, r.RequestsOps = perOp(before, after, 2*ph.N)
+	r.RequestBytes = float64(bytesAfter-bytesBefore) / float64(2*ph.N)
 	return r, nil
 }
 

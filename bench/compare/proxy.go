@@ -33,6 +33,7 @@ type proxy struct {
 
 	mu     sync.Mutex
 	counts map[string]int
+	bytes  int // request bodies, every operation
 
 	srv *http.Server
 	ln  net.Listener
@@ -77,6 +78,14 @@ func (p *proxy) Snapshot() map[string]int {
 	return maps.Clone(p.counts)
 }
 
+// Bytes returns the size of the request bodies forwarded so far: what the
+// clients sent, before the server answers.
+func (p *proxy) Bytes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bytes
+}
+
 // operation returns the DynamoDB operation of a request, such as "PutItem".
 func operation(r *http.Request) string {
 	t := r.Header.Get("X-Amz-Target")
@@ -100,6 +109,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
+	p.mu.Lock()
+	p.bytes += len(body)
+	p.mu.Unlock()
 	status, header, respBody, err := p.forward(r.Method, r.URL.RequestURI(), r.Header, body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)

@@ -39,6 +39,10 @@ type row struct {
 	Ours   summary `json:"retrysafe"`
 	Theirs summary `json:"powertools"`
 	Ratios ratios  `json:"powertools_over_retrysafe"`
+	// Floor is the same DynamoDB requests made directly with the SDK, and
+	// OverFloor this library's numbers over the floor's (DynamoDB rows).
+	Floor     *summary `json:"sdk_floor,omitempty"`
+	OverFloor *ratios  `json:"retrysafe_over_sdk_floor,omitempty"`
 }
 
 type target struct {
@@ -76,7 +80,24 @@ func (r *report) check() {
 			target{fmt.Sprintf("%s: DynamoDB requests per invocation, %g", w.Name, want), fmt.Sprintf("%.2f", w.Ours.Requests), math.Abs(w.Ours.Requests-want) < 0.005},
 			target{w.Name + ": no more requests than Powertools", fmt.Sprintf("%.2f vs %.2f", w.Ours.Requests, w.Theirs.Requests), w.Ours.Requests <= w.Theirs.Requests+0.005},
 		)
+		if w.Floor != nil {
+			limit := map[string]float64{"first": 1.10, "replay": 1.05}[w.Phase.Path]
+			r.Targets = append(r.Targets,
+				target{fmt.Sprintf("%s: CPU per invocation at most %.2f× the SDK floor's", w.Name, limit), fmt.Sprintf("%.2f×", float64(w.OverFloor.CPU)), float64(w.OverFloor.CPU) <= limit},
+				target{w.Name + ": as many requests as the SDK floor", fmt.Sprintf("%.2f vs %.2f", w.Ours.Requests, w.Floor.Requests), math.Abs(w.Ours.Requests-w.Floor.Requests) < 0.005},
+			)
+		}
 	}
+}
+
+// hasFloor reports whether the rows carry the SDK floor.
+func (r *report) hasFloor() bool {
+	for _, w := range r.Rows {
+		if w.Floor != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // render reads a report from a compare.json and writes it to dir again,
@@ -165,6 +186,15 @@ func fmtRatio[T ~float64](v T) string {
 	return fmt.Sprintf("%.1f×", x)
 }
 
+// fmtNearOne formats a ratio close to 1 with two decimals.
+func fmtNearOne(v num) string {
+	x := float64(v)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
 func fmtRequests(s summary) string {
 	if s.Requests == 0 {
 		return "0"
@@ -197,6 +227,24 @@ func (r *report) markdown() string {
 			fmtNs(w.Ours.AddedP99Ns), fmtNs(w.Theirs.AddedP99Ns), fmtRatio(w.Ratios.P99),
 			fmtNs(w.Ours.CPUNs), fmtNs(w.Theirs.CPUNs), fmtRatio(w.Ratios.CPU),
 			fmtRequests(w.Ours), fmtRequests(w.Theirs))
+	}
+	if r.hasFloor() {
+		p("\nWhat the library adds over the bare SDK: the *SDK floor* makes the same DynamoDB requests as the library, " +
+			"directly with the same SDK client against the same server, in the same rounds (a conditional PutItem and an UpdateItem " +
+			"storing the same response for a first call; the conditional PutItem that fails with the existing item for a replay, " +
+			"and a GetItem where the server does not return it). Ratios are this library over the floor.\n\n")
+		p("| Workload | CPU per invocation | | | Added latency, median | | | Request bytes per invocation | | DynamoDB requests per invocation | |\n")
+		p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+		p("| | **retrysafe** | SDK floor | ratio | **retrysafe** | SDK floor | ratio | **retrysafe** | SDK floor | **retrysafe** | SDK floor |\n")
+		for _, w := range r.Rows {
+			if w.Floor == nil {
+				continue
+			}
+			p("| %s | **%s** | %s | %s | **%s** | %s | %s | **%.0f** | %.0f | **%s** | %s |\n", w.Name,
+				fmtNs(w.Ours.CPUNs), fmtNs(w.Floor.CPUNs), fmtNearOne(w.OverFloor.CPU),
+				fmtNs(w.Ours.AddedMedianNs), fmtNs(w.Floor.AddedMedianNs), fmtNearOne(w.OverFloor.Median),
+				w.Ours.RequestBytes, w.Floor.RequestBytes, fmtRequests(w.Ours), fmtRequests(*w.Floor))
+		}
 	}
 	p("\nTargets:\n\n")
 	for _, t := range r.Targets {

@@ -32,6 +32,8 @@ type round struct {
 	WallAddedNs float64            // per invocation: wall-clock time of the same loops, likewise
 	Requests    float64            // DynamoDB requests per invocation
 	RequestsOps map[string]float64 // the same, by operation
+	// RequestBytes is the size of the request bodies per invocation.
+	RequestBytes float64
 }
 
 // summary is one side's result for one phase over every measured round.
@@ -43,6 +45,7 @@ type summary struct {
 	CPUNs          num                `json:"cpu_ns"`            // median over rounds of the added CPU time per invocation
 	LoopNs         num                `json:"loop_ns"`           // median over rounds of the added wall-clock time per invocation in the CPU loops
 	Requests       float64            `json:"requests"`          // DynamoDB requests per invocation, every round together
+	RequestBytes   float64            `json:"request_bytes"`     // bytes of request bodies per invocation, likewise
 	RequestsOps    map[string]float64 `json:"requests_by_op"`    // the same, by operation
 	RoundMediansNs []float64          `json:"round_medians_ns"`  // median added latency of each round
 	RoundCPUNs     []float64          `json:"round_cpu_ns"`      // added CPU per invocation of each round
@@ -63,6 +66,7 @@ func summarize(rounds []round, calls int) summary {
 		wall = append(wall, r.WallAddedNs)
 		s.RoundRequests = append(s.RoundRequests, r.Requests)
 		s.Requests += r.Requests / float64(len(rounds))
+		s.RequestBytes += r.RequestBytes / float64(len(rounds))
 		for op, v := range r.RequestsOps {
 			ops[op] += v / float64(len(rounds))
 		}
