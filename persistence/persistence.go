@@ -115,7 +115,11 @@ type Store interface {
 	// Update replaces the record for rec.Key with rec, but only if the stored
 	// record carries rec.Token. Otherwise it writes nothing and returns
 	// ErrFenced (including when the record no longer exists). Repeating a
-	// successful Update succeeds. A store with a size limit that cannot fit
+	// successful Update succeeds. The stored record is then the caller's
+	// own: the one its Put wrote for the same key, token and payload hash,
+	// or an earlier Update of it in progress (a renewal); a store may write
+	// only what differs from it (the DynamoDB store does). A completed
+	// record is not updated again with another result. A store with a size limit that cannot fit
 	// rec.Response writes the record without it and returns
 	// ErrResponseOmitted.
 	Update(ctx context.Context, rec *Record) error

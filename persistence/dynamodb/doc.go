@@ -58,6 +58,30 @@
 // records too. Expiry is decided by the condition above, evaluated with the
 // caller's clock, never by TTL, which deletes late.
 //
+// # Requests, attribute by attribute
+//
+// Each request carries what a guarantee needs, and no more:
+//
+//   - The reservation (PutItem) writes the key, status, expiration,
+//     in_progress_expiration (the bound on how long a crash blocks the key),
+//     owner_token (the fence of every later write) and validation (when
+//     payload validation is on). Its condition is Powertools' takeover
+//     condition, so that a record is taken over exactly when it has expired
+//     or its reservation has lapsed, with :now and :now_ms, :inprogress and
+//     the four attribute names it reads. It asks for ALL_OLD, so that a
+//     replay is this one request.
+//   - The completion (UpdateItem, or the last item of Commit's
+//     transaction) is conditioned on owner_token, and writes only what
+//     changes on the caller's own record: status, expiration, the result
+//     (data and data_encoding, or error_type and error_message, or
+//     response_omitted), and it removes in_progress_expiration. It leaves
+//     owner_token and validation as the reservation wrote them, and removes
+//     nothing else, since the reservation wrote nothing else (a takeover is
+//     a whole new item). A renewal of a lease is the same update, in
+//     progress, with a new in_progress_expiration.
+//   - The release (DeleteItem) is conditioned on owner_token, or on the
+//     record being gone already.
+//
 // For a table shared with other data, set Options.SortKeyAttr: the partition
 // key then holds a static value (by default "idempotency#" followed by the
 // function name) and the sort key holds the record's key.

@@ -122,9 +122,11 @@ func FuzzItemRoundTrip(f *testing.F) {
 
 var placeholderRE = regexp.MustCompile(`[#:][a-z_]+`)
 
-// fromUpdate applies the UpdateItem request for rec to an empty item, as
-// DynamoDB would (SET and REMOVE of the placeholders), after checking that
-// the expressions and the placeholder maps agree exactly (DynamoDB rejects
+// fromUpdate applies the UpdateItem request for rec, as DynamoDB would
+// (SET and REMOVE of the placeholders), to the item of rec's reservation
+// (the record the update's token condition finds: rec's key, token and
+// payload hash, in progress until a deadline), after checking that the
+// expressions and the placeholder maps agree exactly (DynamoDB rejects
 // unused names and values), and decodes the result.
 func fromUpdate(t *testing.T, s *Store, rec *persistence.Record) *persistence.Record {
 	t.Helper()
@@ -148,7 +150,10 @@ func fromUpdate(t *testing.T, s *Store, rec *persistence.Record) *persistence.Re
 		}
 	}
 
-	item := map[string]types.AttributeValue{}
+	reservation := &persistence.Record{Key: rec.Key, Status: persistence.StatusInProgress, ExpiresAt: rec.ExpiresAt.Add(-time.Minute),
+		InProgressExpiresAt: time.UnixMilli(1_700_000_000_000), PayloadHash: rec.PayloadHash, Token: rec.Token}
+	v := s.encode(reservation)
+	item := s.item(rec.Key, &v)
 	for k, v := range in.Key {
 		item[k] = v
 	}

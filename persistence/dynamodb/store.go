@@ -42,7 +42,7 @@ type Store struct {
 
 	updateExprs [1 << numOptional]string
 	updateCond  string
-	updateNames map[string]string
+	updateNames [1 << numOptional]map[string]string
 
 	deleteCond  string
 	deleteNames map[string]string
@@ -98,27 +98,36 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 		name(attrInProgressExpiry): opts.InProgressExpiryAttr,
 	}
 
-	// Completion: every attribute is either set or removed, so the update
-	// replaces the record; one expression per combination of optional
+	// Completion (and renewal): the record is the caller's own (the
+	// condition checks its token), as its reservation wrote it, so the
+	// update writes only what changes: the status, the expiry and the
+	// result's attributes present, and removes the in-progress expiry of
+	// a completed record. The token and the payload hash stay as the
+	// reservation wrote them. One expression, and one set of names (which
+	// DynamoDB wants exactly as used), per combination of the optional
 	// attributes present.
-	s.updateNames = make(map[string]string, numAttrs)
-	for i := range numAttrs {
-		s.updateNames[name(i)] = s.names[i]
-	}
 	for mask := range len(s.updateExprs) {
 		var set, remove []string
+		names := map[string]string{name(attrToken): s.names[attrToken]}
 		for i := range numAttrs {
-			if i < firstOptional || mask&(1<<(i-firstOptional)) != 0 {
+			present := i < firstOptional || mask&(1<<(i-firstOptional)) != 0
+			switch {
+			case i == attrToken || i == attrValidation:
+				continue
+			case present:
 				set = append(set, name(i)+" = "+value(i))
-			} else {
+			case i == attrInProgressExpiry:
 				remove = append(remove, name(i))
+			default:
+				continue // never written by the reservation
 			}
+			names[name(i)] = s.names[i]
 		}
 		expr := "SET " + strings.Join(set, ", ")
 		if len(remove) > 0 {
 			expr += " REMOVE " + strings.Join(remove, ", ")
 		}
-		s.updateExprs[mask] = expr
+		s.updateExprs[mask], s.updateNames[mask] = expr, names
 	}
 	s.updateCond = name(attrToken) + " = " + value(attrToken)
 
@@ -238,9 +247,11 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 		if av == nil {
 			continue
 		}
-		vals[valuePlaceholders[i]] = av
 		if i >= firstOptional {
 			mask |= 1 << (i - firstOptional)
+		}
+		if i != attrValidation {
+			vals[valuePlaceholders[i]] = av
 		}
 	}
 	return &dynamodb.UpdateItemInput{
@@ -248,7 +259,7 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 		Key:                       s.key(rec.Key),
 		UpdateExpression:          &s.updateExprs[mask],
 		ConditionExpression:       &s.updateCond,
-		ExpressionAttributeNames:  s.updateNames,
+		ExpressionAttributeNames:  s.updateNames[mask],
 		ExpressionAttributeValues: vals,
 	}, omitted
 }

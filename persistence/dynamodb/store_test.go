@@ -113,7 +113,10 @@ func TestItemLayout(t *testing.T) {
 
 		done := completed(rec, []byte(`{"statusCode":200,"body":"ok"}`))
 		done.InProgressExpiresAt = time.Time{}
-		done.PayloadHash = ""
+		in, _ := store.UpdateInput(done)
+		require.Equal(t, "SET #exp = :exp, #status = :status, #data = :data REMOVE #ip_exp", *in.UpdateExpression,
+			"the completion writes what changes, and removes the in-progress expiry")
+		require.Len(t, in.ExpressionAttributeNames, 5, "#token of the condition, and the four of the expression")
 		require.NoError(t, store.Update(t.Context(), done))
 		item = srv.rawItem(t, name, idKey(rec.Key))
 		require.Equal(t, map[string]types.AttributeValue{
@@ -121,15 +124,20 @@ func TestItemLayout(t *testing.T) {
 			"expiration":  &types.AttributeValueMemberN{Value: fmt.Sprint(now.Unix() + 3600)},
 			"status":      &types.AttributeValueMemberS{Value: "COMPLETED"},
 			"data":        &types.AttributeValueMemberS{Value: `{"statusCode":200,"body":"ok"}`},
+			"validation":  &types.AttributeValueMemberS{Value: rec.PayloadHash},
 			"owner_token": &types.AttributeValueMemberS{Value: rec.Token},
-		}, item, "Update must remove the attributes the record no longer has")
+		}, item, "the completion of the reservation: the token and payload hash as the reservation wrote them")
 
-		failed := completed(rec, nil)
+		other := inProgress(now)
+		require.NoError(t, store.Put(t.Context(), other, now))
+		failed := completed(other, nil)
+		failed.InProgressExpiresAt = time.Time{}
 		failed.ErrorType = "CardDeclinedError"
 		failed.ErrorMessage = "declined"
 		require.NoError(t, store.Update(t.Context(), failed))
-		item = srv.rawItem(t, name, idKey(rec.Key))
+		item = srv.rawItem(t, name, idKey(other.Key))
 		require.NotContains(t, item, "data")
+		require.NotContains(t, item, "in_progress_expiration")
 		require.Equal(t, &types.AttributeValueMemberS{Value: "CardDeclinedError"}, item["error_type"])
 		require.Equal(t, &types.AttributeValueMemberS{Value: "declined"}, item["error_message"])
 	})

@@ -1,0 +1,12 @@
+package dynamodb
+
+import (
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// UpdateInput exposes updateInput to the tests of the request's shape.
+func (s *Store) UpdateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput, error) {
+	return s.updateInput(rec)
+}
