@@ -18,47 +18,45 @@ func goroutinesCreated() (uint64, bool) {
 	return s[0].Value.Uint64(), true
 }
 
-// TestGoroutinesPerCall: a call through Wrap starts no goroutine of its
-// own, and none in the SDK's HTTP transport (a context the transport does
-// not know starts a watcher per request): at most 0.1 per call, over
-// pooled connections, on a first call and on a replay. It counts
-// goroutines, not time.
-func TestGoroutinesPerCall(t *testing.T) {
+// BenchmarkGoroutinesPerCall reports the goroutines a call through Wrap
+// starts (goroutines/op), over pooled connections to dynalite, on a first
+// call and on a replay: a completion context the HTTP transport does not
+// know would start a watcher per request. The count is the whole
+// process's, so other tests running alongside inflate it: run it alone.
+//
+//	go test -run '^$' -bench GoroutinesPerCall ./persistence/dynamodb/
+func BenchmarkGoroutinesPerCall(b *testing.B) {
 	if _, ok := goroutinesCreated(); !ok {
-		t.Skip("the runtime does not count the goroutines it creates (Go 1.26 does)")
+		b.Skip("the runtime does not count the goroutines it creates (Go 1.26 does)")
 	}
-	srv := server{dynamotest.Dynalite.Shared(t)}
-	_, store, _ := srv.setup(t)
+	srv := server{dynamotest.Dynalite.Shared(b)}
+	_, store, _ := srv.setup(b)
 	h := &handler{}
-	pay := wrap(t, h.charge, store)
+	pay := wrap(b, h.charge, store)
 	done := newPayment()
-	for range 5 { // connections, and the replay's record
-		if _, err := pay(t.Context(), newPayment()); err != nil {
-			t.Fatal(err)
+	for _, p := range []payment{newPayment(), newPayment(), done} { // connections, and the replay's record
+		if _, err := pay(b.Context(), p); err != nil {
+			b.Fatal(err)
 		}
 	}
-	if _, err := pay(t.Context(), done); err != nil {
-		t.Fatal(err)
-	}
-	const calls = 100
 	for _, path := range []struct {
 		name    string
 		payment func() payment
 	}{
-		{"first call", newPayment},
-		{"replay", func() payment { return done }},
+		{"FirstCall", newPayment},
+		{"Replay", func() payment { return done }},
 	} {
-		before, _ := goroutinesCreated()
-		for range calls {
-			if _, err := pay(t.Context(), path.payment()); err != nil {
-				t.Fatal(err)
+		b.Run(path.name, func(b *testing.B) {
+			before, _ := goroutinesCreated()
+			calls := 0
+			for b.Loop() {
+				calls++
+				if _, err := pay(b.Context(), path.payment()); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		after, _ := goroutinesCreated()
-		perCall := float64(after-before) / calls
-		t.Logf("%s: %.2f goroutines started per call", path.name, perCall)
-		if perCall > 0.1 {
-			t.Errorf("%s: %.2f goroutines started per call, want at most 0.1", path.name, perCall)
-		}
+			after, _ := goroutinesCreated()
+			b.ReportMetric(float64(after-before)/float64(calls), "goroutines/op")
+		})
 	}
 }
