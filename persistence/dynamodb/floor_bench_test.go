@@ -1,0 +1,208 @@
+package dynamodb_test
+
+import (
+	"errors"
+	"net/http"
+	"runtime/metrics"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
+)
+
+// BenchmarkFloorDynalite measures a wrapped handler's first call and replay
+// next to the bare SDK requests they need, made directly through the same
+// SDK client against the same dynalite server: the SDK's floor. Besides
+// ns/op (wall) it reports the CPU time of this process per operation
+// (cpu-ns/op: the client's, the server runs in a process of its own), the
+// request body bytes sent per operation (req-B/op), and the goroutines
+// started per operation (goroutines/op, where the runtime counts them).
+// The ratio of Lib* to SDK* is the library's cost over the floor:
+//
+//	go test -run '^$' -bench Floor -cpu 1 -count 6 ./persistence/dynamodb/ | benchstat -
+//
+// SDKFirstCall is a PutItem conditioned on attribute_not_exists(id) and
+// an UpdateItem conditioned on the owner token, with the same response;
+// SDKReplay is a PutItem that fails its condition asking for ALL_OLD, and
+// on a server that ignores ALL_OLD (dynalite) a GetItem, as the library's
+// replay there.
+func BenchmarkFloorDynalite(b *testing.B) {
+	benchmarkFloor(b, server{dynamotest.Dynalite.Shared(b)})
+}
+
+// BenchmarkFloorDynamoDBLocal is BenchmarkFloorDynalite against DynamoDB
+// Local, where a replay is the failed PutItem alone (ALL_OLD).
+func BenchmarkFloorDynamoDBLocal(b *testing.B) {
+	benchmarkFloor(b, server{dynamotest.DynamoDBLocal.Shared(b)})
+}
+
+// bodyCounter is an HTTP client that counts the request body bytes it
+// sends.
+type bodyCounter struct {
+	next  awshttp.BuildableClient
+	bytes atomic.Int64
+}
+
+func (c *bodyCounter) Do(req *http.Request) (*http.Response, error) {
+	if req.ContentLength > 0 {
+		c.bytes.Add(req.ContentLength)
+	}
+	return c.next.Do(req)
+}
+
+func benchmarkFloor(b *testing.B, srv server) {
+	name := srv.table(b)
+	counter := &bodyCounter{next: *awshttp.NewBuildableClient()}
+	client := srv.NewClient(func(o *awsdynamodb.Options) { o.HTTPClient = counter })
+	store := newStore(b, client, name)
+	h := &handler{}
+	pay := wrap(b, h.charge, store)
+	done := newPayment()
+	first, err := pay(b.Context(), done)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The response the library stores, as the core encodes it.
+	response := `{"charge_id":"` + first.ChargeID + `","amount":4200}`
+	payloadHash := "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+
+	// The bare requests: the reservation, its completion and, for the
+	// replay, the failed reservation of an existing key.
+	put := func(key, token string, now time.Time) *awsdynamodb.PutItemInput {
+		return &awsdynamodb.PutItemInput{
+			TableName: &name,
+			Item: map[string]types.AttributeValue{
+				"id":                     &types.AttributeValueMemberS{Value: key},
+				"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)},
+				"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
+				"validation":             &types.AttributeValueMemberS{Value: payloadHash},
+				"owner_token":            &types.AttributeValueMemberS{Value: token},
+			},
+			ConditionExpression:                 aws.String("attribute_not_exists(id)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+	}
+	update := func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput {
+		return &awsdynamodb.UpdateItemInput{
+			TableName:           &name,
+			Key:                 idKey(key),
+			UpdateExpression:    aws.String("SET #s = :s, #d = :d, expiration = :e"),
+			ConditionExpression: aws.String("owner_token = :t"),
+			ExpressionAttributeNames: map[string]string{
+				"#s": "status", "#d": "data",
+			},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
+				":d": &types.AttributeValueMemberS{Value: response},
+				":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				":t": &types.AttributeValueMemberS{Value: token},
+			},
+		}
+	}
+	doneKey := "payments#" + done.OrderID // any existing key fails the condition alike
+	if _, err := client.PutItem(b.Context(), put(doneKey, "t", time.Now())); err != nil {
+		b.Fatal(err)
+	}
+	consistent := true
+
+	b.Run("SDKFirstCall", func(b *testing.B) {
+		var key, token string
+		floor(b, counter, func() {
+			now := time.Now()
+			if _, err := client.PutItem(b.Context(), put(key, token, now)); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := client.UpdateItem(b.Context(), update(key, token, now)); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { p := newPayment(); key, token = "payments#"+p.OrderID, p.OrderID[4:] })
+	})
+	b.Run("LibFirstCall", func(b *testing.B) {
+		var p payment
+		floor(b, counter, func() {
+			if _, err := pay(b.Context(), p); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { p = newPayment() })
+	})
+	b.Run("SDKReplay", func(b *testing.B) {
+		floor(b, counter, func() {
+			_, err := client.PutItem(b.Context(), put(doneKey, "t2", time.Now()))
+			var failed *types.ConditionalCheckFailedException
+			if !errors.As(err, &failed) {
+				b.Fatalf("PutItem over an existing item: %v", err)
+			}
+			if len(failed.Item) == 0 {
+				if _, err := client.GetItem(b.Context(), &awsdynamodb.GetItemInput{TableName: &name, Key: idKey(doneKey), ConsistentRead: &consistent}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}, nil)
+	})
+	b.Run("LibReplay", func(b *testing.B) {
+		floor(b, counter, func() {
+			if _, err := pay(b.Context(), done); err != nil {
+				b.Fatal(err)
+			}
+		}, nil)
+	})
+}
+
+// floor runs op once per iteration, after prepare (outside the CPU time),
+// and reports the process's CPU time, the request body bytes and the
+// goroutines started per operation.
+func floor(b *testing.B, counter *bodyCounter, op, prepare func()) {
+	b.Helper()
+	b.ReportAllocs()
+	var cpu time.Duration
+	var n int
+	counter.bytes.Store(0)
+	goroutines := goroutinesStarted()
+	for b.Loop() {
+		if prepare != nil {
+			prepare()
+		}
+		start := processCPU()
+		op()
+		cpu += processCPU() - start
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/op")
+	b.ReportMetric(float64(counter.bytes.Load())/float64(n), "req-B/op")
+	if g := goroutinesStarted(); g >= 0 && goroutines >= 0 {
+		b.ReportMetric(float64(g-goroutines)/float64(n), "goroutines/op")
+	}
+}
+
+// processCPU returns the CPU time, user and system, that this process has
+// used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// goroutinesStarted returns how many goroutines the program has started,
+// or -1 where the runtime does not count them (before Go 1.26).
+func goroutinesStarted() int64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	return int64(s[0].Value.Uint64())
+}
