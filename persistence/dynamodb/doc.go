@@ -7,11 +7,11 @@
 //
 //   - Put: a PutItem conditioned as in Powertools for AWS Lambda,
 //     attribute_not_exists(id) OR expiration < :now OR (status = INPROGRESS
-//     AND attribute_exists(in_progress_expiration) AND in_progress_expiration
-//     < :now_ms), with ReturnValuesOnConditionCheckFailure ALL_OLD, so that a
-//     conflict carries the existing record at no extra cost. Servers that
-//     ignore ALL_OLD (dynalite, older DynamoDB Local) return a conflict
-//     without it, and the caller falls back to Get.
+//     AND in_progress_expiration < :now_ms), with
+//     ReturnValuesOnConditionCheckFailure ALL_OLD, so that a conflict
+//     carries the existing record at no extra cost. Servers that ignore
+//     ALL_OLD (dynalite, older DynamoDB Local) return a conflict without
+//     it, and the caller falls back to Get.
 //   - Get: a strongly consistent GetItem.
 //   - Update: an UpdateItem conditioned on the owner token (fenced).
 //   - Delete: a DeleteItem conditioned on the owner token, or on the record
@@ -60,16 +60,21 @@
 //
 // # Requests, attribute by attribute
 //
-// Each request carries what a guarantee needs, and no more:
+// Requests are billed and answered by size, so each carries what a
+// guarantee needs, and no more. Expression placeholders are one letter
+// (#e, :e); the attribute names are the table's (Options).
 //
 //   - The reservation (PutItem) writes the key, status, expiration,
 //     in_progress_expiration (the bound on how long a crash blocks the key),
 //     owner_token (the fence of every later write) and validation (when
-//     payload validation is on). Its condition is Powertools' takeover
-//     condition, so that a record is taken over exactly when it has expired
-//     or its reservation has lapsed, with :now and :now_ms, :inprogress and
-//     the four attribute names it reads. It asks for ALL_OLD, so that a
-//     replay is this one request.
+//     payload validation is on). Its condition takes a record over exactly
+//     when it has expired or its reservation has lapsed: the four attribute
+//     names it reads, :now and :now_ms (the two expiries are stored in
+//     seconds and milliseconds, as Powertools stores them) and the
+//     in-progress status. It leaves out Powertools'
+//     attribute_exists(in_progress_expiration), which the comparison after
+//     it implies (a comparison with a missing attribute is false). It asks
+//     for ALL_OLD, so that a replay is this one request.
 //   - The completion (UpdateItem, or the last item of Commit's
 //     transaction) is conditioned on owner_token, and writes only what
 //     changes on the caller's own record: status, expiration, the result

@@ -37,18 +37,19 @@ const (
 )
 
 // placeholders are the expression attribute name (with "#") and value (with
-// ":") placeholders of the attributes, by index.
+// ":") placeholders of the attributes, by index: one letter each, since
+// they are sent with every request.
 var placeholders = [numAttrs]string{
-	attrExpiry:           "exp",
-	attrStatus:           "status",
-	attrToken:            "token",
-	attrInProgressExpiry: "ip_exp",
-	attrData:             "data",
-	attrDataEncoding:     "enc",
-	attrValidation:       "validation",
-	attrErrorType:        "err_type",
-	attrErrorMessage:     "err_msg",
-	attrResponseOmitted:  "omitted",
+	attrExpiry:           "e",
+	attrStatus:           "s",
+	attrToken:            "t",
+	attrInProgressExpiry: "i",
+	attrData:             "d",
+	attrDataEncoding:     "c",
+	attrValidation:       "v",
+	attrErrorType:        "y",
+	attrErrorMessage:     "m",
+	attrResponseOmitted:  "o",
 }
 
 // attrNames returns the table's attribute names, by index.

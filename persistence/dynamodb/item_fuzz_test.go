@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -110,7 +111,7 @@ func FuzzItemRoundTrip(f *testing.F) {
 		} else if diff := storetest.Diff(got, rec); diff != "" {
 			t.Fatalf("Update round trip with a small limit:\n%s", diff)
 		}
-		if _, hasData := in.ExpressionAttributeValues[":data"]; hasData {
+		if _, hasData := in.ExpressionAttributeValues[":d"]; hasData {
 			v := small.encode(rec)
 			_ = small.fit(&v, rec.Key, rec.Response)
 			if size := small.itemSize(rec.Key, &v); size > small.opts.MaxItemSize {
@@ -155,7 +156,9 @@ func fromUpdate(t *testing.T, s *Store, rec *persistence.Record) *persistence.Re
 	v := s.encode(reservation)
 	item := s.item(rec.Key, &v)
 	for k, v := range in.Key {
-		item[k] = v
+		if !reflect.DeepEqual(item[k], v) {
+			t.Fatalf("key attribute %q: update %v, reservation %v", k, v, item[k])
+		}
 	}
 	set, remove, _ := strings.Cut(strings.TrimPrefix(*in.UpdateExpression, "SET "), " REMOVE ")
 	for _, assign := range strings.Split(set, ", ") {

@@ -84,15 +84,17 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 	name := func(i int) string { return "#" + placeholders[i] }
 	value := func(i int) string { return ":" + placeholders[i] }
 
-	// Reservation: Powertools' condition. :now and :now_ms are the current
-	// time rounded up to the second and to the millisecond, which makes
-	// "stored < rounded up now" exactly Record.Live's "stored time before
-	// now" for times stored in whole seconds and milliseconds.
-	s.putCond = "attribute_not_exists(#id) OR " + name(attrExpiry) + " < :now OR (" +
-		name(attrStatus) + " = :inprogress AND attribute_exists(" + name(attrInProgressExpiry) + ") AND " +
-		name(attrInProgressExpiry) + " < :now_ms)"
+	// Reservation: Powertools' condition, without its
+	// attribute_exists(in_progress_expiration), which a comparison implies
+	// (a comparison with a missing attribute is false). :now and :now_ms
+	// are the current time rounded up to the second and to the
+	// millisecond, which makes "stored < rounded up now" exactly
+	// Record.Live's "stored time before now" for times stored in whole
+	// seconds and milliseconds.
+	s.putCond = "attribute_not_exists(#k) OR " + name(attrExpiry) + " < :now OR (" +
+		name(attrStatus) + " = :p AND " + name(attrInProgressExpiry) + " < :now_ms)"
 	s.putNames = map[string]string{
-		"#id":                      opts.KeyAttr,
+		"#k":                       opts.KeyAttr,
 		name(attrExpiry):           opts.ExpiryAttr,
 		name(attrStatus):           opts.StatusAttr,
 		name(attrInProgressExpiry): opts.InProgressExpiryAttr,
@@ -132,9 +134,9 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 	s.updateCond = name(attrToken) + " = " + value(attrToken)
 
 	// Release: a record that is already gone counts as released.
-	s.deleteCond = "attribute_not_exists(#id) OR " + name(attrToken) + " = " + value(attrToken)
+	s.deleteCond = "attribute_not_exists(#k) OR " + name(attrToken) + " = " + value(attrToken)
 	s.deleteNames = map[string]string{
-		"#id":           opts.KeyAttr,
+		"#k":            opts.KeyAttr,
 		name(attrToken): opts.TokenAttr,
 	}
 	return s, nil
@@ -168,9 +170,9 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		ConditionExpression:      &s.putCond,
 		ExpressionAttributeNames: s.putNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":        number(ceilUnix(now)),
-			":now_ms":     number(ceilUnixMilli(now)),
-			":inprogress": inProgressValue,
+			":now":    number(ceilUnix(now)),
+			":now_ms": number(ceilUnixMilli(now)),
+			":p":      inProgressValue,
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})

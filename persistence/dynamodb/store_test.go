@@ -114,7 +114,7 @@ func TestItemLayout(t *testing.T) {
 		done := completed(rec, []byte(`{"statusCode":200,"body":"ok"}`))
 		done.InProgressExpiresAt = time.Time{}
 		in, _ := store.UpdateInput(done)
-		require.Equal(t, "SET #exp = :exp, #status = :status, #data = :data REMOVE #ip_exp", *in.UpdateExpression,
+		require.Equal(t, "SET #e = :e, #s = :s, #d = :d REMOVE #i", *in.UpdateExpression,
 			"the completion writes what changes, and removes the in-progress expiry")
 		require.Len(t, in.ExpressionAttributeNames, 5, "#token of the condition, and the four of the expression")
 		require.NoError(t, store.Update(t.Context(), done))
