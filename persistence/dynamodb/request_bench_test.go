@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
@@ -219,6 +221,117 @@ func BenchmarkSDK(b *testing.B) {
 			var c *persistence.ConflictError
 			if err := s.Put(ctx, rec, now); !errors.As(err, &c) || c.Existing == nil || c.Existing.Status != persistence.StatusCompleted {
 				b.Fatalf("Put: %v", err)
+			}
+		}
+	})
+}
+
+// BenchmarkSDKWrap is BenchmarkFloor without the network: a wrapped
+// handler's first call and replay through the AWS SDK's real client, next
+// to the bare SDK requests they need (as in BenchmarkFloor), against an HTTP
+// client that answers locally, so that ns/op is the client's CPU alone.
+// The ratio of Wrap* to Bare* is the library's cost over the SDK's floor.
+func BenchmarkSDKWrap(b *testing.B) {
+	var key string
+	h := &handler{}
+	charge := func(ctx context.Context, p payment) (charge, error) {
+		key, _ = idempotency.KeyFromContext(ctx)
+		return h.charge(ctx, p)
+	}
+	newClient := func(c *cannedHTTP) *awsdynamodb.Client {
+		return awsdynamodb.New(awsdynamodb.Options{
+			Region:       "us-east-1",
+			Credentials:  dynalite.Credentials,
+			BaseEndpoint: aws.String("http://127.0.0.1:8000"),
+			HTTPClient:   c,
+		})
+	}
+	client := newClient(&cannedHTTP{})
+	pay := wrap(b, charge, newStore(b, client, "idempotency"))
+	done := newPayment()
+	first, err := pay(b.Context(), done)
+	if err != nil {
+		b.Fatal(err)
+	}
+	response := `{"charge_id":"` + first.ChargeID + `","amount":4200}`
+	now := time.Now()
+	conflict := `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed","Item":{` +
+		`"id":{"S":"` + key + `"},"expiration":{"N":"` + strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `"},"in_progress_expiration":{"N":"` + strconv.FormatInt(now.Add(time.Minute).UnixMilli(), 10) + `"},` +
+		`"status":{"S":"COMPLETED"},"owner_token":{"S":"QGZWM5GVFV3PZ4LSYUBE4RK7WA"},"data":{"S":` + strconv.Quote(response) + `}}}`
+	conflicting := newClient(&cannedHTTP{conflict: conflict})
+	payReplay := wrap(b, charge, newStore(b, conflicting, "idempotency"))
+
+	table := "idempotency"
+	put := func(key, token string, now time.Time) *awsdynamodb.PutItemInput {
+		return &awsdynamodb.PutItemInput{
+			TableName: &table,
+			Item: map[string]types.AttributeValue{
+				"id":                     &types.AttributeValueMemberS{Value: key},
+				"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)},
+				"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
+				"owner_token":            &types.AttributeValueMemberS{Value: token},
+			},
+			ConditionExpression:                 aws.String("attribute_not_exists(id)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+	}
+	update := func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput {
+		return &awsdynamodb.UpdateItemInput{
+			TableName:                &table,
+			Key:                      idKey(key),
+			UpdateExpression:         aws.String("SET #s = :s, #d = :d, expiration = :e"),
+			ConditionExpression:      aws.String("owner_token = :t"),
+			ExpressionAttributeNames: map[string]string{"#s": "status", "#d": "data"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
+				":d": &types.AttributeValueMemberS{Value: response},
+				":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				":t": &types.AttributeValueMemberS{Value: token},
+			},
+		}
+	}
+	ctx := b.Context()
+	payments := make([]payment, 1024)
+	for i := range payments {
+		payments[i] = newPayment()
+	}
+	b.Run("BareFirstCall", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			p := payments[i%len(payments)]
+			now := time.Now()
+			if _, err := client.PutItem(ctx, put("payments#"+p.OrderID, p.OrderID, now)); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := client.UpdateItem(ctx, update("payments#"+p.OrderID, p.OrderID, now)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("WrapFirstCall", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := pay(ctx, payments[i%len(payments)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("BareReplay", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, err := conflicting.PutItem(ctx, put(key, "t2", time.Now()))
+			var failed *types.ConditionalCheckFailedException
+			if !errors.As(err, &failed) || len(failed.Item) == 0 {
+				b.Fatalf("PutItem: %v", err)
+			}
+		}
+	})
+	b.Run("WrapReplay", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if out, err := payReplay(ctx, done); err != nil || out != first {
+				b.Fatalf("replay: %v, %v", out, err)
 			}
 		}
 	})
