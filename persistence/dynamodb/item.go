@@ -87,7 +87,14 @@ func (s *Store) encode(rec *persistence.Record) values {
 	// invocation deadline, rounded up so that the reservation never lapses
 	// before it.
 	v[attrExpiry] = number(rec.ExpiresAt.Unix())
-	v[attrStatus] = str(string(rec.Status))
+	switch rec.Status {
+	case persistence.StatusInProgress:
+		v[attrStatus] = inProgressValue
+	case persistence.StatusCompleted:
+		v[attrStatus] = completedValue
+	default:
+		v[attrStatus] = str(string(rec.Status))
+	}
 	v[attrToken] = str(rec.Token)
 	if !rec.InProgressExpiresAt.IsZero() {
 		v[attrInProgressExpiry] = number(ceilUnixMilli(rec.InProgressExpiresAt))

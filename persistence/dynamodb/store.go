@@ -151,7 +151,12 @@ var valuePlaceholders = func() (p [numAttrs]string) {
 	return p
 }()
 
-var inProgressValue = &types.AttributeValueMemberS{Value: string(persistence.StatusInProgress)}
+// The values of the two statuses, shared by every request (the SDK only
+// reads them).
+var (
+	inProgressValue = &types.AttributeValueMemberS{Value: string(persistence.StatusInProgress)}
+	completedValue  = &types.AttributeValueMemberS{Value: string(persistence.StatusCompleted)}
+)
 
 // Put implements persistence.Store with one conditional PutItem. When a live
 // record holds the key, it returns a *persistence.ConflictError whose
@@ -243,16 +248,21 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput, error) {
 	v := s.encode(rec)
 	omitted := s.fit(&v, rec.Key, rec.Response)
-	vals := make(map[string]types.AttributeValue, numAttrs)
-	mask := 0
+	v[attrValidation] = nil // the reservation wrote it, and it does not change
+	n, mask := 0, 0
 	for i, av := range v {
-		if av == nil {
-			continue
+		if av != nil {
+			n++
+			if i >= firstOptional {
+				mask |= 1 << (i - firstOptional)
+			}
 		}
-		if i >= firstOptional {
-			mask |= 1 << (i - firstOptional)
-		}
-		if i != attrValidation {
+	}
+	// Sized to the values present (a completion has 5), not to every
+	// attribute: a map of up to 8 is one allocation, of 10 three.
+	vals := make(map[string]types.AttributeValue, n)
+	for i, av := range v {
+		if av != nil {
 			vals[valuePlaceholders[i]] = av
 		}
 	}
