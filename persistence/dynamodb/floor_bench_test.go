@@ -26,7 +26,8 @@ import (
 // ns/op (wall) it reports the CPU time of this process per operation
 // (cpu-ns/op: the client's, the server runs in a process of its own), the
 // request body bytes sent per operation (req-B/op), and the goroutines
-// started per operation (goroutines/op, where the runtime counts them).
+// started per operation (goroutines/op, where the runtime counts them;
+// the count is the whole process's, so run the benchmark alone).
 // The ratio of Lib* to SDK* is the library's cost over the floor;
 // FirstCallRatio and ReplayRatio report it (cpu-ratio) from the two run
 // alternately:
@@ -85,39 +86,7 @@ func benchmarkFloor(b *testing.B, srv server) {
 	// The response the library stores, as the core encodes it.
 	response := `{"charge_id":"` + first.ChargeID + `","amount":4200}`
 
-	// The bare requests: the reservation, its completion and, for the
-	// replay, the failed reservation of an existing key.
-	put := func(key, token string, now time.Time) *awsdynamodb.PutItemInput {
-		return &awsdynamodb.PutItemInput{
-			TableName: &name,
-			Item: map[string]types.AttributeValue{
-				"id":                     &types.AttributeValueMemberS{Value: key},
-				"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
-				"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)},
-				"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
-				"owner_token":            &types.AttributeValueMemberS{Value: token},
-			},
-			ConditionExpression:                 aws.String("attribute_not_exists(id)"),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}
-	}
-	update := func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput {
-		return &awsdynamodb.UpdateItemInput{
-			TableName:           &name,
-			Key:                 idKey(key),
-			UpdateExpression:    aws.String("SET #s = :s, #d = :d, expiration = :e"),
-			ConditionExpression: aws.String("owner_token = :t"),
-			ExpressionAttributeNames: map[string]string{
-				"#s": "status", "#d": "data",
-			},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
-				":d": &types.AttributeValueMemberS{Value: response},
-				":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
-				":t": &types.AttributeValueMemberS{Value: token},
-			},
-		}
-	}
+	put, update := bareRequests(name, response)
 	consistent := true
 
 	var (
@@ -254,4 +223,46 @@ func goroutinesStarted() int64 {
 		return -1
 	}
 	return int64(s[0].Value.Uint64())
+}
+
+// bareRequests returns the bare SDK requests of a first call, made
+// directly: put, a PutItem of the same item as the library's reservation
+// (without payload validation) conditioned on attribute_not_exists(id),
+// which on an existing key is also the replay's failed PutItem, asking for
+// ALL_OLD; and update, an UpdateItem of the status, the expiry and
+// response, conditioned on the owner token.
+func bareRequests(table, response string) (
+	put func(key, token string, now time.Time) *awsdynamodb.PutItemInput,
+	update func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput,
+) {
+	put = func(key, token string, now time.Time) *awsdynamodb.PutItemInput {
+		return &awsdynamodb.PutItemInput{
+			TableName: &table,
+			Item: map[string]types.AttributeValue{
+				"id":                     &types.AttributeValueMemberS{Value: key},
+				"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)},
+				"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
+				"owner_token":            &types.AttributeValueMemberS{Value: token},
+			},
+			ConditionExpression:                 aws.String("attribute_not_exists(id)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+	}
+	update = func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput {
+		return &awsdynamodb.UpdateItemInput{
+			TableName:                &table,
+			Key:                      idKey(key),
+			UpdateExpression:         aws.String("SET #s = :s, #d = :d, expiration = :e"),
+			ConditionExpression:      aws.String("owner_token = :t"),
+			ExpressionAttributeNames: map[string]string{"#s": "status", "#d": "data"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
+				":d": &types.AttributeValueMemberS{Value: response},
+				":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				":t": &types.AttributeValueMemberS{Value: token},
+			},
+		}
+	}
+	return put, update
 }

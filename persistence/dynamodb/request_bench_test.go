@@ -261,36 +261,7 @@ func BenchmarkSDKWrap(b *testing.B) {
 	conflicting := newClient(&cannedHTTP{conflict: conflict})
 	payReplay := wrap(b, charge, newStore(b, conflicting, "idempotency"))
 
-	table := "idempotency"
-	put := func(key, token string, now time.Time) *awsdynamodb.PutItemInput {
-		return &awsdynamodb.PutItemInput{
-			TableName: &table,
-			Item: map[string]types.AttributeValue{
-				"id":                     &types.AttributeValueMemberS{Value: key},
-				"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
-				"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10)},
-				"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
-				"owner_token":            &types.AttributeValueMemberS{Value: token},
-			},
-			ConditionExpression:                 aws.String("attribute_not_exists(id)"),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}
-	}
-	update := func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput {
-		return &awsdynamodb.UpdateItemInput{
-			TableName:                &table,
-			Key:                      idKey(key),
-			UpdateExpression:         aws.String("SET #s = :s, #d = :d, expiration = :e"),
-			ConditionExpression:      aws.String("owner_token = :t"),
-			ExpressionAttributeNames: map[string]string{"#s": "status", "#d": "data"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
-				":d": &types.AttributeValueMemberS{Value: response},
-				":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
-				":t": &types.AttributeValueMemberS{Value: token},
-			},
-		}
-	}
+	put, update := bareRequests("idempotency", response)
 	ctx := b.Context()
 	payments := make([]payment, 1024)
 	for i := range payments {
