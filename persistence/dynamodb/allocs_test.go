@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -17,10 +16,7 @@ import (
 // takes as they are.
 func TestRequestAllocations(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
-	rec := benchRecord(now)
-	done := *rec
-	done.Status = persistence.StatusCompleted
-	done.Response = benchResponse
+	rec, done := benchRecords(now)
 	s, err := dynamodb.New(&requestClient{}, "idempotency")
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +28,7 @@ func TestRequestAllocations(t *testing.T) {
 		op   func() error
 	}{
 		{"PutItem", 16, func() error { return s.Put(ctx, rec, now) }},
-		{"UpdateItem", 14, func() error { return s.Update(ctx, &done) }},
+		{"UpdateItem", 14, func() error { return s.Update(ctx, done) }},
 	} {
 		allocs := testing.AllocsPerRun(1000, func() {
 			if err := c.op(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -74,6 +75,16 @@ func benchRecord(now time.Time) *persistence.Record {
 	}
 }
 
+// benchRecords returns benchRecord's reservation and its completion with
+// benchResponse.
+func benchRecords(now time.Time) (reservation, completion *persistence.Record) {
+	reservation = benchRecord(now)
+	done := *reservation
+	done.Status = persistence.StatusCompleted
+	done.Response = benchResponse
+	return reservation, &done
+}
+
 // storedItem is the item the store writes for rec, as DynamoDB returns it.
 func storedItem(b *testing.B, rec *persistence.Record) map[string]types.AttributeValue {
 	b.Helper()
@@ -104,13 +115,10 @@ func storedItem(b *testing.B, rec *persistence.Record) map[string]types.Attribut
 // read returns.
 func BenchmarkRequest(b *testing.B) {
 	now := time.Now().Truncate(time.Second)
-	rec := benchRecord(now)
-	done := *rec
-	done.Status = persistence.StatusCompleted
-	done.Response = benchResponse
-	large := done
+	rec, done := benchRecords(now)
+	large := *done
 	large.Response = bytes.Repeat(benchResponse, 20<<10/len(benchResponse)+1)
-	item := storedItem(b, &done)
+	item := storedItem(b, done)
 
 	run := func(name string, c *requestClient, op func(s *dynamodb.Store) error) {
 		b.Run(name, func(b *testing.B) {
@@ -135,7 +143,7 @@ func BenchmarkRequest(b *testing.B) {
 		}
 		return nil
 	})
-	run("UpdateItem", &requestClient{}, func(s *dynamodb.Store) error { return s.Update(ctx, &done) })
+	run("UpdateItem", &requestClient{}, func(s *dynamodb.Store) error { return s.Update(ctx, done) })
 	run("UpdateItem_20KiB_gzip", &requestClient{}, func(s *dynamodb.Store) error { return s.Update(ctx, &large) })
 	run("GetItem", &requestClient{getOut: &awsdynamodb.GetItemOutput{Item: item}}, func(s *dynamodb.Store) error {
 		_, err := s.Get(ctx, rec.Key)
@@ -178,10 +186,7 @@ func (c *cannedHTTP) Do(req *http.Request) (*http.Response, error) {
 // store call costs the client process, apart from the network.
 func BenchmarkSDK(b *testing.B) {
 	now := time.Now().Truncate(time.Second)
-	rec := benchRecord(now)
-	done := *rec
-	done.Status = persistence.StatusCompleted
-	done.Response = benchResponse
+	rec, done := benchRecords(now)
 	conflict := `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed","Item":{` +
 		`"id":{"S":"` + rec.Key + `"},"expiration":{"N":"1767229200"},"in_progress_expiration":{"N":"1767225630000"},` +
 		`"status":{"S":"COMPLETED"},"owner_token":{"S":"QGZWM5GVFV3PZ4LSYUBE4RK7WA"},` +
@@ -208,7 +213,7 @@ func BenchmarkSDK(b *testing.B) {
 			if err := s.Put(ctx, rec, now); err != nil {
 				b.Fatal(err)
 			}
-			if err := s.Update(ctx, &done); err != nil {
+			if err := s.Update(ctx, done); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -288,36 +293,38 @@ func BenchmarkSDKWrap(b *testing.B) {
 			}
 		}
 	})
+	conflicted := func(b *testing.B, err error) {
+		var failed *types.ConditionalCheckFailedException
+		if !errors.As(err, &failed) || len(failed.Item) == 0 {
+			b.Fatalf("PutItem: %v", err)
+		}
+	}
 	b.Run("BareReplay", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_, err := conflicting.PutItem(ctx, put(key, "t2", time.Now()))
-			var failed *types.ConditionalCheckFailedException
-			if !errors.As(err, &failed) || len(failed.Item) == 0 {
-				b.Fatalf("PutItem: %v", err)
-			}
+			conflicted(b, err)
 		}
 	})
 	// The bare replay with the library's reservation condition (the
-	// takeover of expired and lapsed records), so that the difference to
-	// WrapReplay is the library's code, not its request.
+	// takeover of expired and lapsed records), taken from the store's own
+	// PutItem, so that the difference to WrapReplay is the library's code,
+	// not its request (its values are of one moment: the canned server
+	// evaluates no condition).
+	captured := &requestClient{}
+	if err := newStore(b, captured, "idempotency").Put(ctx, benchRecord(now), now); err != nil {
+		b.Fatal(err)
+	}
+	takeover := captured.last.(*awsdynamodb.PutItemInput)
 	b.Run("BareReplayTakeoverCondition", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			now := time.Now()
-			in := put(key, "t2", now)
-			in.ConditionExpression = aws.String("attribute_not_exists(#k) OR #e < :now OR (#s = :p AND #i < :now_ms)")
-			in.ExpressionAttributeNames = map[string]string{"#k": "id", "#e": "expiration", "#s": "status", "#i": "in_progress_expiration"}
-			in.ExpressionAttributeValues = map[string]types.AttributeValue{
-				":now":    &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix()+1, 10)},
-				":now_ms": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli()+1, 10)},
-				":p":      &types.AttributeValueMemberS{Value: "INPROGRESS"},
-			}
+			in := put(key, "t2", time.Now())
+			in.ConditionExpression = takeover.ConditionExpression
+			in.ExpressionAttributeNames = takeover.ExpressionAttributeNames
+			in.ExpressionAttributeValues = maps.Clone(takeover.ExpressionAttributeValues)
 			_, err := conflicting.PutItem(ctx, in)
-			var failed *types.ConditionalCheckFailedException
-			if !errors.As(err, &failed) || len(failed.Item) == 0 {
-				b.Fatalf("PutItem: %v", err)
-			}
+			conflicted(b, err)
 		}
 	})
 	b.Run("WrapReplay", func(b *testing.B) {
