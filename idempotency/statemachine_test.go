@@ -427,7 +427,7 @@ func TestRecordExpiresBetweenWriteAndRead(t *testing.T) {
 		if op == faultstore.OpGet {
 			rec, err := inner.Get(context.Background(), key)
 			require.NoError(t, err)
-			require.NoError(t, inner.Delete(context.Background(), key, rec.Token))
+			require.NoError(t, inner.DeleteRecord(context.Background(), rec))
 		}
 	}
 	_, err = charge(t.Context(), o1)

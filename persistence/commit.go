@@ -19,21 +19,23 @@ import (
 type Committer interface {
 	Store
 
-	// Commit completes rec, as Update does, fenced on rec.Token, and
-	// applies writes, atomically. On success both happened. Otherwise
-	// neither did, and the error says why:
+	// Commit completes rec, as Update does (the stored record must be the
+	// caller's own reservation: rec.Token and in progress), and applies
+	// writes, atomically. On success both happened. Otherwise neither did,
+	// and the error says why:
 	//
-	//   - ErrFenced: the stored record does not carry rec.Token (another
-	//     invocation took the key over);
-	//   - an error matching ErrCommitCanceled (a *CommitCanceledError): a
-	//     write's own condition failed, or the writes exceed the store's
-	//     limits; nothing was written;
-	//   - any other error: the outcome is unknown (a lost reply). Repeating
-	//     Commit with the same rec and writes is safe: the store makes the
-	//     repeat idempotent (for DynamoDB, with a ClientRequestToken derived
-	//     from rec.Token).
+	//   - ErrFenced: the stored record is not the caller's reservation
+	//     (another invocation took the key over, or it is gone);
+	//   - an error matching ErrCommitCanceled (a *CommitCanceledError): the
+	//     store refused the commit and nothing was written: a write's own
+	//     condition failed, the writes exceed the store's limits, or the
+	//     store cannot run them (no transactions);
+	//   - any other error: the outcome is unknown (a lost reply).
 	//
-	// A Commit without writes is an Update.
+	// When the stored record is already the caller's own completed record,
+	// an earlier attempt committed: Commit writes nothing again, staged
+	// writes included, and succeeds. Repeating Commit with the same rec
+	// and writes is therefore safe. A Commit without writes is an Update.
 	Commit(ctx context.Context, rec *Record, writes []any) error
 }
 

@@ -61,9 +61,11 @@ type Record struct {
 	// between retries with one key. Empty when payload validation is off.
 	PayloadHash string
 
-	// Token identifies the invocation that wrote the record. Update and Delete
-	// succeed only when it matches, so a late finisher can never overwrite or
-	// delete the record of an invocation that took over after it.
+	// Token identifies the invocation that wrote the record. Update and
+	// Delete succeed only when it matches and the record is in progress, so
+	// a late finisher can never overwrite or delete the record of an
+	// invocation that took over after it, nor a late write reopen a
+	// completed record.
 	Token string
 
 	// Response is the encoded result of a completed invocation. It may be
@@ -112,22 +114,30 @@ type Store interface {
 	// ErrNotFound for them.
 	Get(ctx context.Context, key string) (*Record, error)
 
-	// Update replaces the record for rec.Key with rec, but only if the stored
-	// record carries rec.Token. Otherwise it writes nothing and returns
-	// ErrFenced (including when the record no longer exists). Repeating a
-	// successful Update succeeds. The stored record is then the caller's
-	// own: the one its Put wrote for the same key, token and payload hash,
-	// or an earlier Update of it in progress (a renewal); a store may write
-	// only what differs from it (the DynamoDB store does). A completed
-	// record is not updated again with another result. A store with a size limit that cannot fit
-	// rec.Response writes the record without it and returns
-	// ErrResponseOmitted.
+	// Update replaces the record for rec.Key with rec, but only if the
+	// stored record is the caller's own reservation: it carries rec.Token
+	// and is in progress. A renewal (rec in progress) and a completion
+	// (rec completed) both need it, so that a write applied late can never
+	// reopen a completed key nor overwrite another call's record. When the
+	// stored record is the caller's own completed record and rec completes
+	// it, an earlier attempt applied it: Update writes nothing and
+	// succeeds. In every other case it writes nothing and returns ErrFenced
+	// (including when the record no longer exists). docs/protocol.md has
+	// the table.
+	//
+	// The stored record it replaces is the caller's own, as its Put wrote
+	// it for the same key, token and payload hash, or an earlier renewal of
+	// it: a store may write only what differs (the DynamoDB store does). A
+	// store with a size limit that cannot fit rec.Response writes the
+	// record without it and returns ErrResponseOmitted.
 	Update(ctx context.Context, rec *Record) error
 
-	// Delete removes the record for key, but only if it carries token. It
-	// returns ErrFenced, and deletes nothing, when the record carries another
-	// token. Deleting a record that does not exist succeeds, so a retried
-	// Delete whose first reply was lost is not an error.
+	// Delete removes the record for key, but only if it is the caller's
+	// own reservation: it carries token and is in progress. It returns
+	// ErrFenced, and deletes nothing, for any other record, the caller's
+	// own completed record included. Deleting a record that does not exist
+	// succeeds, so a retried Delete whose first reply was lost is not an
+	// error.
 	Delete(ctx context.Context, key, token string) error
 }
 
@@ -151,9 +161,10 @@ var (
 	// ErrConflict is matched (with errors.Is) by every *ConflictError.
 	ErrConflict = errors.New("persistence: a live record already exists")
 
-	// ErrFenced is returned by Store.Update and Store.Delete when the stored
-	// record does not carry the caller's token: another invocation has taken
-	// the key over, or the record is gone.
+	// ErrFenced is returned by Store.Update, Store.Delete and
+	// Committer.Commit when the stored record is not the caller's own
+	// reservation: another invocation has taken the key over, the record
+	// is gone, or it has completed.
 	ErrFenced = errors.New("persistence: record is owned by another invocation")
 
 	// ErrChanged is returned by the stores' DeleteRecord methods, which

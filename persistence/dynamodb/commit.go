@@ -68,13 +68,18 @@ func (e *TransactionTooLargeError) Error() string {
 // that the SDK's retry of a commit whose reply was lost, or a repeated
 // Commit, within DynamoDB's ten minutes, is not applied twice.
 //
-// It returns an error wrapping persistence.ErrFenced when the record no
-// longer carries rec.Token (the completion's condition failed); a
-// *persistence.CommitCanceledError, with the reasons DynamoDB gave per
-// item, when a write's own condition failed, when the transaction is
-// refused as invalid, or (with a *TransactionTooLargeError, before sending
-// it) when it is over DynamoDB's limits; and other failures wrapped, whose
-// outcome is unknown.
+// The completion is conditioned on the record being the caller's own
+// reservation, its owner token and in progress (docs/protocol.md, commit).
+// When that condition fails and the record is the caller's own completed
+// record, an earlier attempt committed, and Commit succeeds without
+// writing again; otherwise it returns an error wrapping
+// persistence.ErrFenced. It returns a *persistence.CommitCanceledError
+// when DynamoDB proves that nothing was written: a write's own condition
+// failed (with the reasons DynamoDB gave per item), the request was
+// refused whatever the data (see refusals; a server without transactions
+// gives a *TransactionsUnsupportedError), or (with a
+// *TransactionTooLargeError, before sending it) it is over DynamoDB's
+// limits. Other failures are returned wrapped: their outcome is unknown.
 func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
 	if len(writes) == 0 {
 		return s.Update(ctx, rec)
@@ -124,19 +129,59 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 			reasons[i] = persistence.CommitCancelReason{Code: aws.ToString(r.Code), Message: aws.ToString(r.Message)}
 		}
 		if len(reasons) == len(items) && reasons[len(reasons)-1].Code == "ConditionalCheckFailed" {
-			return fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, persistence.ErrFenced)
+			// The completion's condition failed: the record is not the
+			// caller's reservation. It may be the caller's own commit,
+			// applied by an earlier attempt (done), or another's (fenced).
+			return s.refused(ctx, "commit", rec, omitted)
 		}
 		return &persistence.CommitCanceledError{Reasons: reasons, Err: fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err)}
 	}
 	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" {
-		// A transaction DynamoDB refuses outright (two writes of one item,
-		// a write of the record itself, a bad expression): nothing of it
-		// was written.
-		return canceled(fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err))
+	if errors.As(err, &apiErr) {
+		switch code := apiErr.ErrorCode(); {
+		case code == "UnknownOperationException":
+			return canceled(&TransactionsUnsupportedError{Err: fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err)})
+		case refusals[code]:
+			return canceled(fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err))
+		}
 	}
 	return fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err)
 }
+
+// refusals are the error codes with which DynamoDB refuses a request
+// without running it, whatever the data: the request is invalid, names a
+// table that does not exist, or is not allowed. They are the same for
+// every attempt the SDK makes of one request, so they prove that no
+// attempt applied, and a commit refused with one wrote nothing
+// (docs/protocol.md, What a commit error proves). Throttling is not among
+// them: an earlier attempt whose reply was lost may have committed before
+// a later one was throttled.
+var refusals = map[string]bool{
+	"ValidationException":                 true, // an invalid request: two writes of one item, a bad expression
+	"ResourceNotFoundException":           true, // a table that does not exist
+	"AccessDeniedException":               true,
+	"UnrecognizedClientException":         true, // an unknown access key
+	"InvalidSignatureException":           true,
+	"IncompleteSignatureException":        true,
+	"MissingAuthenticationTokenException": true,
+	"SerializationException":              true, // a request that does not parse
+}
+
+// TransactionsUnsupportedError is the reason Commit gives, in a
+// *persistence.CommitCanceledError, when the server does not run
+// transactions (it answers TransactWriteItems with
+// UnknownOperationException, as dynalite does). Nothing was written.
+type TransactionsUnsupportedError struct {
+	Err error // the server's answer
+}
+
+// Error implements error.
+func (e *TransactionsUnsupportedError) Error() string {
+	return "persistence/dynamodb: the server does not run transactions (TransactWriteItems): turn idempotency.WithTransactions off, or use a DynamoDB table that supports them: " + e.Err.Error()
+}
+
+// Unwrap returns the server's answer.
+func (e *TransactionsUnsupportedError) Unwrap() error { return e.Err }
 
 func canceled(err error) error { return &persistence.CommitCanceledError{Err: err} }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -237,9 +236,9 @@ func TestCommitInvalidTransaction(t *testing.T) {
 	})
 }
 
-// dynalite has no TransactWriteItems: a commit against it fails with
-// DynamoDB's error, not as a canceled commit, and Update-only commits
-// still work.
+// dynalite has no TransactWriteItems: a commit against it is refused, and
+// nothing was written, so it is a canceled commit whose reason says what
+// to do; Update-only commits still work.
 func TestCommitWithoutTransactions(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		if srv.Transactions {
@@ -250,9 +249,13 @@ func TestCommitWithoutTransactions(t *testing.T) {
 		require.NoError(t, store.Put(t.Context(), rec, wholeSecond()))
 		done := completed(rec, []byte(`"x"`))
 		err := store.Commit(t.Context(), done, []any{increment("Counters", "a")})
-		require.Error(t, err)
-		assert.False(t, errors.Is(err, persistence.ErrCommitCanceled), "%v", err)
-		assert.True(t, strings.Contains(err.Error(), "commit"), "%v", err)
+		require.ErrorIs(t, err, persistence.ErrCommitCanceled)
+		var unsupported *dynamodb.TransactionsUnsupportedError
+		require.ErrorAs(t, err, &unsupported)
+		assert.Contains(t, err.Error(), "turn idempotency.WithTransactions off")
+		got, err := store.Get(t.Context(), rec.Key)
+		require.NoError(t, err)
+		assert.Empty(t, storetest.Diff(got, rec), "a refused commit writes nothing")
 		require.NoError(t, store.Commit(t.Context(), done, nil))
 	})
 }

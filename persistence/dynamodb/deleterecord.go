@@ -15,7 +15,7 @@ import (
 // record is still seen: the same status, owner token, expiry and
 // in-progress expiry. It is for operators' tools, which delete a record
 // they have read and shown; the library releases keys with
-// [Store.Delete], which is fenced on the token alone.
+// [Store.Delete], which deletes only the caller's own reservation.
 //
 // It sends one DeleteItem conditioned on those attributes. When the
 // condition fails, it returns an error wrapping

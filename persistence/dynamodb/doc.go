@@ -13,9 +13,13 @@
 //     ALL_OLD (dynalite, older DynamoDB Local) return a conflict without
 //     it, and the caller falls back to Get.
 //   - Get: a strongly consistent GetItem.
-//   - Update: an UpdateItem conditioned on the owner token (fenced).
-//   - Delete: a DeleteItem conditioned on the owner token, or on the record
-//     being gone already (fenced).
+//   - Update: an UpdateItem conditioned on the record being the caller's
+//     own reservation, its owner token and in progress (fenced; see
+//     docs/protocol.md). A completion refused because the caller's own
+//     completion is there already (an attempt whose reply was lost)
+//     succeeds: a GetItem on that path only tells it apart.
+//   - Delete: a DeleteItem conditioned on the record being the caller's
+//     own reservation, or on its being gone already (fenced).
 //   - Commit (idempotency.WithTransactions): one TransactWriteItems, the
 //     writes the function staged (Stage) and the fenced completion, so
 //     that a side effect in DynamoDB commits exactly once with its key;

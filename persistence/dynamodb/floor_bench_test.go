@@ -37,7 +37,7 @@ import (
 // SDKFirstCall is a PutItem of the same item as the library's reservation
 // (without payload validation) conditioned on attribute_not_exists(id),
 // and an UpdateItem of the status, the expiry and the same response,
-// conditioned on the owner token; SDKReplay is a PutItem that fails its
+// conditioned on the owner token and the in-progress status; SDKReplay is a PutItem that fails its
 // condition on the library's completed record, asking for ALL_OLD, and on
 // a server that ignores ALL_OLD (dynalite) a GetItem, as the library's
 // replay there.
@@ -230,7 +230,8 @@ func goroutinesStarted() int64 {
 // (without payload validation) conditioned on attribute_not_exists(id),
 // which on an existing key is also the replay's failed PutItem, asking for
 // ALL_OLD; and update, an UpdateItem of the status, the expiry and
-// response, conditioned on the owner token.
+// response, conditioned on the owner token and the in-progress status
+// (docs/protocol.md: the least a completion needs).
 func bareRequests(table, response string) (
 	put func(key, token string, now time.Time) *awsdynamodb.PutItemInput,
 	update func(key, token string, now time.Time) *awsdynamodb.UpdateItemInput,
@@ -254,13 +255,14 @@ func bareRequests(table, response string) (
 			TableName:                &table,
 			Key:                      idKey(key),
 			UpdateExpression:         aws.String("SET #s = :s, #d = :d, expiration = :e"),
-			ConditionExpression:      aws.String("owner_token = :t"),
+			ConditionExpression:      aws.String("owner_token = :t AND #s = :p"),
 			ExpressionAttributeNames: map[string]string{"#s": "status", "#d": "data"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
 				":d": &types.AttributeValueMemberS{Value: response},
 				":e": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
 				":t": &types.AttributeValueMemberS{Value: token},
+				":p": &types.AttributeValueMemberS{Value: "INPROGRESS"},
 			},
 		}
 	}

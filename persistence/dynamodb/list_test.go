@@ -94,8 +94,8 @@ func testDeleteRecord(t *testing.T, srv server) {
 	require.NoError(t, err)
 
 	// It completes with the same token: the record the operator saw is
-	// gone, and a delete fenced on the token alone would remove the
-	// completion.
+	// gone, and a delete conditioned on the token alone would remove
+	// the completion.
 	done := *rec
 	done.Status, done.InProgressExpiresAt, done.Response = persistence.StatusCompleted, time.Time{}, []byte(`"ok"`)
 	require.NoError(t, store.Update(ctx, &done))

@@ -131,13 +131,18 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 		}
 		s.updateExprs[mask], s.updateNames[mask] = expr, names
 	}
-	s.updateCond = name(attrToken) + " = " + value(attrToken)
+	// docs/protocol.md, renew, complete, record an error: only the
+	// caller's own reservation, its token and in progress. The token
+	// alone would let a renewal applied late reopen a completed record.
+	s.updateCond = name(attrToken) + " = " + value(attrToken) + " AND " + name(attrStatus) + " = :p"
 
-	// Release: a record that is already gone counts as released.
-	s.deleteCond = "attribute_not_exists(#k) OR " + name(attrToken) + " = " + value(attrToken)
+	// docs/protocol.md, release: only the caller's own reservation; a
+	// record that is already gone counts as released (done).
+	s.deleteCond = "attribute_not_exists(#k) OR (" + name(attrToken) + " = " + value(attrToken) + " AND " + name(attrStatus) + " = :p)"
 	s.deleteNames = map[string]string{
-		"#k":            opts.KeyAttr,
-		name(attrToken): opts.TokenAttr,
+		"#k":             opts.KeyAttr,
+		name(attrToken):  opts.TokenAttr,
+		name(attrStatus): opts.StatusAttr,
 	}
 	return s, nil
 }
@@ -221,8 +226,11 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 }
 
 // Update implements persistence.Store with one UpdateItem conditioned on the
-// owner token. It returns an error wrapping persistence.ErrFenced when the
-// stored record carries another token or is gone, and one wrapping
+// record being the caller's own reservation: its owner token, in progress.
+// A completion refused because the caller's own completion is there
+// already succeeds (read with a GetItem, on that path only). It returns an
+// error wrapping persistence.ErrFenced when the stored record is not the
+// caller's reservation, and one wrapping
 // persistence.ErrResponseOmitted when it completed the record without its
 // response because the item would have been larger than MaxItemSize even
 // with the response compressed. Other failures are returned wrapped.
@@ -235,11 +243,33 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {
-			return fmt.Errorf("persistence/dynamodb: update %q: %w", rec.Key, persistence.ErrFenced)
+			return s.refused(ctx, "update", rec, omitted)
 		}
 		return fmt.Errorf("persistence/dynamodb: update %q: %w", rec.Key, err)
 	}
 	return omitted
+}
+
+// refused answers a completion or renewal of rec whose condition failed:
+// the record is not the caller's own reservation. A completion that finds
+// the caller's own completed record was applied by an earlier attempt
+// whose reply was lost (docs/protocol.md, done): it succeeds, with omitted
+// as that attempt had it. Any other record fences the caller out. The
+// record is read to tell the two apart, on this rare path only, so that
+// completions need not ask for the old item (which dynalite ignores).
+func (s *Store) refused(ctx context.Context, op string, rec *persistence.Record, omitted error) error {
+	if rec.Status == persistence.StatusCompleted {
+		existing, err := s.Get(ctx, rec.Key)
+		switch {
+		case err == nil && existing.Token == rec.Token && existing.Status == persistence.StatusCompleted:
+			return omitted
+		case err != nil && !errors.Is(err, persistence.ErrNotFound):
+			// The write was refused, but whether an earlier attempt
+			// applied it is unknown.
+			return fmt.Errorf("persistence/dynamodb: %s %q: refused, and reading the record failed: %w", op, rec.Key, err)
+		}
+	}
+	return fmt.Errorf("persistence/dynamodb: %s %q: %w", op, rec.Key, persistence.ErrFenced)
 }
 
 // updateInput returns the UpdateItem request that replaces the record for
@@ -258,14 +288,16 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 			}
 		}
 	}
-	// Sized to the values present (a completion has 5), not to every
-	// attribute: a map of up to 8 is one allocation, of 10 three.
-	vals := make(map[string]types.AttributeValue, n)
+	// Sized to the values present (a completion has 5, with the
+	// condition's :p 6), not to every attribute: a map of up to 8 is one
+	// allocation, of 10 three.
+	vals := make(map[string]types.AttributeValue, n+1)
 	for i, av := range v {
 		if av != nil {
 			vals[valuePlaceholders[i]] = av
 		}
 	}
+	vals[":p"] = inProgressValue // the condition's
 	return &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       s.key(rec.Key),
@@ -277,9 +309,10 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 }
 
 // Delete implements persistence.Store with one DeleteItem conditioned on the
-// owner token (or on the record being gone already). It returns an error
-// wrapping persistence.ErrFenced when the record carries another token, and
-// other failures wrapped.
+// record being the caller's own reservation, its owner token and in
+// progress, or on the record being gone already. It returns an error
+// wrapping persistence.ErrFenced for any other record, and other failures
+// wrapped.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -289,7 +322,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		Key:                       s.key(key),
 		ConditionExpression:       &s.deleteCond,
 		ExpressionAttributeNames:  s.deleteNames,
-		ExpressionAttributeValues: map[string]types.AttributeValue{valuePlaceholders[attrToken]: str(token)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{valuePlaceholders[attrToken]: str(token), ":p": inProgressValue},
 	})
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException

@@ -632,7 +632,12 @@ func TestNonUTF8Strings(t *testing.T) {
 		other.Token = "tok\xff\xff"
 		require.ErrorIs(t, store.Update(t.Context(), &other), persistence.ErrFenced)
 		require.ErrorIs(t, store.Delete(t.Context(), rec.Key, "tok\xef\xbf\xbd\xef\xbf\xbd"), persistence.ErrFenced)
-		require.NoError(t, store.Delete(t.Context(), rec.Key, rec.Token))
+
+		held := inProgress(now)
+		held.Token = rec.Token
+		require.NoError(t, store.Put(t.Context(), held, now))
+		require.ErrorIs(t, store.Delete(t.Context(), held.Key, "tok\xef\xbf\xbd\xef\xbf\xbd"), persistence.ErrFenced)
+		require.NoError(t, store.Delete(t.Context(), held.Key, held.Token))
 	})
 }
 

@@ -117,11 +117,26 @@ func TestCacheForgetsReleasedKeys(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	rec := completedRecord("k", "", now)
 	require.NoError(t, cache.Put(ctx, rec, now))
-	rec.Status = persistence.StatusCompleted
-	require.NoError(t, cache.Update(ctx, rec))
 	require.NoError(t, cache.Delete(ctx, "k", rec.Token))
 	assert.Equal(t, 0, cache.Len())
 	require.NoError(t, cache.Put(ctx, completedRecord("k", "", now), now))
+}
+
+// A release that reaches the store after its key completed is refused
+// (docs/protocol.md), and the key is still answered with its result.
+func TestCacheLateReleaseKeepsTheResult(t *testing.T) {
+	ctx := context.Background()
+	cache := memory.NewCache(memory.New(), 4)
+	now := time.Now().Truncate(time.Second)
+	rec := completedRecord("k", "", now)
+	require.NoError(t, cache.Put(ctx, rec, now))
+	rec.Status = persistence.StatusCompleted
+	require.NoError(t, cache.Update(ctx, rec))
+	require.ErrorIs(t, cache.Delete(ctx, "k", rec.Token), persistence.ErrFenced)
+	err := cache.Put(ctx, completedRecord("k", "", now), now)
+	var conflict *persistence.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	assert.Equal(t, persistence.StatusCompleted, conflict.Existing.Status)
 }
 
 func TestCacheRemembersOmittedResponses(t *testing.T) {

@@ -134,7 +134,8 @@ func (s *Store) ReadLocal(key string, now time.Time) *persistence.Record {
 	return &rec
 }
 
-// Update implements persistence.Store.
+// Update implements persistence.Store: it applies only to the caller's
+// own in-progress record (docs/protocol.md).
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -147,7 +148,18 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.records[rec.Key]
-	if !ok || old.Token != rec.Token {
+	switch {
+	case !ok || old.Token != rec.Token:
+		return persistence.ErrFenced // absent, or another call's record
+	case old.Status == persistence.StatusCompleted && rec.Status == persistence.StatusCompleted:
+		// The caller's own completion is there already: an earlier
+		// attempt applied it (docs/protocol.md, done).
+		if old.ResponseOmitted {
+			return persistence.ErrResponseOmitted
+		}
+		return nil
+	case old.Status != persistence.StatusInProgress:
+		// Completed: a renewal applied late must not reopen it.
 		return persistence.ErrFenced
 	}
 	// The stored record is the store's own (Get and Put hand out copies),
@@ -161,7 +173,8 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	return nil
 }
 
-// Delete implements persistence.Store.
+// Delete implements persistence.Store: it deletes only the caller's own
+// in-progress record (docs/protocol.md).
 func (s *Store) Delete(ctx context.Context, key, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -169,13 +182,40 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.records[key]
-	if !ok {
-		return nil
-	}
-	if old.Token != token {
+	switch {
+	case !ok:
+		return nil // released already (docs/protocol.md, done)
+	case old.Token != token || old.Status != persistence.StatusInProgress:
+		// Another call's record, or the caller's own completed one: a
+		// release applied late must not delete a result.
 		return persistence.ErrFenced
 	}
 	delete(s.records, key)
+	return nil
+}
+
+// DeleteRecord deletes the record for seen.Key, but only if the stored
+// record is still seen: the same status, owner token, expiry and
+// in-progress expiry. It is the operator's release of docs/protocol.md,
+// as the other stores' DeleteRecord methods are. It returns
+// persistence.ErrNotFound when there is no record, and
+// persistence.ErrChanged, deleting nothing, when the record is not seen
+// any more.
+func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[seen.Key]
+	switch {
+	case !ok:
+		return persistence.ErrNotFound
+	case old.Status != seen.Status || old.Token != seen.Token ||
+		!old.ExpiresAt.Equal(seen.ExpiresAt) || !old.InProgressExpiresAt.Equal(seen.InProgressExpiresAt):
+		return persistence.ErrChanged
+	}
+	delete(s.records, seen.Key)
 	return nil
 }
 

@@ -83,7 +83,7 @@ func TestClusterReadsGoToThePrimary(t *testing.T) {
 		var conflict *persistence.ConflictError
 		require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
 		requireRecord(t, done, conflict.Existing)
-		require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
+		require.ErrorIs(t, store.Delete(ctx, rec.Key, rec.Token), persistence.ErrFenced, "a release must not delete a result")
 
 		// The control: read-only commands do go to the replica.
 		require.NoError(t, client.HGetAll(ctx, rec.Key).Err())

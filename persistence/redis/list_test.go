@@ -90,8 +90,8 @@ func TestDeleteRecord(t *testing.T) {
 	seen, err := store.Get(ctx, rec.Key)
 	require.NoError(t, err)
 
-	// It completes with the same token: a delete fenced on the token
-	// alone would remove the completion.
+	// It completes with the same token: a delete conditioned on the
+	// token alone would remove the completion.
 	require.NoError(t, store.Update(ctx, completed(rec, `"ok"`)))
 	require.ErrorIs(t, store.DeleteRecord(ctx, seen), persistence.ErrChanged)
 	done, err := store.Get(ctx, rec.Key)

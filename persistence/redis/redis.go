@@ -257,9 +257,11 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 }
 
 // Update implements persistence.Store. With one script run, it replaces the
-// record if it carries rec.Token and sets the key to expire at rec.ExpiresAt;
-// otherwise, or when there is no record (it may have been evicted at its
-// ExpiresAt), it writes nothing and returns persistence.ErrFenced.
+// record if it is the caller's own reservation (rec.Token, in progress) and
+// sets the key to expire at rec.ExpiresAt; a completion that finds the
+// caller's own completed record writes nothing and succeeds. Otherwise, or
+// when there is no record (it may have been evicted at its ExpiresAt), it
+// writes nothing and returns persistence.ErrFenced.
 //
 // When Options.MaxResponseSize is set and rec.Response is larger, the record
 // is written without its response, with ResponseOmitted set, and Update
@@ -270,15 +272,21 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if tooLarge {
 		response, omitted = nil, true
 	}
-	args := make([]any, 0, 4+18)
-	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField)
+	completes := ""
+	if rec.Status == persistence.StatusCompleted {
+		completes = string(persistence.StatusCompleted)
+	}
+	args := make([]any, 0, 7+18)
+	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField,
+		s.fields.Status, string(persistence.StatusInProgress), completes)
 	args = append(args, s.fields.encode(rec, response, omitted)...)
 	reply, acks, err := s.runScript(ctx, updateScript, rec.Key, args...)
 	if err != nil {
 		return s.opError("update", rec.Key, err)
 	}
 	switch reply {
-	case int64(1):
+	case int64(1), int64(2):
+		// 2: the caller's completion was there already (done).
 		if err := s.replicated("update", rec.Key, acks); err != nil {
 			return err
 		}
@@ -286,17 +294,19 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 			return persistence.ErrResponseOmitted
 		}
 		return nil
-	case int64(0), int64(-1):
+	case int64(0), int64(-1), int64(-2):
 		return persistence.ErrFenced
 	}
 	return s.opError("update", rec.Key, fmt.Errorf("unexpected script reply %#v", reply))
 }
 
 // Delete implements persistence.Store. With one script run, it deletes the
-// record if it carries token, returns persistence.ErrFenced if it carries
-// another, and succeeds when there is none.
+// record if it is the caller's own reservation (token, in progress),
+// succeeds when there is none, and returns persistence.ErrFenced
+// otherwise.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
-	reply, acks, err := s.runScript(ctx, deleteScript, key, token, s.fields.Token, guardField)
+	reply, acks, err := s.runScript(ctx, deleteScript, key, token, s.fields.Token, guardField,
+		s.fields.Status, string(persistence.StatusInProgress))
 	if err != nil {
 		return s.opError("delete", key, err)
 	}
@@ -305,7 +315,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return s.replicated("delete", key, acks)
 	case int64(0):
 		return nil
-	case int64(-1):
+	case int64(-1), int64(-2):
 		return persistence.ErrFenced
 	}
 	return s.opError("delete", key, fmt.Errorf("unexpected script reply %#v", reply))

@@ -395,14 +395,17 @@ func TestScriptFlush(t *testing.T) {
 	requireRecord(t, done, conflict.Existing)
 	rt.require(t, "conflicting Put after SCRIPT FLUSH", "evalsha", "eval")
 
+	// A release applies to a reservation: a new key's.
+	held := inProgress("flush#"+rand.Text(), now)
+	require.NoError(t, store.Put(ctx, held, now))
 	flush()
-	require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
+	require.NoError(t, store.Delete(ctx, held.Key, held.Token))
 	rt.require(t, "Delete after SCRIPT FLUSH", "evalsha", "eval")
 
 	// Once reloaded, a script costs one round trip again.
-	require.NoError(t, store.Put(ctx, rec, now))
+	require.NoError(t, store.Put(ctx, held, now))
 	rt.reset()
-	require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
+	require.NoError(t, store.Delete(ctx, held.Key, held.Token))
 	rt.require(t, "Delete after its reload", "evalsha")
 }
 
@@ -418,8 +421,9 @@ func TestRoundTrips(t *testing.T) {
 	warm := inProgress("warm#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, warm, now))
 	_, _ = store.Get(ctx, warm.Key)
-	require.NoError(t, store.Update(ctx, completed(warm, "1")))
 	require.NoError(t, store.Delete(ctx, warm.Key, warm.Token))
+	require.NoError(t, store.Put(ctx, warm, now))
+	require.NoError(t, store.Update(ctx, completed(warm, "1")))
 
 	rec := inProgress("rt#"+rand.Text(), now)
 	rt.reset()
@@ -449,8 +453,8 @@ func TestRoundTrips(t *testing.T) {
 	rt.require(t, "Get", "evalsha")
 
 	rt.reset()
-	require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
-	rt.require(t, "Delete", "evalsha")
+	require.ErrorIs(t, store.Delete(ctx, rec.Key, rec.Token), persistence.ErrFenced, "a release must not delete a result")
+	rt.require(t, "Delete of a completed record, refused", "evalsha")
 }
 
 // roundTrips counts, for one client, the commands go-redis processes (a

@@ -79,17 +79,29 @@ redis.call('PEXPIREAT', key, ARGV[2])
 return 1
 `)
 
-// updateScript replaces the record at KEYS[1] if it carries the caller's
-// token.
+// updateScript replaces the record at KEYS[1] if it is the caller's own
+// reservation: it carries the caller's token and is in progress
+// (docs/protocol.md: renew, complete, record an error).
 //
 //	ARGV[1]   the caller's token
 //	ARGV[2]   the new record's expiry, in epoch milliseconds, for PEXPIREAT
 //	ARGV[3]   the token field name
 //	ARGV[4]   the guard field
-//	ARGV[5..] the new record's fields and values
+//	ARGV[5]   the status field name
+//	ARGV[6]   the in-progress status value
+//	ARGV[7]   the completed status value when the write completes the
+//	          record, "" when it renews it
+//	ARGV[8..] the new record's fields and values
 //
-// It returns 1 when it wrote the record, 0 when there is no record, and -1
-// when the record carries another token.
+// It returns 1 when it wrote the record; 0 when there is no record; -1
+// when the record carries another token; 2 when the write completes the
+// record and finds it completed with the caller's token already (an
+// earlier attempt applied it: done); and -2 when the record is the
+// caller's but not in progress otherwise (a renewal of a completed
+// record). It writes nothing but on 1. On 2 it writes the token field
+// with the value it has, which changes nothing but is replicated, so that
+// a WAIT after the script covers the earlier attempt's write (see
+// putScript).
 var updateScript = redis.NewScript(`
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
@@ -100,25 +112,39 @@ if kind == 'none' then
   redis.call('HDEL', key, ARGV[4])
   return 0
 end
-if redis.call('HGET', key, ARGV[3]) ~= ARGV[1] then
+local f = redis.call('HMGET', key, ARGV[3], ARGV[5])
+if f[1] ~= ARGV[1] then
   redis.call('HDEL', key, ARGV[4])
   return -1
 end
+if f[2] ~= ARGV[6] then
+  if ARGV[7] ~= '' and f[2] == ARGV[7] then
+    redis.call('HSET', key, ARGV[3], ARGV[1])
+    return 2
+  end
+  redis.call('HDEL', key, ARGV[4])
+  return -2
+end
 redis.call('DEL', key)
-redis.call('HSET', key, unpack(ARGV, 5))
+redis.call('HSET', key, unpack(ARGV, 8))
 redis.call('PEXPIREAT', key, ARGV[2])
 return 1
 `)
 
-// deleteScript deletes the record at KEYS[1] if it carries the caller's
-// token.
+// deleteScript deletes the record at KEYS[1] if it is the caller's own
+// reservation: it carries the caller's token and is in progress
+// (docs/protocol.md: release).
 //
 //	ARGV[1] the caller's token
 //	ARGV[2] the token field name
 //	ARGV[3] the guard field
+//	ARGV[4] the status field name
+//	ARGV[5] the in-progress status value
 //
-// It returns 1 when it deleted the record, 0 when there is no record, and -1
-// when the record carries another token.
+// It returns 1 when it deleted the record, 0 when there is no record, -1
+// when the record carries another token, and -2 when it is the caller's
+// but not in progress (completed: a release applied late must not delete
+// the result).
 var deleteScript = redis.NewScript(`
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
@@ -129,8 +155,12 @@ redis.call('HDEL', key, ARGV[3])
 if kind == 'none' then
   return 0
 end
-if redis.call('HGET', key, ARGV[2]) ~= ARGV[1] then
+local f = redis.call('HMGET', key, ARGV[2], ARGV[4])
+if f[1] ~= ARGV[1] then
   return -1
+end
+if f[2] ~= ARGV[5] then
+  return -2
 end
 redis.call('DEL', key)
 return 1

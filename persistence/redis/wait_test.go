@@ -50,8 +50,9 @@ func TestWaitReplicas(t *testing.T) {
 	// The first run of each script loads it (NOSCRIPT, then EVAL).
 	warm := inProgress("warm#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, warm, now))
-	require.NoError(t, store.Update(ctx, completed(warm, `"ok"`)))
 	require.NoError(t, store.Delete(ctx, warm.Key, warm.Token))
+	require.NoError(t, store.Put(ctx, warm, now))
+	require.NoError(t, store.Update(ctx, completed(warm, `"ok"`)))
 	rt.reset()
 	rec := inProgress("wait#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
@@ -73,10 +74,13 @@ func TestWaitReplicas(t *testing.T) {
 	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, done, conflict.Existing)
 
+	// A release applies to a reservation only.
+	held := inProgress("wait#"+rand.Text(), now)
+	require.NoError(t, store.Put(ctx, held, now))
 	rt.reset()
-	require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
+	require.NoError(t, store.Delete(ctx, held.Key, held.Token))
 	rt.require(t, "Delete", "pipeline")
-	require.ErrorIs(t, onReplica.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Err(), redis.Nil)
+	require.ErrorIs(t, onReplica.HGet(ctx, held.Key, redisstore.DefaultTokenField).Err(), redis.Nil)
 }
 
 // TestWaitReplicasUnacknowledged freezes the replica: every write is
@@ -103,10 +107,14 @@ func TestWaitReplicasUnacknowledged(t *testing.T) {
 	// replicated either.
 	retried := newStore(t, primary.NewClient(), withWait(1, 100*time.Millisecond))
 	require.ErrorIs(t, retried.Put(ctx, rec, now), redisstore.ErrNotReplicated)
-	require.ErrorIs(t, store.Update(ctx, completed(rec, `"ok"`)), redisstore.ErrNotReplicated)
 	require.ErrorIs(t, store.Delete(ctx, rec.Key, rec.Token), redisstore.ErrNotReplicated)
 	// Nothing to delete, nothing to wait for.
 	require.NoError(t, store.Delete(ctx, rec.Key, rec.Token))
+	require.ErrorIs(t, store.Put(ctx, rec, now), redisstore.ErrNotReplicated)
+	require.ErrorIs(t, store.Update(ctx, completed(rec, `"ok"`)), redisstore.ErrNotReplicated)
+	// A completion sent again finds its own: done, and waited for, since
+	// the first may not be replicated either.
+	require.ErrorIs(t, store.Update(ctx, completed(rec, `"ok"`)), redisstore.ErrNotReplicated)
 	replica.Thaw()
 
 	// Once the replica has caught up, writes are acknowledged again, and a

@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/retrysafe/retrysafe/internal/protocol"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -38,6 +40,30 @@ func RunCommit(t *testing.T, h CommitHarness) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.run(t, h, h.NewStore(t))
+		})
+	}
+	// docs/protocol.md's commit in every state: the staged writes apply
+	// exactly when the completion does.
+	for _, row := range protocol.Table {
+		if row.Write != protocol.Commit {
+			continue
+		}
+		t.Run(rowName(row), func(t *testing.T) {
+			t.Parallel()
+			s := h.NewStore(t)
+			n := counter(t, "n")
+			var applied bool
+			checkRow(t, s, row, func(t *testing.T, key, mine string, prior *persistence.Record, now time.Time) (error, *persistence.Record) {
+				rec := completion(protocol.Complete, key, mine, prior, now)
+				err := s.Commit(ctx(t), rec, []any{h.Increment(t, n)})
+				applied = err == nil && row.Outcome == protocol.Applies
+				return err, rec
+			})
+			want := 0
+			if applied {
+				want = 1
+			}
+			checkCount(t, h, n, want, "a commit that "+row.Outcome.String()+" on a record in state "+row.State.String())
 		})
 	}
 }

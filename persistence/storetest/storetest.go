@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 			tc.run(t, newStore(t))
 		})
 	}
+	runProtocol(t, newStore)
 }
 
 // ParallelPuts is the number of concurrent reservations of one key in the
@@ -69,6 +70,7 @@ var cases = []struct {
 	{"StoreKeepsItsOwnCopy", testStoreKeepsItsOwnCopy},
 	{"ParallelPutsOneWinner", testParallelPuts},
 	{"LocalReads", testLocalReads},
+	{"OperatorRelease", testOperatorRelease},
 }
 
 // now is the suite's reference time: a whole second, so that stores that keep
