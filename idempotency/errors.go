@@ -43,14 +43,19 @@ var (
 //
 //   - errors.As finds a [*persistence.CommitCanceledError], with the
 //     store's reasons: a staged write's own condition failed (an
-//     insufficient balance, say), or the writes exceed the store's limits.
-//     Nothing was written, and the key was released: a retry runs the
-//     function again.
+//     insufficient balance, say), the writes exceed the store's limits,
+//     or the store refused the request outright (an invalid write, a
+//     table that does not exist; errors.Is matches
+//     [persistence.ErrNoTransactions] when the store cannot run
+//     transactions at all). Nothing was written, and the key was
+//     released: a retry runs the function again.
 //   - errors.Is matches [persistence.ErrFenced]: another call took the key
 //     over (this one ran past its in-progress expiry). Nothing of this
 //     call was written.
 //   - Unknown is set: the commit failed in a way that leaves its outcome
-//     unknown (its reply was lost). The key stays reserved until its
+//     unknown (its reply was lost, it timed out, the store answered with a
+//     server error or throttled it; docs/protocol.md says which errors
+//     prove what). The key stays reserved until its
 //     in-progress expiry; a retry with the same key then gets the result
 //     if the commit happened, or runs the function again if it did not.
 //

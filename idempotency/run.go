@@ -95,8 +95,11 @@ func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, re
 		g.fencedOut(ctx, c, rec, "committing", done)
 		return nil, &CommitError{Key: rec.Key, Err: err}
 	case errors.Is(err, persistence.ErrCommitCanceled):
-		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the staged writes were refused; nothing was written, and the key is released",
-			slog.String("key", rec.Key), slog.Any("error", err))
+		level, msg := slog.LevelWarn, "idempotency: the staged writes were refused; nothing was written, and the key is released"
+		if errors.Is(err, persistence.ErrNoTransactions) {
+			level, msg = slog.LevelError, "idempotency: the store cannot run transactions, so no commit can succeed: turn WithTransactions off, or use a store that runs them; nothing was written, and the key is released"
+		}
+		g.cfg.logger.LogAttrs(ctx, level, msg, slog.String("key", rec.Key), slog.Any("error", err))
 		done.Kind, done.Err = EventCommitCanceled, err
 		c.report(ctx, done)
 		g.release(ctx, c, rec)

@@ -63,6 +63,12 @@ func Commits(store Store) bool {
 // *CommitCanceledError.
 var ErrCommitCanceled = errors.New("persistence: commit canceled; nothing was written")
 
+// ErrNoTransactions is matched (with errors.Is) by the reason a store
+// gives, in a *CommitCanceledError, when it cannot run transactions at
+// all (a server or table without them): every commit will be refused
+// until the configuration changes.
+var ErrNoTransactions = errors.New("persistence: the store cannot run transactions")
+
 // CommitCanceledError is returned by Committer.Commit when the commit was
 // refused and nothing was written: a staged write's own condition failed
 // (an insufficient balance, say), or the writes exceed the store's limits.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -54,6 +55,7 @@ func TestAdapters(t *testing.T) {
 		{"optional key", testOptionalKey},
 		{"store failure", testStoreFailure},
 		{"not committed", testNotCommitted},
+		{"no transactions", testNoTransactions},
 		{"recorded error", testRecordedError},
 		{"response too large", testResponseTooLarge},
 		{"unreadable stored response", testReplayFailed},
@@ -752,6 +754,46 @@ func testNotCommitted(t *testing.T, et eventType) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.status)
 	assert.Equal(t, 2, a.count(), "the key was released: the retry ran the handler again")
+}
+
+// noTransactionsStore is a store on a server without transactions: every
+// commit with writes is refused, and nothing is written.
+type noTransactionsStore struct{ persistence.Store }
+
+func (s noTransactionsStore) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
+	if len(writes) == 0 {
+		return s.Update(ctx, rec)
+	}
+	return &persistence.CommitCanceledError{Err: fmt.Errorf("TransactWriteItems: UnknownOperationException: %w", persistence.ErrNoTransactions)}
+}
+
+// A store that cannot run transactions makes every commit fail: the answer
+// is 500 not-committed, without Retry-After, since no retry can commit, and
+// the key is released, so that a retry is not answered 409 for the whole
+// reservation.
+func testNoTransactions(t *testing.T, et eventType) {
+	if et.handler {
+		t.Skip("Middleware refuses idempotency.WithTransactions: it writes the response through before a commit could fail")
+	}
+	var a app
+	logger, logs := testlog.Text()
+	send := et.wrap(t, func(ctx context.Context, req httpReq) (httpResp, error) {
+		if err := persistence.Stage(ctx, "a ledger entry"); err != nil {
+			return httpResp{}, err
+		}
+		return a.handle(ctx, req)
+	}, noTransactionsStore{memory.New()}, idempotency.WithTransactions(), idempotency.WithLogger(logger))
+	for range 2 {
+		resp, err := send(t.Context(), post("k1", orderA))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusInternalServerError, resp.status)
+		assert.Empty(t, resp.headers.Get("Retry-After"))
+		p := problemOf(t, resp)
+		assert.Equal(t, httpapi.ProblemNotCommitted, p.Type)
+		assert.Contains(t, p.Detail, "does not run transactions")
+	}
+	assert.Equal(t, 2, a.count(), "the key was released: the retry ran the handler again")
+	assert.Contains(t, logs.String(), "turn idempotency.WithTransactions off")
 }
 
 func testRecordedError(t *testing.T, et eventType) {

@@ -82,13 +82,16 @@ type problemKind struct {
 }
 
 var (
-	missingKey        = problemKind{ProblemMissingKey, "Idempotency key required", http.StatusBadRequest}
-	invalidKey        = problemKind{ProblemInvalidKey, "Invalid idempotency key", http.StatusBadRequest}
-	missingScope      = problemKind{ProblemMissingScope, "Caller not identified", http.StatusBadRequest}
-	keyInUse          = problemKind{ProblemKeyInUse, "Request with this idempotency key in progress", http.StatusConflict}
-	keyReused         = problemKind{ProblemKeyReused, "Idempotency key reused for a different request", http.StatusUnprocessableEntity}
-	storeUnavailable  = problemKind{ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable}
-	notCommitted      = problemKind{ProblemNotCommitted, "Request not committed", http.StatusServiceUnavailable}
+	missingKey       = problemKind{ProblemMissingKey, "Idempotency key required", http.StatusBadRequest}
+	invalidKey       = problemKind{ProblemInvalidKey, "Invalid idempotency key", http.StatusBadRequest}
+	missingScope     = problemKind{ProblemMissingScope, "Caller not identified", http.StatusBadRequest}
+	keyInUse         = problemKind{ProblemKeyInUse, "Request with this idempotency key in progress", http.StatusConflict}
+	keyReused        = problemKind{ProblemKeyReused, "Idempotency key reused for a different request", http.StatusUnprocessableEntity}
+	storeUnavailable = problemKind{ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable}
+	notCommitted     = problemKind{ProblemNotCommitted, "Request not committed", http.StatusServiceUnavailable}
+	// notCommittable is ProblemNotCommitted when the store cannot run
+	// transactions at all: no retry helps.
+	notCommittable    = problemKind{ProblemNotCommitted, "Request not committed", http.StatusInternalServerError}
 	handlerFailed     = problemKind{ProblemHandlerFailed, "Request failed", http.StatusInternalServerError}
 	recordedError     = problemKind{ProblemRecordedError, "Request failed permanently", http.StatusInternalServerError}
 	responseNotStored = problemKind{ProblemResponseNotStored, "Response not available", http.StatusInternalServerError}
@@ -140,6 +143,8 @@ func (c *config) detail(k problemKind) string {
 	case notCommitted:
 		return "The request's writes could not be committed with its result, so nothing of it was written (or, rarely, whether it was is not known yet). Retry it with the same " + h +
 			": it runs again, or gets the result if it was committed."
+	case notCommittable:
+		return "The request's writes cannot be committed with its result: the API's idempotency store does not run transactions. Nothing of it was written. Retrying will not help until the API's configuration changes."
 	case storeUnavailable:
 		return "The request was not processed: its " + h + " could not be checked. Retry it with the same key."
 	case handlerFailed:

@@ -172,6 +172,13 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		if e.cfg.returnErrors {
 			return verdict{own: true, err: err}
 		}
+		if errors.Is(err, persistence.ErrNoTransactions) {
+			// No retry can commit: not a 503 to retry, but the API's
+			// configuration to fix.
+			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the store cannot run transactions; answering 500 (turn idempotency.WithTransactions off, or use a store that runs them)",
+				slog.String("key", commitErr.Key), slog.Any("error", err))
+			return e.problem(r, notCommittable, e.cfg.detail(notCommittable), 0)
+		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the handler's writes were not committed; answering 503",
 			slog.String("key", commitErr.Key), slog.Bool("outcome_unknown", commitErr.Unknown), slog.Any("error", err))
 		return e.problem(r, notCommitted, e.cfg.detail(notCommitted), storeRetryAfter)

@@ -183,6 +183,11 @@ func (e *TransactionsUnsupportedError) Error() string {
 // Unwrap returns the server's answer.
 func (e *TransactionsUnsupportedError) Unwrap() error { return e.Err }
 
+// Is makes errors.Is(err, persistence.ErrNoTransactions) true.
+func (e *TransactionsUnsupportedError) Is(target error) bool {
+	return target == persistence.ErrNoTransactions
+}
+
 func canceled(err error) error { return &persistence.CommitCanceledError{Err: err} }
 
 // clientRequestToken returns the ClientRequestToken of rec's commit: 32 hex

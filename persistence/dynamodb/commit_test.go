@@ -2,9 +2,11 @@ package dynamodb_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -43,7 +45,13 @@ func (srv server) counterTable(t testing.TB) string {
 			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("name"), KeyType: types.KeyTypeHash}},
 			BillingMode:          types.BillingModePayPerRequest,
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		// dynalite's tables are CREATING for a moment, as DynamoDB's are.
+		return awsdynamodb.NewTableExistsWaiter(client, func(o *awsdynamodb.TableExistsWaiterOptions) {
+			o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+		}).Wait(ctx, &awsdynamodb.DescribeTableInput{TableName: &name}, 30*time.Second)
 	})
 }
 
@@ -257,5 +265,78 @@ func TestCommitWithoutTransactions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, storetest.Diff(got, rec), "a refused commit writes nothing")
 		require.NoError(t, store.Commit(t.Context(), done, nil))
+	})
+}
+
+// TestCommitErrorsClassified: each answer DynamoDB can give a
+// TransactWriteItems, as docs/protocol.md (What a commit error proves)
+// classifies it: the refusals prove that nothing was written, and are
+// canceled commits; the rest leave the outcome unknown. Either way the
+// record stays in progress and no staged write applies.
+func TestCommitErrorsClassified(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		name := srv.table(t)
+		counters := srv.counterTable(t)
+		for _, tc := range []struct {
+			status  int
+			code    string
+			refusal bool
+		}{
+			{400, "ValidationException", true},
+			{400, "ResourceNotFoundException", true},
+			{400, "UnknownOperationException", true},
+			{400, "AccessDeniedException", true},
+			{400, "UnrecognizedClientException", true},
+			{400, "InvalidSignatureException", true},
+			{400, "IncompleteSignatureException", true},
+			{400, "MissingAuthenticationTokenException", true},
+			{400, "SerializationException", true},
+			{400, "IdempotentParameterMismatchException", false},
+			{400, "TransactionInProgressException", false},
+			{400, "ProvisionedThroughputExceededException", false},
+			{400, "ThrottlingException", false},
+			{400, "RequestLimitExceeded", false},
+			{500, "InternalServerError", false},
+			{503, "ServiceUnavailable", false},
+		} {
+			t.Run(tc.code, func(t *testing.T) {
+				faults := &dynalite.Faults{}
+				client := srv.NewClient(faults.Register, func(o *awsdynamodb.Options) { o.RetryMaxAttempts = 1 })
+				store := newStore(t, client, name)
+				rec := inProgress(wholeSecond())
+				require.NoError(t, store.Put(t.Context(), rec, wholeSecond()))
+				faults.AnswerError("TransactWriteItems", tc.status, tc.code, -1)
+				n := "classified-" + rand.Text()
+				err := store.Commit(t.Context(), completed(rec, []byte(`"x"`)), []any{increment(counters, n)})
+				require.Error(t, err)
+				require.NotErrorIs(t, err, persistence.ErrFenced)
+				if tc.refusal {
+					require.ErrorIs(t, err, persistence.ErrCommitCanceled, "%s proves that nothing was written", tc.code)
+				} else {
+					require.NotErrorIs(t, err, persistence.ErrCommitCanceled, "%s leaves the outcome unknown", tc.code)
+				}
+				assert.Equal(t, tc.code == "UnknownOperationException", errors.Is(err, persistence.ErrNoTransactions), "%v", err)
+				got, err := store.Get(t.Context(), rec.Key)
+				require.NoError(t, err)
+				assert.Empty(t, storetest.Diff(got, rec))
+				assert.Zero(t, count(t, srv.NewClient(), counters, n))
+			})
+		}
+	})
+}
+
+// A staged write to a table that does not exist: DynamoDB refuses the
+// transaction (ResourceNotFoundException), nothing is written, and the
+// commit is a canceled one, not one whose outcome is unknown.
+func TestCommitToMissingTable(t *testing.T) {
+	eachTransactionalServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		rec := inProgress(wholeSecond())
+		require.NoError(t, store.Put(t.Context(), rec, wholeSecond()))
+		err := store.Commit(t.Context(), completed(rec, []byte(`"x"`)), []any{increment("NoSuchTable-"+rand.Text(), "a")})
+		require.ErrorIs(t, err, persistence.ErrCommitCanceled)
+		got, err := store.Get(t.Context(), rec.Key)
+		require.NoError(t, err)
+		assert.Empty(t, storetest.Diff(got, rec))
 	})
 }

@@ -7,6 +7,7 @@ package dynamodb_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -220,5 +221,34 @@ func TestTransactionsThroughTheLocalCache(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, counter.Calls(), "a cached replay; got %s", counter)
 		assert.Equal(t, 1, l.entriesOf(t, p))
+	})
+}
+
+// On a server without transactions (dynalite), a commit is refused with
+// an error that says so and what to do, nothing is written, and the key is
+// released at once: a retry runs again rather than waiting out the
+// reservation with *InProgressError.
+func TestTransactionsOnAServerWithoutThem(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		if srv.Transactions {
+			t.Skipf("%s has TransactWriteItems", srv.Kind.Title)
+		}
+		_, store, _ := srv.setup(t)
+		l := newLedger(t, srv, 1000)
+		pay := idempotency.Must(idempotency.Wrap(l.charge, store, idempotency.WithKey("order_id"),
+			idempotency.WithTransactions(), idempotency.WithLogger(slog.New(slog.DiscardHandler))))
+		p := newPayment()
+		for attempt := 1; attempt <= 2; attempt++ {
+			_, err := pay(t.Context(), p)
+			var commitErr *idempotency.CommitError
+			require.ErrorAs(t, err, &commitErr, "attempt %d", attempt)
+			assert.False(t, commitErr.Unknown, "nothing was written, and the error proves it")
+			require.ErrorIs(t, err, persistence.ErrNoTransactions)
+			assert.Contains(t, err.Error(), "turn idempotency.WithTransactions off")
+			require.NotErrorIs(t, err, idempotency.ErrInProgress)
+		}
+		assert.Equal(t, 2, l.runs, "the key is released, and the retry runs")
+		assert.Zero(t, l.entriesOf(t, p))
+		assert.Equal(t, 1000, l.balance(t))
 	})
 }

@@ -47,6 +47,9 @@ const (
 	// Refused fails the attempt without forwarding the request, as a server
 	// that is down does ("connection refused"), which the SDK retries.
 	Refused
+	// Answered answers without forwarding the request, with the HTTP
+	// status and DynamoDB error code of the fault (see AnswerError).
+	Answered
 )
 
 // String implements fmt.Stringer.
@@ -58,6 +61,8 @@ func (k FaultKind) String() string {
 		return "Throttled"
 	case Refused:
 		return "Refused"
+	case Answered:
+		return "Answered"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
@@ -66,6 +71,9 @@ type rule struct {
 	op        string // "" matches every operation
 	kind      FaultKind
 	remaining int // < 0: unlimited
+	// status and code are the answer of an Answered fault.
+	status int
+	code   string
 }
 
 // Register makes a client send its requests through f. Pass it as an option
@@ -92,6 +100,15 @@ func (f *Faults) Throttle(op string, n int) { f.Add(op, Throttled, n) }
 // Refuse is Add(op, Refused, n).
 func (f *Faults) Refuse(op string, n int) { f.Add(op, Refused, n) }
 
+// AnswerError answers the next n requests of op (as Add counts them) with
+// an error of DynamoDB's, HTTP status and error code (such as 400 and
+// "ValidationException"), without forwarding them.
+func (f *Faults) AnswerError(op string, status int, code string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &rule{op: op, kind: Answered, remaining: n, status: status, code: code})
+}
+
 // Clear removes every fault that has not been injected yet.
 func (f *Faults) Clear() {
 	f.mu.Lock()
@@ -107,7 +124,7 @@ func (f *Faults) Fired(kind FaultKind) int {
 }
 
 // next returns the fault to inject into a request of op, if any.
-func (f *Faults) next(op string) FaultKind {
+func (f *Faults) next(op string) rule {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, r := range f.rules {
@@ -124,9 +141,9 @@ func (f *Faults) next(op string) FaultKind {
 			f.fired = make(map[FaultKind]int)
 		}
 		f.fired[r.kind]++
-		return r.kind
+		return *r
 	}
-	return 0
+	return rule{}
 }
 
 // ErrInjected is wrapped by the errors of the faults that Faults injects at
@@ -140,7 +157,8 @@ func (f *Faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	op := Operation(req)
-	switch f.next(op) {
+	r := f.next(op)
+	switch r.kind {
 	case LostReply:
 		resp, err := base.RoundTrip(req)
 		if err != nil {
@@ -150,25 +168,10 @@ func (f *Faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("%w: reply to %s lost (status %d): %w", ErrInjected, op, resp.StatusCode, syscall.ECONNRESET)
 	case Throttled:
-		if req.Body != nil {
-			_ = req.Body.Close()
-		}
-		body := `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",` +
-			`"message":"The level of configured provisioned throughput for the table was exceeded. (injected fault)"}`
-		return &http.Response{
-			Status:     "400 Bad Request",
-			StatusCode: http.StatusBadRequest,
-			Proto:      "HTTP/1.1",
-			ProtoMajor: 1,
-			ProtoMinor: 1,
-			Header: http.Header{
-				"Content-Type":     {"application/x-amz-json-1.0"},
-				"X-Amzn-Requestid": {"injected-throttle"},
-			},
-			Body:          io.NopCloser(bytes.NewReader([]byte(body))),
-			ContentLength: int64(len(body)),
-			Request:       req,
-		}, nil
+		return errorReply(req, http.StatusBadRequest, "ProvisionedThroughputExceededException",
+			"The level of configured provisioned throughput for the table was exceeded. (injected fault)"), nil
+	case Answered:
+		return errorReply(req, r.status, r.code, "injected fault"), nil
 	case Refused:
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -186,4 +189,27 @@ func Operation(req *http.Request) string {
 		return target[i+1:]
 	}
 	return target
+}
+
+// errorReply is DynamoDB's answer to req with an error: its HTTP status,
+// and its error code and message in DynamoDB's JSON.
+func errorReply(req *http.Request, status int, code, message string) *http.Response {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	body := fmt.Sprintf(`{"__type":"com.amazonaws.dynamodb.v20120810#%s","message":%q}`, code, message)
+	return &http.Response{
+		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		StatusCode: status,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header: http.Header{
+			"Content-Type":     {"application/x-amz-json-1.0"},
+			"X-Amzn-Requestid": {"injected-" + code},
+		},
+		Body:          io.NopCloser(bytes.NewReader([]byte(body))),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
 }
