@@ -220,13 +220,8 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &permanentError{err: err}
+	return &core.PermanentError{Err: err}
 }
-
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
 
 // MaxRecordedErrorMessage is the longest error message recorded, in bytes.
 // A longer one is cut at a character boundary and ends with

@@ -13,11 +13,18 @@ import (
 
 // Calls with one key in one process share one reservation: the first
 // (the leader of the key's flight) goes to the store; the others follow
-// it in memory, and learn its outcome without a store request of their
-// own: the completed record, or nothing, when the leader released the key
-// or could not reserve it (they then try again themselves). A flight lives
-// only while its leader's call does, so the registry holds no more
-// entries than calls in progress.
+// it in memory, and learn its answer without a store request of their
+// own (docs/protocol.md, In-process sharing): the completed record it
+// found or stored; that the key is held, by the leader or by another
+// process, until a time; or nothing, when the leader released the key or
+// its store request failed (followers then try the store themselves). A
+// flight lives only while its leader's call does, so the registry holds
+// no more entries than calls in progress.
+//
+// A flight is as good as its reservation: once that lapses (the leader
+// ran past its deadline), a call that arrives leads a new flight in its
+// place and goes to the store, where it may take the key over, and the
+// followers of the lapsed flight wake and follow the new one.
 //
 // Flights are kept per store and key: several Guards over one store (two
 // wrapped functions with one prefix) share them; the same key in two
@@ -31,10 +38,12 @@ type flightKey struct {
 // A flight is one leader's call with a key.
 type flight struct {
 	payloadHash string
+	answered    chan struct{} // closed once the leader knows who holds the key, or has landed
 	done        chan struct{} // closed when the leader's call ends
 
-	mu    sync.Mutex
-	until time.Time // when the reservation that holds the key lapses, once known
+	mu           sync.Mutex
+	answeredOnce bool
+	until        time.Time // when the reservation that holds the key lapses, once known
 	// outcome is the completed record the leader ended with, or nil;
 	// written before done is closed.
 	outcome *persistence.Record
@@ -54,33 +63,36 @@ func flightIdentity(g *Guard) any {
 }
 
 // join returns the flight of key, and whether the caller leads it (a new
-// flight). A caller does not follow a flight, and goes to the store without
-// one (nil, true), when its payload differs from the leader's (the stored
-// record, not the leader's call, decides a mismatch), or when the
-// reservation the leader holds has lapsed (a call running past its
-// deadline, or whose renewals failed, may be taken over, as from another
-// process).
+// flight). A caller whose payload differs from the leader's does not
+// follow, and goes to the store without a flight (nil, true): the stored
+// record, not the leader's call, decides a mismatch. A flight whose
+// reservation has lapsed is replaced by a new one that the caller leads.
 func (g *Guard) join(key, payloadHash string) (f *flight, leader bool) {
 	k := flightKey{g.flightID, key}
 	flights.mu.Lock()
 	defer flights.mu.Unlock()
 	if f := flights.m[k]; f != nil {
-		if until := f.lapses(); f.payloadHash == payloadHash && (until.IsZero() || !until.Before(time.Now())) {
+		if f.payloadHash != payloadHash {
+			return nil, true
+		}
+		if !f.lapsed(time.Now()) {
 			return f, false
 		}
-		return nil, true
 	}
 	if flights.m == nil {
 		flights.m = make(map[flightKey]*flight)
 	}
-	f = &flight{payloadHash: payloadHash, done: make(chan struct{})}
+	f = &flight{payloadHash: payloadHash, answered: make(chan struct{}), done: make(chan struct{})}
 	flights.m[k] = f
 	return f, true
 }
 
-// land ends the leader's flight with outcome (a completed record, or nil)
-// and wakes its followers. f may be nil (a caller that did not join).
-func (g *Guard) land(key string, f *flight, outcome *persistence.Record) {
+// land ends the leader's flight and wakes its followers, with the answer
+// it ended with: outcome, the completed record it found or stored, or
+// heldUntil, when the key is held by another process until then, or
+// neither (the leader released the key, or its store request failed). f
+// may be nil (a caller that did not join).
+func (g *Guard) land(key string, f *flight, outcome *persistence.Record, heldUntil time.Time) {
 	if f == nil {
 		return
 	}
@@ -90,28 +102,46 @@ func (g *Guard) land(key string, f *flight, outcome *persistence.Record) {
 	}
 	flights.mu.Unlock()
 	f.mu.Lock()
-	f.outcome = outcome
+	f.outcome, f.until = outcome, heldUntil
+	f.answer()
 	f.mu.Unlock()
 	close(f.done)
 }
 
-// setUntil records when the reservation that holds the key lapses. f may
-// be nil.
-func (f *flight) setUntil(t time.Time) {
+// held records that the key is held, by the leader's reservation or
+// another process's, until t: followers without WithWait are answered
+// with *InProgressError from then on. f may be nil.
+func (f *flight) held(t time.Time) {
 	if f == nil {
 		return
 	}
 	f.mu.Lock()
 	f.until = t
+	f.answer()
 	f.mu.Unlock()
 }
 
+// answer closes f.answered, once. f.mu must be held.
+func (f *flight) answer() {
+	if !f.answeredOnce {
+		f.answeredOnce = true
+		close(f.answered)
+	}
+}
+
 // lapses returns when the reservation that holds the key lapses; zero
-// while the leader has not reserved it.
+// while the leader does not know.
 func (f *flight) lapses() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.until
+}
+
+// lapsed reports whether the reservation that holds the key has lapsed
+// at now.
+func (f *flight) lapsed(now time.Time) bool {
+	until := f.lapses()
+	return !until.IsZero() && until.Before(now)
 }
 
 func (f *flight) result() *persistence.Record {
@@ -120,14 +150,44 @@ func (f *flight) result() *persistence.Record {
 	return f.outcome
 }
 
+// landed reports whether the leader's call has ended.
+func (f *flight) landed() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// await waits, without WithWait, for the leader's answer: it returns the
+// leader's outcome once the leader has landed (nil: try the store), or
+// held true once the key is known to be held, or the context's error.
+func (f *flight) await(ctx context.Context) (outcome *persistence.Record, held bool, err error) {
+	select {
+	case <-f.answered:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	if f.landed() {
+		if outcome := f.result(); outcome != nil {
+			return outcome, false, nil
+		}
+		// Held by another process, or released, or failed.
+		return nil, !f.lapses().IsZero() && !f.lapsed(time.Now()), nil
+	}
+	return nil, true, nil
+}
+
 // Waiting (WithWait). A waiter waits until its end: the wait's maximum
 // after it started, but never past its context's deadline less a margin
 // (a tenth of the time the context had left, at most waitMarginMax), so
 // that it still has time to answer. Followers wait for their flight to
-// land; a leader whose key another process holds polls the store, with
-// exponential backoff from pollFirst to pollMax and jitter: a wait of d
-// makes at most about log2(pollMax/pollFirst) + d/(3/4·pollMax) requests
-// (6, and then 3 a second).
+// land, or for its reservation to lapse; a leader whose key another
+// process holds polls the store, with exponential backoff from pollFirst
+// to pollMax and jitter: a wait of d makes at most about
+// log2(pollMax/pollFirst) + d/(3/4·pollMax) requests (6, and then 8/3 a
+// second).
 const (
 	waitMarginMax = time.Second
 	pollFirst     = 10 * time.Millisecond
@@ -156,21 +216,40 @@ func (g *Guard) newWaiter(ctx context.Context) *waiter {
 	return &waiter{start: now, end: end, poll: pollFirst}
 }
 
-// follow waits for f to land. It returns the leader's outcome (nil: try
-// the store), or the context's error, or ok false when the wait ran out.
+// follow waits for f to land, or for the reservation that holds the key
+// to lapse. It returns the leader's outcome (nil: try again, through the
+// flight registry and the store), or the context's error, or ok false
+// when the wait ran out.
 func (w *waiter) follow(ctx context.Context, f *flight) (outcome *persistence.Record, ok bool, err error) {
-	t := time.NewTimer(time.Until(w.end))
-	defer t.Stop()
-	select {
-	case <-f.done:
-		w.waited = true
-		return f.result(), true, nil
-	case <-ctx.Done():
-		w.waited = true
-		return nil, false, ctx.Err()
-	case <-t.C:
-		w.waited = true
-		return nil, false, nil
+	w.waited = true
+	answered := f.answered
+	for {
+		end := w.end
+		if until := f.lapses(); !until.IsZero() && until.Before(end) {
+			end = until.Add(time.Millisecond) // just past it: lapsed means before now
+		}
+		t := time.NewTimer(time.Until(end))
+		select {
+		case <-f.done:
+			t.Stop()
+			return f.result(), true, nil
+		case <-answered:
+			// The reservation's lapse is known from now on.
+			t.Stop()
+			answered = nil
+			continue
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false, ctx.Err()
+		case <-t.C:
+		}
+		switch now := time.Now(); {
+		case f.lapsed(now):
+			return nil, true, nil // the flight no longer holds the key
+		case !now.Before(w.end):
+			return nil, false, nil
+		}
+		// A renewal moved the lapse: wait on.
 	}
 }
 

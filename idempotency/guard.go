@@ -138,7 +138,7 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Context) ([]byte, error)) (Result, error) {
 	if g.disabled {
 		resp, err := fn(ctx)
-		return Result{Response: resp}, unwrapPermanent(err)
+		return Result{Response: resp}, core.Unmark(err)
 	}
 	var c call
 	ctx = g.beginCall(ctx, &c)
@@ -181,62 +181,98 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 		}
 		f, leader := g.join(key, payloadHash)
 		if !leader {
-			if w == nil {
-				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
-			}
-			outcome, ok, err := w.follow(ctx, f)
+			outcome, held, err := g.follow(ctx, f, w)
 			switch {
 			case err != nil:
 				return nil, Result{}, err
-			case !ok:
+			case held:
 				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
 			case outcome != nil:
 				replay, err := g.answer(ctx, c, payloadHash, outcome)
 				return nil, replay, err
 			}
-			continue // the leader released the key, or could not reserve it
+			continue // the leader released the key, could not reserve it, or lapsed
 		}
-		rec, outcome, res, err := g.reserve(ctx, c, payloadHash, f, w)
+		rec, res, err := g.lead(ctx, c, payloadHash, f, w)
 		if rec != nil {
 			return &holder{rec: rec, flight: f}, Result{}, nil
 		}
-		g.land(key, f, outcome)
 		return nil, res, err
 	}
+}
+
+// follow waits for the answer of the flight f's leader: its outcome (nil:
+// try again), or held true when the key is held and the call cannot wait
+// for it. A call without WithWait waits only for the leader's store
+// answer; with WithWait, for the leader's outcome, until the wait runs out.
+func (g *Guard) follow(ctx context.Context, f *flight, w *waiter) (outcome *persistence.Record, held bool, err error) {
+	if w == nil {
+		return f.await(ctx)
+	}
+	outcome, ok, err := w.follow(ctx, f)
+	return outcome, !ok && err == nil, err
+}
+
+// lead reserves the key as the leader of its flight f, and lands the
+// flight unless the call now holds the key: with the completed record the
+// call answers from, or the time until which another process holds the
+// key. A store that panics lands the flight too, so that the key's entry
+// never outlives the call.
+func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight, w *waiter) (rec *persistence.Record, res Result, err error) {
+	var (
+		outcome   *persistence.Record
+		heldUntil time.Time
+		holds     bool
+	)
+	defer func() {
+		if !holds {
+			g.land(c.key, f, outcome, heldUntil)
+		}
+	}()
+	rec, outcome, heldUntil, res, err = g.reserve(ctx, c, payloadHash, f, w)
+	holds = rec != nil
+	return rec, res, err
 }
 
 // reserve writes the in-progress record for key, as the leader of its
 // flight f. It returns the record when the caller now owns the key;
 // otherwise the answer of the live record that holds it, with that record
-// as the outcome for the flight's followers when it has completed, or why
-// the call cannot go on. With a waiter w, a record in progress elsewhere
-// is polled until it completes or is released, or the wait runs out.
-func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string, f *flight, w *waiter) (rec, outcome *persistence.Record, res Result, err error) {
+// as the outcome for the flight's followers when it has completed, or the
+// time until which it holds the key when it is in progress elsewhere, or
+// why the call cannot go on. With a waiter w, a record in progress
+// elsewhere is polled until it completes or is released, or the wait runs
+// out.
+func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string, f *flight, w *waiter) (rec, outcome *persistence.Record, heldUntil time.Time, res Result, err error) {
 	for {
 		rec, existing, err := g.put(ctx, c, payloadHash)
 		switch {
 		case err != nil:
-			return nil, nil, Result{}, err
+			return nil, nil, time.Time{}, Result{}, err
 		case rec != nil:
-			f.setUntil(rec.InProgressExpiresAt)
-			return rec, nil, Result{}, nil
+			f.held(rec.InProgressExpiresAt)
+			return rec, nil, time.Time{}, Result{}, nil
 		}
 		mismatch := payloadHash != "" && existing.PayloadHash != payloadHash
-		if existing.Status != persistence.StatusCompleted && !mismatch && w != nil {
-			f.setUntil(existing.InProgressExpiresAt)
-			ok, err := w.pause(ctx)
-			if err != nil {
-				return nil, nil, Result{}, err
-			}
-			if ok {
-				continue
+		if existing.Status != persistence.StatusCompleted && !mismatch {
+			// Held by another process: followers without WithWait are
+			// answered so at once.
+			f.held(existing.InProgressExpiresAt)
+			heldUntil = existing.InProgressExpiresAt
+			if w != nil {
+				ok, err := w.pause(ctx)
+				if err != nil {
+					return nil, nil, time.Time{}, Result{}, err
+				}
+				if ok {
+					continue
+				}
 			}
 		}
 		if existing.Status == persistence.StatusCompleted && !mismatch {
 			outcome = existing
 		}
 		res, err = g.answer(ctx, c, payloadHash, existing)
-		return nil, outcome, res, err
+		return nil, outcome, heldUntil, res, err
 	}
 }
 

@@ -108,7 +108,7 @@ func (l *lease) renew() {
 		return
 	}
 	rec.InProgressExpiresAt, rec.ExpiresAt = renewed.InProgressExpiresAt, renewed.ExpiresAt
-	l.h.flight.setUntil(end)
+	l.h.flight.held(end)
 	l.c.observe(l.ctx, EventRenewed, rec.Key, nil)
 	l.timer.Reset(l.every)
 }

@@ -289,11 +289,12 @@ func WithTransactions() Option {
 // when it runs out, the call fails with *InProgressError as without the
 // option. A waiter whose context is cancelled returns the context's error.
 //
-// Waiters in the process of the holder are woken by its outcome, without a
-// store request. Waiters in other processes poll the store, with one
-// conditional write a poll, backing off from 10 milliseconds to half a
-// second with jitter: a wait of max costs at most about 6 + 2·max/s
-// requests. Off by default.
+// Waiters in the process of the holder are woken by its outcome, or when
+// its reservation lapses, without a store request. Waiters in other
+// processes poll the store, with one conditional write a poll, backing
+// off from 10 milliseconds to half a second with jitter: a wait of max
+// costs at most about 6 requests, then 8/3 a second (a 10-second wait
+// about 30). Off by default.
 func WithWait(max time.Duration) Option {
 	return option("WithWait", core.All, func(c *core.Config, s *settings) {
 		if max <= 0 {

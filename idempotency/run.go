@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -30,7 +31,7 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 			g.release(ctx, c, rec)
 			c.end(ctx, errPanicked)
 		}
-		g.land(rec.Key, h.flight, outcome)
+		g.land(rec.Key, h.flight, outcome, time.Time{})
 	}()
 	fnCtx := withRecord(ctx, rec)
 	var staging *persistence.Staging
@@ -47,8 +48,8 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 	}
 
 	if err != nil {
-		if isPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
-			err = unwrapPermanent(err)
+		if core.IsPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err) {
+			err = core.Unmark(err)
 			outcome = g.complete(ctx, c, rec, nil, err)
 		} else {
 			g.release(ctx, c, rec)
@@ -119,22 +120,6 @@ func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, re
 
 // errPanicked is the error observers see for a function that panicked.
 var errPanicked = errors.New("idempotency: the function panicked")
-
-// isPermanent reports whether err's chain holds an error marked with
-// Permanent.
-func isPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
-
-// unwrapPermanent removes the marker that Permanent adds, so that callers
-// see the handler's own error.
-func unwrapPermanent(err error) error {
-	if p, ok := err.(*permanentError); ok {
-		return p.err
-	}
-	return err
-}
 
 // finalContext returns the context for a completion or release write: it
 // keeps ctx's values but not its cancellation, and has a timeout of its

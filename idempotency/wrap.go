@@ -27,7 +27,9 @@ import (
 //
 // Wrap checks the options and fails if one is invalid, so that mistakes
 // show at cold start. When POWERTOOLS_IDEMPOTENCY_DISABLED is true it
-// returns h itself (after checking the options).
+// returns a function that only calls h (after checking the options): its
+// results and errors are h's own, an error marked with [Permanent] without
+// the mark.
 func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persistence.Store, opts ...Option) (func(context.Context, In) (Out, error), error) {
 	cfg, err := newConfig(core.Wrap, "idempotency: Wrap", opts)
 	if err != nil {
@@ -49,7 +51,12 @@ func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persisten
 		return nil, err
 	}
 	if g.disabled {
-		return h, nil
+		// The library is off: the handler's own results and errors, with
+		// nothing of the library's, not even Permanent's mark.
+		return func(ctx context.Context, in In) (Out, error) {
+			out, err := h(ctx, in)
+			return out, core.Unmark(err)
+		}, nil
 	}
 	w := &wrapped[In, Out]{h: h, g: g, hook: hook}
 	return w.call, nil

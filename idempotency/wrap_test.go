@@ -183,6 +183,22 @@ func TestDisabledByEnvironment(t *testing.T) {
 	}
 }
 
+// With the switch on, Wrap is invisible: the handler's own values and
+// errors, an error marked Permanent without the mark (Lambda reports the
+// dynamic type's name as errorType), as Guard.Do does.
+func TestWrapWhenDisabled(t *testing.T) {
+	t.Setenv(envDisabled, "true")
+	declined := &declinedError{}
+	charge := mustWrap(t, func(context.Context, order) (receipt, error) {
+		return receipt{ChargeID: "partial"}, idempotency.Permanent(declined)
+	}, memory.New())
+	for range 2 {
+		got, err := charge(t.Context(), o1)
+		require.Same(t, declined, err)
+		assert.Equal(t, receipt{ChargeID: "partial"}, got)
+	}
+}
+
 func TestGuardWhenDisabled(t *testing.T) {
 	t.Setenv(envDisabled, "true")
 	g, err := idempotency.NewGuard(memory.New())

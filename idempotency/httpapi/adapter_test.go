@@ -64,6 +64,7 @@ func TestAdapters(t *testing.T) {
 		{"responses marked not executed", testMarkNotExecuted},
 		{"Retry-After estimates the handler's duration", testRetryAfterEstimate},
 		{"a waiting duplicate gets the replay", testWaitingDuplicate},
+		{"disabled: the handler's own answers", testDisabled},
 	}
 	forEachEventType(t, func(t *testing.T, et eventType) {
 		for _, row := range rows {
@@ -794,6 +795,30 @@ func testNoTransactions(t *testing.T, et eventType) {
 	}
 	assert.Equal(t, 2, a.count(), "the key was released: the retry ran the handler again")
 	assert.Contains(t, logs.String(), "turn idempotency.WithTransactions off")
+}
+
+// With POWERTOOLS_IDEMPOTENCY_DISABLED, the adapter only calls the
+// handler: every call runs it, and its errors reach the caller as it
+// returned them, one marked Permanent without the mark, so that Lambda
+// reports the handler's own errorType.
+func testDisabled(t *testing.T, et eventType) {
+	if et.handler {
+		t.Skip("Middleware returns the handler itself; net/http handlers return no errors")
+	}
+	t.Setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "true")
+	a := app{respond: func(run int, _ httpReq) (httpResp, error) {
+		if run == 1 {
+			return httpResp{status: http.StatusCreated}, nil
+		}
+		return httpResp{}, idempotency.Permanent(errDeclined)
+	}}
+	send := et.wrap(t, a.handle, memory.New())
+	resp, err := send(t.Context(), post("k1", orderA))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.status)
+	_, err = send(t.Context(), post("k1", orderA))
+	assert.Same(t, errDeclined, err)
+	assert.Equal(t, 2, a.count())
 }
 
 func testRecordedError(t *testing.T, et eventType) {

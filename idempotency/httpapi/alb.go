@@ -24,8 +24,9 @@ type ALBHandler = func(context.Context, events.ALBTargetGroupRequest) (events.AL
 // "409 Conflict"; replays keep the handler's.
 //
 // It fails if h or store is nil or an option is invalid. When
-// POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
-// checking the options).
+// POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
+// checking the options), whose errors reach the caller as h returns them,
+// without idempotency.Permanent's mark.
 func WrapALB(h ALBHandler, store persistence.Store, opts ...idempotency.Option) (ALBHandler, error) {
 	return wrap(albBinding, h, store, opts)
 }

@@ -25,8 +25,9 @@ type APIGatewayV2Handler = func(context.Context, events.APIGatewayV2HTTPRequest)
 // headers, which API Gateway merges with multiValueHeaders.
 //
 // It fails if h or store is nil or an option is invalid. When
-// POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
-// checking the options).
+// POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
+// checking the options), whose errors reach the caller as h returns them,
+// without idempotency.Permanent's mark.
 func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...idempotency.Option) (APIGatewayHandler, error) {
 	return wrap(restBinding, h, store, opts)
 }
@@ -37,8 +38,9 @@ func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...idempo
 // commas; response cookies are stored and replayed with the response.
 //
 // It fails if h or store is nil or an option is invalid. When
-// POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
-// checking the options).
+// POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
+// checking the options), whose errors reach the caller as h returns them,
+// without idempotency.Permanent's mark.
 func WrapAPIGatewayV2(h APIGatewayV2Handler, store persistence.Store, opts ...idempotency.Option) (APIGatewayV2Handler, error) {
 	return wrap(v2Binding, h, store, opts)
 }

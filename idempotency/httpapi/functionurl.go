@@ -19,8 +19,9 @@ type FunctionURLHandler = func(context.Context, events.LambdaFunctionURLRequest)
 // response cookies are stored and replayed with the response.
 //
 // It fails if h or store is nil or an option is invalid. When
-// POWERTOOLS_IDEMPOTENCY_DISABLED is true it returns h itself (after
-// checking the options).
+// POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
+// checking the options), whose errors reach the caller as h returns them,
+// without idempotency.Permanent's mark.
 func WrapFunctionURL(h FunctionURLHandler, store persistence.Store, opts ...idempotency.Option) (FunctionURLHandler, error) {
 	return wrap(functionURLBinding, h, store, opts)
 }

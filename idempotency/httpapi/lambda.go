@@ -34,7 +34,12 @@ func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Re
 		return nil, err
 	}
 	if core.Disabled() {
-		return h, nil
+		// The library is off: the handler's own results and errors, with
+		// nothing of the library's, not even idempotency.Permanent's mark.
+		return func(ctx context.Context, event Req) (Resp, error) {
+			out, err := h(ctx, event)
+			return out, core.Unmark(err)
+		}, nil
 	}
 	return func(ctx context.Context, event Req) (Resp, error) {
 		return serve(ctx, e, b, h, event)

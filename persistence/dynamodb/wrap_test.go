@@ -477,3 +477,30 @@ func benchmarkWrap(b *testing.B, srv server) {
 		}, nil)
 	})
 }
+
+// TestConcurrentReplays: calls of a completed key that arrive together in
+// one process all get its result, not *InProgressError: one reads the
+// record, and the others wait for that answer.
+func TestConcurrentReplays(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		_, store, _ := srv.setup(t)
+		for _, n := range []int{10, 200} {
+			h := &handler{}
+			pay := wrap(t, h.charge, store)
+			p := newPayment()
+			first, err := pay(t.Context(), p)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			errs, got := make([]error, n), make([]charge, n)
+			for i := range n {
+				wg.Go(func() { got[i], errs[i] = pay(t.Context(), p) })
+			}
+			wg.Wait()
+			for i := range n {
+				require.NoError(t, errs[i], "call %d of %d", i, n)
+				assert.Equal(t, first, got[i])
+			}
+			assert.EqualValues(t, 1, h.runs.Load())
+		}
+	})
+}

@@ -327,3 +327,29 @@ func TestWrapRestartBetweenReservationAndCompletion(t *testing.T) {
 	require.EqualValues(t, 2, c.runs.Load())
 	require.Equal(t, []idempotency.EventKind{idempotency.EventReplayed}, ev.take())
 }
+
+// TestConcurrentReplays: calls of a completed key that arrive together in
+// one process all get its result, not *InProgressError: one reads the
+// record, and the others wait for that answer.
+func TestConcurrentReplays(t *testing.T) {
+	srv := redisserver.Start(t)
+	store := newStore(t, srv.NewClient())
+	for _, n := range []int{10, 200} {
+		c := &charger{}
+		h := wrap(t, c, store)
+		o := newOrder()
+		first, err := h(t.Context(), o)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		errs, got := make([]error, n), make([]receipt, n)
+		for i := range n {
+			wg.Go(func() { got[i], errs[i] = h(t.Context(), o) })
+		}
+		wg.Wait()
+		for i := range n {
+			require.NoError(t, errs[i], "call %d of %d", i, n)
+			require.Equal(t, first, got[i])
+		}
+		require.EqualValues(t, 1, c.runs.Load())
+	}
+}
