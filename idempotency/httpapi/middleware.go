@@ -52,7 +52,8 @@ import (
 // otherwise (see Which responses are stored in the package documentation):
 // retries get 500 with ProblemResponseNotStored, never part of a
 // response. A handler that panics releases the key; it is answered 500
-// with ProblemHandlerFailed when it had written nothing, and otherwise its
+// with ProblemHandlerFailed when it had written nothing (with the headers
+// the response had before it ran, none it set), and otherwise its
 // connection is aborted (http.ErrAbortHandler), so that the client does
 // not take the part it got for a whole response.
 //
@@ -142,6 +143,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// that the client sees a broken response rather than a short one.
 		panic(http.ErrAbortHandler)
 	case v.answer != nil:
+		if rec != nil && !rec.wroteHeader {
+			// The handler ran, set headers and sent nothing (a panic):
+			// the answer goes out with its own headers, not those of
+			// the run that failed.
+			rec.restoreHeader()
+		}
 		writeResponse(w, v.answer)
 	}
 }

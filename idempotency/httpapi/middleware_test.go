@@ -357,6 +357,44 @@ func TestMiddlewarePanics(t *testing.T) {
 	})
 }
 
+// A handler that sets headers and then panics before writing is answered
+// with the problem alone: the headers the response had before the
+// handler ran (those of the handlers around the middleware) and the
+// problem's own, none of the failed run's, whose Content-Length would
+// cut the answer short and whose Content-Encoding, cookies and Location
+// belong to a response that was never sent.
+func TestMiddlewarePanicAnswerHasOnlyItsOwnHeaders(t *testing.T) {
+	mw, err := httpapi.Middleware(memory.New(), idempotency.WithLogger(discard()))
+	require.NoError(t, err)
+	inner := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Length", "5000")
+		h.Set("Content-Encoding", "gzip")
+		h.Set("Content-Type", "application/octet-stream")
+		h.Add("Set-Cookie", "session=failed-run")
+		h.Set("Location", "/payments/failed-run")
+		h.Set("Trailer", "X-Checksum")
+		h.Set("X-Request-Id", "overwritten by the handler")
+		panic("before writing")
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "req-1") // an outer middleware's
+		w.Header().Set("Vary", "Origin")
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	a := do(t, srv.Client(), "POST", srv.URL, "application/json", "{}", "Idempotency-Key", "k1")
+	assert.Equal(t, http.StatusInternalServerError, a.status)
+	assert.Equal(t, httpapi.ProblemHandlerFailed, a.problem(t).Type, "the whole problem arrives: %q", a.body)
+	assert.Equal(t, "application/problem+json", a.header.Get("Content-Type"))
+	assert.Equal(t, strconv.Itoa(len(a.body)), a.header.Get("Content-Length"))
+	for _, name := range []string{"Content-Encoding", "Set-Cookie", "Location", "Trailer"} {
+		assert.Empty(t, a.header.Values(name), name)
+	}
+	assert.Equal(t, "req-1", a.header.Get("X-Request-Id"), "the headers from before the handler ran stay")
+	assert.Equal(t, "Origin", a.header.Get("Vary"))
+}
+
 // Informational responses go out as they come and are not part of the
 // recorded response.
 func TestMiddlewareInformational(t *testing.T) {

@@ -97,6 +97,22 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return conn, brw, err
 }
 
+// restoreHeader sets the server's writer's headers back to what they were
+// before the handler ran, as http.Error drops a Content-Length the
+// handler set: an answer in place of the handler's response must carry
+// none of its headers (a length, an encoding, a cookie, a location).
+func (rec *recorder) restoreHeader() {
+	h := rec.w.Header()
+	for k := range h {
+		if _, ok := rec.before[k]; !ok {
+			delete(h, k)
+		}
+	}
+	for k, v := range rec.before {
+		h[k] = v
+	}
+}
+
 // Unwrap returns the server's writer, for http.ResponseController.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
