@@ -84,7 +84,9 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 	name := func(i int) string { return "#" + placeholders[i] }
 	value := func(i int) string { return ":" + placeholders[i] }
 
-	// Reservation: Powertools' condition, without its
+	// docs/protocol.md, reserve: applies over no record, or one that is
+	// not live (takeover); conflict otherwise. Powertools' condition,
+	// without its
 	// attribute_exists(in_progress_expiration), which a comparison implies
 	// (a comparison with a missing attribute is false). :now and :now_ms
 	// are the current time rounded up to the second and to the

@@ -78,7 +78,8 @@ const (
 	sweepSample   = 4 * sweepEveryMin
 )
 
-// Put implements persistence.Store.
+// Put implements persistence.Store: it applies over no record or one that
+// is not live at now (docs/protocol.md, reserve).
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err

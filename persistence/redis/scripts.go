@@ -16,7 +16,9 @@ import "github.com/redis/go-redis/v9"
 // operation sent to a replica fails with READONLY instead of answering from a
 // copy that may be stale.
 
-// putScript reserves KEYS[1] unless a live record holds it.
+// putScript reserves KEYS[1] unless a live record holds it
+// (docs/protocol.md: reserve, which applies over no record or one that is
+// not live, and is a conflict otherwise).
 //
 //	ARGV[1]    now, in epoch milliseconds rounded up
 //	ARGV[2]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
