@@ -27,10 +27,10 @@ func respond(_ context.Context, req events.APIGatewayProxyRequest) (events.APIGa
 
 var benchVariants = []struct {
 	name string
-	opts []idempotency.Option
+	opts []idempotency.WrapOption
 }{
 	{"whole_input", nil},
-	{"jmespath_key", []idempotency.Option{idempotency.WithKey("powertools_json(body).order_id")}},
+	{"jmespath_key", []idempotency.WrapOption{idempotency.WithKey("powertools_json(body).order_id")}},
 }
 
 func BenchmarkWrap(b *testing.B) {

@@ -10,66 +10,115 @@
 //	lambda.Start(idempotency.Must(idempotency.Wrap(handler, store,
 //		idempotency.WithKey("powertools_json(body).order_id"))))
 //
-// # How it works
+// # How a call runs
 //
-// [Guard] is the state machine; [Wrap] is a typed layer over it. The key is
-// prefix#sha256(canonical JSON of the selected input) (docs/keys.md in the
-// repository defines it). Before the handler runs, the key is reserved
-// with a conditional write that fails when a live record exists: two
-// concurrent invocations with one key never both run. The reservation
-// holds the key until the invocation's deadline (the context's), so a
-// crashed invocation blocks its key until then, not until the record
-// expires. When the handler succeeds its result is stored with an expiry
-// ([WithExpiry]); when it fails the reservation is deleted so a retry can
-// run, unless the error is permanent ([Permanent], [WithPermanentErrors]),
-// in which case it is stored and replayed.
+// [Guard] is the state machine of docs/protocol.md; [Wrap] is a typed layer
+// over it. A call's key is prefix#sha256(canonical JSON of the selected
+// input) (docs/keys.md defines it). The call then goes through three
+// steps, each a write of the protocol's table:
 //
-// Completion and release are fenced: they only succeed while the record
-// carries the token of the invocation that wrote it, so a late finisher
-// cannot overwrite or delete the record of an invocation that took over
-// after its deadline. A reservation whose reply was lost and whose write was
-// retried recognises itself by the same token.
+//  1. Acquire. The call reserves the key with a conditional write that
+//     fails when a live record exists, so the function never runs twice at
+//     once for one key. A store that holds records in the process
+//     ([persistence.LocalReader]) answers a completed key before that,
+//     without the write. Calls with one key in one process share one
+//     reservation: the first asks the store, the others wait for its
+//     answer. A call that finds the key completed returns its stored
+//     result (or the recorded error, as a [*StoredError]); one that finds
+//     it held fails with [*InProgressError], unless [WithWait] lets it wait
+//     for the holder's outcome; one whose payload differs fails with
+//     [*PayloadMismatchError]. A store failure fails the call with
+//     [*StoreError], and the function does not run.
+//  2. Run. The function runs with a context that carries the record's key
+//     ([KeyFromContext]). The reservation holds the key until the
+//     context's deadline (on Lambda, the invocation's); without one, or
+//     with [WithLease], it is a lease renewed while the function runs, so
+//     that the key of a process that dies lapses within one lease.
+//  3. Settle. A result is stored (complete), a permanent error recorded
+//     ([Permanent], [WithPermanentErrors]), the result committed with the
+//     writes the function staged ([WithTransactions]), or, when the
+//     function failed or panicked, the key released so that a retry runs
+//     it again. These writes run on a context detached from the call's
+//     cancellation, with a timeout of their own ([WithFinalWriteTimeout]).
+//     If storing a result fails, the result is returned all the same and
+//     the key stays reserved until its in-progress expiry: an error would
+//     make the caller retry at once into *InProgressError, and a release
+//     would let a retry repeat the side effect at once.
 //
-// # Guarantees and their limits
+// Every write after the reservation applies only to the call's own
+// in-progress record (its owner token, and status INPROGRESS), so a call
+// that ran past its deadline and was taken over cannot overwrite or
+// delete the newer call's record, and no write that reaches the store late
+// can reopen a completed key.
 //
-// Within a key's expiry, the handler's side effect runs at most once per
-// successful completion, with these exceptions, which follow from running
-// the side effect outside the store's transaction:
+// # Outcomes
 //
-//   - An invocation that dies after its side effect and before its result
-//     is stored leaves an in-progress record; after its deadline a retry
-//     runs the handler again. Make the side effect itself idempotent when
-//     this matters (forward [KeyFromContext] to your payment provider).
-//   - If storing the result fails, the caller still gets the result, the
-//     failure is logged and reported ([EventCompletionFailed]), and the key
-//     stays reserved until the deadline; a retry after that runs again.
-//   - An invocation that runs past its deadline can be overtaken by a retry;
-//     its own completion is then refused ([EventFencedOut]).
+// [Guard.Do] returns how the call ended as [Result.Outcome]; observers get
+// it with [EventCallEnded]. Each outcome follows one path of
+// docs/protocol.md:
+//
+//	outcome            path                                                  error
+//	new                reserve applied, the function ran, and its complete,  the function's, when recorded
+//	                   record an error or commit applied (or was done)
+//	replay             reserve found the key completed                       none, or *ResponseTooLargeError
+//	stored_error       reserve found the key completed with an error         *StoredError
+//	in_progress        reserve found the key held                            *InProgressError
+//	payload_mismatch   reserve found the key used with another payload       *PayloadMismatchError
+//	store_error        reserve, or the read after its conflict, failed       *StoreError
+//	handler_error      the function failed or panicked; release applied      the function's
+//	fenced_out         the function ran; its settling write was refused      the function's, if any
+//	completion_failed  the function ran; its settling write failed           the function's, if any
+//	not_committed      the function ran; the commit was refused              *CommitError
+//	canceled           the call's context ended while it waited              the context's
+//	no_key             (Wrap) the input has no key                           *KeyError, or none: it ran
 //
 // # Options
 //
-// Behaviour is configured with functional options ([Option]), checked when
-// the handler is wrapped, so that a bad expression fails at cold start. The
-// same Option type serves [Wrap], [NewGuard] and the adapters of packages
-// httpapi and batch, which take this package's options directly, besides
-// their own (httpapi.WithHeader, batch.WithParallelism). An option given to
-// a function it does not apply to ([WithKey] to [NewGuard], an HTTP option
-// to [Wrap]), or given twice, is an error. Plain data, such as a store's
+// Behaviour is configured with functional options, checked when the
+// handler is wrapped, so that a bad expression fails at cold start; an
+// option given twice is an error too. The type of each option says where
+// it applies, and each entry point takes the kind of its own, so that an
+// option given where it does not apply does not compile:
+//
+//	kind               returned by                                    Wrap  NewGuard  httpapi handlers  httpapi.Middleware  batch
+//	Option             WithExpiry, WithKeyPrefix, WithLogger,         yes   yes       yes               yes                 yes
+//	                   WithLease, WithWait, WithFinalWriteTimeout,
+//	                   WithPermanentErrors, WithErrorDecoder,
+//	                   WithObserver
+//	TransactionOption  WithTransactions                               yes   yes       yes                                   yes
+//	KeyOption          WithKey, WithPayloadValidation,                yes                                                   yes
+//	                   WithRequireKey
+//	WrapOption         WithResponseHook                               yes
+//	httpapi.Option     httpapi.WithHeader and the others                              yes               yes
+//	MiddlewareOption   httpapi.WithRequestScope, WithMaxBodySize                                        yes
+//	BatchOption        batch.WithParallelism                                                                                yes
+//
+// The entry points take [WrapOption], [GuardOption], [HandlerOption],
+// [MiddlewareOption] and [BatchOption]. Plain data, such as a store's
 // attribute names, is an Options struct set through functions, as in the
 // AWS SDK: dynamodb.New(client, table, func(o *dynamodb.Options) {...}).
 //
 // Environment variables keep the meaning they have in Powertools:
 // POWERTOOLS_IDEMPOTENCY_DISABLED set to a true value (1, true, yes, on,
-// y, t) makes [Wrap] return the handler itself and [Guard.Do] call its
-// function; AWS_LAMBDA_FUNCTION_NAME starts the default key prefix.
+// y, t) makes [Wrap] and [Guard.Do] only call the function, whose errors
+// reach the caller as it returned them (without [Permanent]'s mark);
+// AWS_LAMBDA_FUNCTION_NAME starts the default key prefix.
 //
 // # Errors
 //
-// The handler's own errors are returned unchanged. The library's errors are
-// the pointer types [InProgressError], [PayloadMismatchError], [KeyError],
-// [StoreError], [StoredError], [ResponseTooLargeError], [ReplayError] and
-// [ResponseEncodingError], each matching a sentinel with errors.Is. Lambda
-// reports an error's type name as its errorType, which Step Functions
-// retry rules can match (for example, retry "InProgressError" with
-// backoff).
+// The function's own errors are returned unchanged. The library's errors
+// are the pointer types [InProgressError], [PayloadMismatchError],
+// [KeyError], [StoreError], [StoredError], [ResponseTooLargeError],
+// [ReplayError], [ResponseEncodingError] and [CommitError], each matching
+// a sentinel with errors.Is. Lambda reports an error's type name as its
+// errorType, which Step Functions retry rules can match (for example,
+// retry "InProgressError" with backoff).
+//
+// # Guarantees and their limits
+//
+// Within a key's expiry, the function's side effect runs at most once,
+// except when something fails after it started: a call that dies before
+// its result is stored, a completion that fails, a call that runs past its
+// deadline and is taken over. docs/guarantees.md states each limit, and
+// what [WithTransactions] closes.
 package idempotency

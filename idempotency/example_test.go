@@ -129,9 +129,9 @@ func ExampleGuard_Do() {
 		res, err := g.Do(context.Background(), "job-42", "", func(ctx context.Context) ([]byte, error) {
 			return []byte(`{"status":"done"}`), nil
 		})
-		fmt.Println(string(res.Response), res.Replayed, err)
+		fmt.Println(string(res.Response), res.Outcome, err)
 	}
 	// Output:
-	// {"status":"done"} false <nil>
-	// {"status":"done"} true <nil>
+	// {"status":"done"} new <nil>
+	// {"status":"done"} replay <nil>
 }

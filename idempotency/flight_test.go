@@ -115,7 +115,7 @@ func TestWaiterWakesWhenTheHolderLapses(t *testing.T) {
 			}
 			return nil
 		}}
-		opts := []idempotency.Option{idempotency.WithKeyPrefix("p"), idempotency.WithLogger(discardLogger())}
+		opts := []idempotency.WrapOption{idempotency.WithKeyPrefix("p"), idempotency.WithLogger(discardLogger())}
 		charge := mustWrap(t, c.handle, store, opts...)
 		waiting := mustWrap(t, c.handle, store, append(opts, idempotency.WithWait(10*time.Second))...)
 
@@ -154,7 +154,7 @@ func TestTakeoverLeadsTheFlight(t *testing.T) {
 			}
 			return nil
 		}}
-		opts := []idempotency.Option{idempotency.WithKeyPrefix("p"), idempotency.WithLogger(discardLogger())}
+		opts := []idempotency.WrapOption{idempotency.WithKeyPrefix("p"), idempotency.WithLogger(discardLogger())}
 		charge := mustWrap(t, c.handle, counted, opts...)
 		waiting := mustWrap(t, c.handle, counted, append(opts, idempotency.WithWait(10*time.Second))...)
 		late := make(chan struct{})

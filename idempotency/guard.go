@@ -15,9 +15,9 @@ import (
 )
 
 // A Guard runs functions at most once per idempotency key, over a
-// [persistence.Store]: it is the state machine. [Wrap] is a typed layer
-// over a Guard; adapters that derive keys and encode results themselves
-// (HTTP, batches, your own) use a Guard directly.
+// [persistence.Store]: it is the state machine of docs/protocol.md. [Wrap]
+// is a typed layer over a Guard. Adapters that derive keys and encode
+// results themselves (HTTP, batches, your own) use a Guard directly.
 //
 // A Guard is safe for concurrent use.
 type Guard struct {
@@ -37,30 +37,20 @@ type Guard struct {
 // Result is what [Guard.Do] returns.
 type Result struct {
 	// Response is the encoded result: the function's own when it ran, the
-	// stored one when Replayed.
+	// stored one when Outcome is OutcomeReplay.
 	Response []byte
-	// Replayed is set when the function did not run because the key had
-	// already completed.
-	Replayed bool
+	// Outcome is how the call ended.
+	Outcome Outcome
 	// Record is the stored record a replay came from; nil otherwise.
 	Record *persistence.Record
 }
 
-// maxReserveAttempts bounds how often a reservation is tried again when
-// the conflicting record vanished or expired before it could be read.
-const maxReserveAttempts = 3
-
-// NewGuard returns a Guard over store. The options are those of [Wrap],
-// except the ones that select keys from typed inputs and shape typed
-// results ([WithKey], [WithPayloadValidation], [WithRequireKey],
-// [WithResponseHook]): the caller of [Guard.Do] derives keys itself.
-// Without [WithKeyPrefix] the prefix is the function name from
-// AWS_LAMBDA_FUNCTION_NAME, or "idempotency".
-//
-// When POWERTOOLS_IDEMPOTENCY_DISABLED is set to a true value (1, true,
-// yes, on, y, t), Do simply calls its function.
-func NewGuard(store persistence.Store, opts ...Option) (*Guard, error) {
-	cfg, err := newConfig(core.Guard, "idempotency: NewGuard", opts)
+// NewGuard returns a Guard over store. Without [WithKeyPrefix] the prefix
+// is the function name from AWS_LAMBDA_FUNCTION_NAME, or "idempotency".
+// When POWERTOOLS_IDEMPOTENCY_DISABLED is true, [Guard.Do] only calls its
+// function.
+func NewGuard(store persistence.Store, opts ...GuardOption) (*Guard, error) {
+	cfg, err := newConfig("idempotency: NewGuard", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -90,67 +80,35 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 }
 
 // Do runs fn at most once for key, and returns its encoded result, or the
-// stored result of an earlier call with the same key.
+// stored result of an earlier call with the same key. The record's key is
+// the Guard's prefix, "#", and the hex SHA-256 of key. When payload is not
+// empty, its SHA-256 is the record's payload hash: a call with the same
+// key and another payload fails with [*PayloadMismatchError].
 //
-// The record's key is the Guard's prefix, "#", and the hex SHA-256 of key,
-// whatever key holds: an order ID, or the canonical JSON of a value. When
-// payload is not empty, its SHA-256 is the record's payload hash: a call
-// with the same key and another payload fails with [*PayloadMismatchError].
-//
-//   - The key is reserved first, with a conditional write that fails if a
-//     live record exists, so fn never runs twice concurrently for one key.
-//     A store that implements [persistence.LocalReader] is read before
-//     that: a completed key with the same payload hash is answered without
-//     the write. Calls with one key in one process share one reservation:
-//     while one holds it, the others do not ask the store.
-//   - If the key has completed, fn does not run and the stored result is
-//     returned with Replayed set (or the recorded error, as a
-//     [*StoredError], or [*ResponseTooLargeError]).
-//   - If another call holds the key, the call fails with
-//     [*InProgressError], unless [WithWait] lets it wait for that call's
-//     outcome: its result, or its release, after which this call reserves
-//     the key and runs fn.
-//   - If the store fails before fn runs, the call fails with [*StoreError]
-//     and fn does not run.
-//   - If fn returns an error, the key is released (deleted) so a retry can
-//     run, and the error is returned unchanged; errors marked with
-//     [Permanent] or classified by [WithPermanentErrors] are recorded and
-//     replayed instead. If fn panics, the key is released and the panic
-//     goes on.
-//   - If fn succeeds, its result is stored and returned. If storing it
-//     fails, the result is still returned, the failure is logged and
-//     reported as [EventCompletionFailed], and the key stays reserved until
-//     its in-progress expiry, after which a retry runs fn again. Returning
-//     an error instead would make the caller retry at once into
-//     *InProgressError; releasing the key would let a retry repeat the side
-//     effect immediately. Keeping the reservation bounds that window by the
-//     in-progress expiry.
-//
-// The reservation holds the key until ctx's deadline (on Lambda, the
-// invocation's). Without a deadline, or with [WithLease], it holds it for
-// a lease that is renewed while fn runs, so that the key of a process that
-// dies lapses within one lease.
-//
-// fn receives a context that carries the record's key (see
-// [KeyFromContext]). The completion and release writes run on a context
-// detached from ctx's cancellation, with their own timeout
-// ([WithFinalWriteTimeout]).
+// fn's errors are returned unchanged, and release the key unless they
+// are permanent ([Permanent], [WithPermanentErrors]). The package
+// documentation says what Do does at each step, and which errors it
+// returns.
 func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Context) ([]byte, error)) (Result, error) {
 	if g.disabled {
 		resp, err := fn(ctx)
-		return Result{Response: resp}, core.Unmark(err)
+		return Result{Response: resp, Outcome: OutcomeNew}, core.Unmark(err)
 	}
 	var c call
-	ctx = g.beginCall(ctx, &c)
+	ctx = c.begin(ctx, g)
 	var payloadHash string
 	if payload != "" {
 		payloadHash = core.Hash([]byte(payload))
 	}
 	c.key = core.Key(g.prefix, []byte(key))
+	// The path of every call, Do's and Wrap's, as docs/protocol.md has
+	// it: acquire the key, or the answer of the call that holds it; run fn
+	// as its holder, and settle the key with fn's outcome (run.go).
 	h, res, err := g.acquire(ctx, &c, payloadHash)
 	if h != nil {
 		res, err = g.run(ctx, &c, h, fn)
 	}
+	res.Outcome = c.finish(err)
 	c.end(ctx, err)
 	return res, err
 }
@@ -162,24 +120,24 @@ type holder struct {
 	flight *flight
 }
 
-// acquire makes the call the holder of key, or returns the answer it gets
-// instead: the result of an earlier call to replay, or why it cannot go
-// on.
+// acquire makes the call the holder of its key, or returns the answer it
+// gets instead: the result of an earlier call to replay, or why it cannot
+// go on. Calls with one key in one process share one reservation
+// (flight.go).
 func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *holder, res Result, err error) {
-	key := c.key
 	w := g.newWaiter(ctx)
-	defer func() { c.reportWait(ctx, w, key, err) }()
+	defer func() { c.reportWait(ctx, w, err) }()
 	for {
 		if g.local != nil {
 			// A store in the process answers a completed key without the
 			// write. A payload that differs goes on to the write, so that the
 			// stored record, not a cached copy, decides the mismatch.
-			if existing := g.local.ReadLocal(key, time.Now()); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
-				replay, err := g.answer(ctx, c, payloadHash, existing)
-				return nil, replay, err
+			if existing := g.local.ReadLocal(c.key, time.Now()); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
+				res, err := g.answer(ctx, c, payloadHash, existing)
+				return nil, res, err
 			}
 		}
-		f, leader := g.join(key, payloadHash)
+		f, leader := g.join(c.key, payloadHash)
 		if !leader {
 			outcome, held, err := g.follow(ctx, f, w)
 			switch {
@@ -188,8 +146,8 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 			case held:
 				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
 			case outcome != nil:
-				replay, err := g.answer(ctx, c, payloadHash, outcome)
-				return nil, replay, err
+				res, err := g.answer(ctx, c, payloadHash, outcome)
+				return nil, res, err
 			}
 			continue // the leader released the key, could not reserve it, or lapsed
 		}
@@ -229,41 +187,29 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			g.land(c.key, f, outcome, heldUntil)
 		}
 	}()
-	rec, outcome, heldUntil, res, err = g.reserve(ctx, c, payloadHash, f, w)
-	holds = rec != nil
-	return rec, res, err
-}
-
-// reserve writes the in-progress record for key, as the leader of its
-// flight f. It returns the record when the caller now owns the key;
-// otherwise the answer of the live record that holds it, with that record
-// as the outcome for the flight's followers when it has completed, or the
-// time until which it holds the key when it is in progress elsewhere, or
-// why the call cannot go on. With a waiter w, a record in progress
-// elsewhere is polled until it completes or is released, or the wait runs
-// out.
-func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string, f *flight, w *waiter) (rec, outcome *persistence.Record, heldUntil time.Time, res Result, err error) {
 	for {
-		rec, existing, err := g.put(ctx, c, payloadHash)
+		var existing *persistence.Record
+		rec, existing, err = g.reserve(ctx, c, payloadHash)
 		switch {
 		case err != nil:
-			return nil, nil, time.Time{}, Result{}, err
+			return nil, Result{}, err
 		case rec != nil:
 			f.held(rec.InProgressExpiresAt)
-			return rec, nil, time.Time{}, Result{}, nil
+			holds = true
+			return rec, Result{}, nil
 		}
 		mismatch := payloadHash != "" && existing.PayloadHash != payloadHash
 		if existing.Status != persistence.StatusCompleted && !mismatch {
 			// Held by another process: followers without WithWait are
-			// answered so at once.
+			// answered so at once, and a waiter polls the store.
 			f.held(existing.InProgressExpiresAt)
 			heldUntil = existing.InProgressExpiresAt
 			if w != nil {
-				ok, err := w.pause(ctx)
+				again, err := w.pause(ctx)
 				if err != nil {
-					return nil, nil, time.Time{}, Result{}, err
+					return nil, Result{}, err
 				}
-				if ok {
+				if again {
 					continue
 				}
 			}
@@ -272,66 +218,73 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string, f *fli
 			outcome = existing
 		}
 		res, err = g.answer(ctx, c, payloadHash, existing)
-		return nil, outcome, heldUntil, res, err
+		return nil, res, err
 	}
 }
 
-// put makes one reservation attempt: it returns the in-progress record the
-// call now owns, or the live record that holds the key, or a *StoreError.
-func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, existing *persistence.Record, err error) {
-	key := c.key
+// maxReserveAttempts bounds how often a reservation is tried again when
+// the conflicting record vanished or expired before it could be read.
+const maxReserveAttempts = 3
+
+// reserve writes the call's in-progress record (docs/protocol.md,
+// reserve; over a record that is not live, a takeover). It returns the
+// record when the call now owns the key, or the live record that holds
+// it, or a *StoreError.
+func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, existing *persistence.Record, err error) {
 	now := time.Now()
 	start := now
 	rec = &persistence.Record{
-		Key:         key,
+		Key:         c.key,
 		Status:      persistence.StatusInProgress,
 		PayloadHash: payloadHash,
 		Token:       newToken(),
+	}
+	reserved := func() (*persistence.Record, *persistence.Record, error) {
+		c.report(ctx, Event{Kind: EventReserved, Key: c.key, Start: start, Duration: time.Since(start)})
+		return rec, nil, nil
 	}
 	for attempt := 1; ; attempt++ {
 		g.setExpiries(ctx, rec, now)
 		err := c.storePut(ctx, rec, now)
 		if err == nil {
-			c.report(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
-			return rec, nil, nil
+			return reserved()
 		}
 		var conflict *persistence.ConflictError
 		if !errors.As(err, &conflict) {
 			// The write may have landed with its reply lost: release it
-			// (fenced by our token, so it cannot touch anyone else's record)
-			// rather than leave the key blocked until the deadline.
-			c.releaseQuietly(ctx, rec)
-			c.settle(OutcomeStoreError)
-			return nil, nil, &StoreError{Op: "put", Key: key, Err: err}
+			// (fenced on the call's token and status, so it cannot touch
+			// any other record) rather than leave the key blocked.
+			g.releaseQuietly(ctx, c, rec)
+			c.setOutcome(OutcomeStoreError)
+			return nil, nil, &StoreError{Op: "put", Key: c.key, Err: err}
 		}
 		existing := conflict.Existing
 		if existing == nil {
-			existing, err = c.storeGet(ctx, key)
+			existing, err = c.storeGet(ctx)
 			if errors.Is(err, persistence.ErrNotFound) {
 				existing = nil
 			} else if err != nil {
-				// The conflicting record may be our own: a write whose
-				// reply was lost, retried by the store's client into a
-				// conflict with itself. Release it as above.
-				c.releaseQuietly(ctx, rec)
-				c.settle(OutcomeStoreError)
-				return nil, nil, &StoreError{Op: "get", Key: key, Err: err}
+				// The conflicting record may be the call's own: a write
+				// whose reply was lost, retried by the store's client into
+				// a conflict with itself. Release it as above.
+				g.releaseQuietly(ctx, c, rec)
+				c.setOutcome(OutcomeStoreError)
+				return nil, nil, &StoreError{Op: "get", Key: c.key, Err: err}
 			}
 		}
 		if existing != nil && existing.Token == rec.Token {
-			// Our own reservation: a retried write whose first reply was
-			// lost found it.
-			c.report(ctx, Event{Kind: EventReserved, Key: key, Start: start, Duration: time.Since(start)})
-			return rec, nil, nil
+			// The call's own reservation: an attempt whose reply was lost
+			// wrote it (docs/protocol.md, reserve on own in progress).
+			return reserved()
 		}
 		if existing != nil && existing.Live(now) {
 			return nil, existing, nil
 		}
 		// The record vanished or expired between the write and the read.
 		if attempt == maxReserveAttempts {
-			c.releaseQuietly(ctx, rec)
-			c.settle(OutcomeStoreError)
-			return nil, nil, &StoreError{Op: "put", Key: key, Err: errors.New("the conflicting record kept changing; giving up")}
+			g.releaseQuietly(ctx, c, rec)
+			c.setOutcome(OutcomeStoreError)
+			return nil, nil, &StoreError{Op: "put", Key: c.key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
 		now = time.Now()
 	}
@@ -339,12 +292,46 @@ func (g *Guard) put(ctx context.Context, c *call, payloadHash string) (rec, exis
 
 // setExpiries sets the expiry times of an in-progress record written at
 // now. The in-progress expiry is the end of the reservation's first lease
-// (see leaseFor); the record's own expiry never comes before it, so that a
-// short expiry cannot let a second invocation in while the first still
-// runs.
+// (see leaseEnd); the record's own expiry never comes before it, so that a
+// short expiry cannot let a second call in while the first still runs.
 func (g *Guard) setExpiries(ctx context.Context, rec *persistence.Record, now time.Time) {
 	rec.InProgressExpiresAt = g.leaseEnd(ctx, now)
 	rec.ExpiresAt = ceilSecond(later(now.Add(g.cfg.expiry), rec.InProgressExpiresAt))
+}
+
+// answer turns the live record that holds the call's key into the call's
+// answer: a replay of its result, or why there is none.
+func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existing *persistence.Record) (Result, error) {
+	if payloadHash != "" && existing.PayloadHash != payloadHash {
+		c.observe(ctx, EventPayloadMismatch, nil)
+		c.setOutcome(OutcomePayloadMismatch)
+		return Result{}, &PayloadMismatchError{Key: c.key}
+	}
+	if existing.Status != persistence.StatusCompleted {
+		return Result{}, g.inProgress(ctx, c, existing.InProgressExpiresAt)
+	}
+	c.observe(ctx, EventReplayed, nil)
+	switch {
+	case existing.ErrorType != "":
+		c.setOutcome(OutcomeStoredError)
+		stored := &StoredError{Key: c.key, Type: existing.ErrorType, Message: existing.ErrorMessage}
+		if g.cfg.decodeError != nil {
+			return Result{Record: existing}, g.cfg.decodeError(stored)
+		}
+		return Result{Record: existing}, stored
+	case existing.ResponseOmitted:
+		c.setOutcome(OutcomeReplay)
+		return Result{Record: existing}, &ResponseTooLargeError{Key: c.key}
+	}
+	c.setOutcome(OutcomeReplay)
+	return Result{Response: existing.Response, Record: existing}, nil
+}
+
+// inProgress refuses the call: the key is held until until.
+func (g *Guard) inProgress(ctx context.Context, c *call, until time.Time) error {
+	c.observe(ctx, EventInProgress, nil)
+	c.setOutcome(OutcomeInProgress)
+	return &InProgressError{Key: c.key, Until: until}
 }
 
 func later(a, b time.Time) time.Time {
@@ -362,42 +349,6 @@ func ceilSecond(t time.Time) time.Time {
 		return whole
 	}
 	return whole.Add(time.Second)
-}
-
-// answer turns the live record that holds the call's key into the
-// caller's answer.
-func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existing *persistence.Record) (Result, error) {
-	key := c.key
-	if payloadHash != "" && existing.PayloadHash != payloadHash {
-		c.observe(ctx, EventPayloadMismatch, key, nil)
-		c.settle(OutcomePayloadMismatch)
-		return Result{}, &PayloadMismatchError{Key: key}
-	}
-	if existing.Status != persistence.StatusCompleted {
-		return Result{}, g.inProgress(ctx, c, existing.InProgressExpiresAt)
-	}
-	c.observe(ctx, EventReplayed, key, nil)
-	switch {
-	case existing.ErrorType != "":
-		c.settle(OutcomeStoredError)
-		stored := &StoredError{Key: key, Type: existing.ErrorType, Message: existing.ErrorMessage}
-		if g.cfg.decodeError != nil {
-			return Result{}, g.cfg.decodeError(stored)
-		}
-		return Result{}, stored
-	case existing.ResponseOmitted:
-		c.settle(OutcomeReplay)
-		return Result{}, &ResponseTooLargeError{Key: key}
-	}
-	c.settle(OutcomeReplay)
-	return Result{Response: existing.Response, Replayed: true, Record: existing}, nil
-}
-
-// inProgress refuses the call: the key is held until until.
-func (g *Guard) inProgress(ctx context.Context, c *call, until time.Time) error {
-	c.observe(ctx, EventInProgress, c.key, nil)
-	c.settle(OutcomeInProgress)
-	return &InProgressError{Key: c.key, Until: until}
 }
 
 // tokens writes owner tokens: 26 characters of base32, as crypto/rand.Text

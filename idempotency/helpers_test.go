@@ -106,7 +106,7 @@ func (e *eventLog) list() []idempotency.EventKind {
 	return append([]idempotency.EventKind(nil), e.kinds...)
 }
 
-func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error), store persistence.Store, opts ...idempotency.Option) func(context.Context, In) (Out, error) {
+func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, In) (Out, error) {
 	t.Helper()
 	w, err := idempotency.Wrap(h, store, opts...)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
-	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -149,9 +148,9 @@ func TestRecordedMessage(t *testing.T) {
 
 // newTestWrapped returns the typed layer of Wrap for inputs of type In,
 // with opts, to call derive on.
-func newTestWrapped[In any](tb testing.TB, opts ...Option) *wrapped[In, int] {
+func newTestWrapped[In any](tb testing.TB, opts ...WrapOption) *wrapped[In, int] {
 	tb.Helper()
-	cfg, err := newConfig(core.Wrap, "test", opts)
+	cfg, err := newConfig("test", opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

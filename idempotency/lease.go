@@ -104,12 +104,12 @@ func (l *lease) renew() {
 		}
 		g.cfg.logger.LogAttrs(l.ctx, level, "idempotency: "+what,
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		l.c.observe(l.ctx, EventRenewalFailed, rec.Key, err)
+		l.c.observe(l.ctx, EventRenewalFailed, err)
 		return
 	}
 	rec.InProgressExpiresAt, rec.ExpiresAt = renewed.InProgressExpiresAt, renewed.ExpiresAt
 	l.h.flight.held(end)
-	l.c.observe(l.ctx, EventRenewed, rec.Key, nil)
+	l.c.observe(l.ctx, EventRenewed, nil)
 	l.timer.Reset(l.every)
 }
 

@@ -29,19 +29,97 @@ const (
 	DefaultFinalWriteTimeout = 5 * time.Second
 )
 
-// An Option configures [Wrap], [NewGuard], and the adapters built on them
-// (packages httpapi and batch), which take the same options as well as
-// their own. Options are checked when the handler is wrapped, so that a
-// bad expression fails at cold start, not on the first request: an option
-// that does not apply to the function it is given to, or that is given
-// twice, is an error too.
-type Option func(*core.Config)
+// The kinds of options, by where they apply. Each entry point takes the
+// kind of its own, and each option constructor returns a kind that says
+// where the option applies: a misplaced option does not compile. The
+// package documentation has the table.
+type (
+	// A WrapOption configures [Wrap].
+	WrapOption interface{ wrapOption() }
+	// A GuardOption configures [NewGuard].
+	GuardOption interface{ guardOption() }
+	// A HandlerOption configures the Lambda handlers of package httpapi
+	// (httpapi.WrapAPIGateway and the others).
+	HandlerOption interface{ handlerOption() }
+	// A MiddlewareOption configures httpapi.Middleware.
+	MiddlewareOption interface{ middlewareOption() }
+	// A BatchOption configures the batch handlers of package batch.
+	BatchOption interface{ batchOption() }
+)
+
+// An Option configures every entry point.
+type Option interface {
+	WrapOption
+	GuardOption
+	HandlerOption
+	MiddlewareOption
+	BatchOption
+}
+
+// A TransactionOption configures every entry point but
+// httpapi.Middleware, which sends the response as the handler writes it,
+// before a commit could fail.
+type TransactionOption interface {
+	WrapOption
+	GuardOption
+	HandlerOption
+	BatchOption
+}
+
+// A KeyOption configures the entry points that select keys from typed
+// inputs: [Wrap] and the batch handlers.
+type KeyOption interface {
+	WrapOption
+	BatchOption
+}
+
+// spec is what an option of this package sets, by which name. The option
+// types below embed it: each has the marker methods of the kinds it is,
+// and no other, so that even an option converted by hand to another kind
+// does not convert.
+type spec struct {
+	name       string
+	repeatable bool
+	set        func(c *core.Config, s *settings)
+}
+
+// Configure implements core.Option.
+func (o spec) Configure(c *core.Config) {
+	c.Use("idempotency."+o.name, o.repeatable)
+	o.set(c, core.Section[settings](c, settingsKey{}))
+}
+
+// option applies everywhere: it is an Option.
+type option struct{ spec }
+
+func (option) wrapOption()       {}
+func (option) guardOption()      {}
+func (option) handlerOption()    {}
+func (option) middlewareOption() {}
+func (option) batchOption()      {}
+
+// transactionOption is a TransactionOption.
+type transactionOption struct{ spec }
+
+func (transactionOption) wrapOption()    {}
+func (transactionOption) guardOption()   {}
+func (transactionOption) handlerOption() {}
+func (transactionOption) batchOption()   {}
+
+// keyOption is a KeyOption.
+type keyOption struct{ spec }
+
+func (keyOption) wrapOption()  {}
+func (keyOption) batchOption() {}
+
+// wrapOnly is a WrapOption only.
+type wrapOnly struct{ spec }
+
+func (wrapOnly) wrapOption() {}
 
 // settings are the values of this package's options, kept in the
 // core.Config that options write.
 type settings struct {
-	validation        *jmespath.Expression
-	requireKey        bool
 	expiry            time.Duration
 	responseHook      any // func(context.Context, Out, *persistence.Record) Out
 	isPermanent       func(error) bool
@@ -50,42 +128,32 @@ type settings struct {
 	wait              time.Duration
 	transactions      bool
 	finalWriteTimeout time.Duration
-	observers         observers
+	observers         []Observer
 }
 
 type settingsKey struct{}
 
-// option returns the Option named name, which applies to the entry points
-// in where and sets what set does.
-func option(name string, where core.Entry, set func(c *core.Config, s *settings)) Option {
-	return func(c *core.Config) {
-		c.Use("idempotency."+name, where, false)
-		set(c, core.Section[settings](c, settingsKey{}))
-	}
-}
-
-// keyed are the entry points that select keys from typed inputs.
-const keyed = core.Wrap | core.Batch
-
 // config is the resolved configuration of one Guard.
 type config struct {
 	settings
-	key     *jmespath.Expression
-	prefix  string // WithKeyPrefix's
-	logger  *slog.Logger
-	entry   core.Entry
-	name    string
-	prefix0 string // the entry point's default prefix
+	key        *jmespath.Expression
+	validation *jmespath.Expression
+	requireKey bool
+	prefix     string // WithKeyPrefix's
+	logger     *slog.Logger
+	name       string
+	prefix0    string // the entry point's default prefix
 }
 
-// newConfig applies opts for the entry point entry, named name, and fills
-// in the defaults.
-func newConfig(entry core.Entry, name string, opts []Option) (*config, error) {
-	c, err := core.Apply(entry, name, core.Funcs(opts))
+// newConfig applies opts for the entry point named name, and fills in the
+// defaults.
+func newConfig[O any](name string, opts []O) (*config, error) {
+	c, err := core.Apply(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, prefix: c.Prefix, logger: c.Logger, entry: c.Entry, name: c.Name}
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, validation: c.Validation, requireKey: c.RequireKey,
+		prefix: c.Prefix, logger: c.Logger, name: c.Name}
 	d := c.Defaults
 	if cfg.key == nil && d.Key != "" {
 		if cfg.key, err = core.CompileKey(d.Key); err != nil {
@@ -116,15 +184,15 @@ func newConfig(entry core.Entry, name string, opts []Option) (*config, error) {
 // key does not depend on the order of object members or the spelling of
 // numbers. A selection that is null, an empty string, or an array or
 // object of only nulls means the input has no key: see [WithRequireKey].
-func WithKey(expression string) Option {
-	return option("WithKey", keyed, func(c *core.Config, _ *settings) {
+func WithKey(expression string) KeyOption {
+	return keyOption{spec{name: "WithKey", set: func(c *core.Config, _ *settings) {
 		e, err := core.CompileKey(expression)
 		if err != nil {
 			c.Fail(fmt.Errorf("idempotency.WithKey: %w", err))
 			return
 		}
 		c.Key = e
-	})
+	}}}
 }
 
 // WithPayloadValidation fingerprints the part of the input that must not
@@ -134,35 +202,35 @@ func WithKey(expression string) Option {
 // another request. Off by default (as in Powertools): with [WithKey]
 // selecting a field, any input with that field value gets the stored
 // result.
-func WithPayloadValidation(expression string) Option {
-	return option("WithPayloadValidation", keyed, func(c *core.Config, s *settings) {
+func WithPayloadValidation(expression string) KeyOption {
+	return keyOption{spec{name: "WithPayloadValidation", set: func(c *core.Config, s *settings) {
 		e, err := core.CompileKey(expression)
 		if err != nil {
 			c.Fail(fmt.Errorf("idempotency.WithPayloadValidation: %w", err))
 			return
 		}
-		s.validation = e
-	})
+		c.Validation = e
+	}}}
 }
 
 // WithRequireKey makes an input without a key fail with [*KeyError]. By
 // default, as in Powertools, such an input runs the handler without
 // idempotency and logs a warning.
-func WithRequireKey() Option {
-	return option("WithRequireKey", keyed, func(_ *core.Config, s *settings) { s.requireKey = true })
+func WithRequireKey() KeyOption {
+	return keyOption{spec{name: "WithRequireKey", set: func(c *core.Config, _ *settings) { c.RequireKey = true }}}
 }
 
 // WithExpiry sets how long a completed key is remembered: a retry after
 // that runs the handler again. Default [DefaultExpiry] (one hour; 24 hours
 // for the HTTP adapters). Choose it longer than your clients retry for.
 func WithExpiry(d time.Duration) Option {
-	return option("WithExpiry", core.All, func(c *core.Config, s *settings) {
+	return option{spec{name: "WithExpiry", set: func(c *core.Config, s *settings) {
 		if d < time.Second {
 			c.Fail(fmt.Errorf("idempotency.WithExpiry(%v): expiry must be at least one second", d))
 			return
 		}
 		s.expiry = d
-	})
+	}}}
 }
 
 // WithKeyPrefix sets the prefix of every key (prefix + "#" + hash). The
@@ -173,40 +241,40 @@ func WithExpiry(d time.Duration) Option {
 // methods, whose Go names change when code around them changes, and to
 // keep keys stable across renames.
 func WithKeyPrefix(prefix string) Option {
-	return option("WithKeyPrefix", core.All, func(c *core.Config, _ *settings) {
+	return option{spec{name: "WithKeyPrefix", set: func(c *core.Config, _ *settings) {
 		if prefix == "" {
 			c.Fail(fmt.Errorf("idempotency.WithKeyPrefix: empty prefix"))
 			return
 		}
 		c.Prefix = prefix
-	})
+	}}}
 }
 
 // WithLogger sets the logger for warnings (a call without a key, a fenced
 // out write) and errors (a failed completion or release), and for what the
 // adapters log. Default slog.Default().
 func WithLogger(logger *slog.Logger) Option {
-	return option("WithLogger", core.All, func(c *core.Config, _ *settings) {
+	return option{spec{name: "WithLogger", set: func(c *core.Config, _ *settings) {
 		if logger == nil {
 			c.Fail(fmt.Errorf("idempotency.WithLogger: nil logger"))
 			return
 		}
 		c.Logger = logger
-	})
+	}}}
 }
 
 // WithResponseHook sets a function that adjusts a replayed result before it
 // is returned, for example to mark it as a replay (Powertools'
 // response_hook). It receives the stored record. Out must be the wrapped
 // handler's result type; [Wrap] reports a mismatch.
-func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *persistence.Record) Out) Option {
-	return option("WithResponseHook", core.Wrap, func(c *core.Config, s *settings) {
+func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *persistence.Record) Out) WrapOption {
+	return wrapOnly{spec{name: "WithResponseHook", set: func(c *core.Config, s *settings) {
 		if hook == nil {
 			c.Fail(fmt.Errorf("idempotency.WithResponseHook: nil hook"))
 			return
 		}
 		s.responseHook = hook
-	})
+	}}}
 }
 
 // WithPermanentErrors classifies handler errors. By default a handler error
@@ -217,13 +285,13 @@ func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *pers
 // retry cannot fix (a declined card). Errors wrapped with [Permanent] are
 // always recorded.
 func WithPermanentErrors(isPermanent func(error) bool) Option {
-	return option("WithPermanentErrors", core.All, func(c *core.Config, s *settings) {
+	return option{spec{name: "WithPermanentErrors", set: func(c *core.Config, s *settings) {
 		if isPermanent == nil {
 			c.Fail(fmt.Errorf("idempotency.WithPermanentErrors: nil function"))
 			return
 		}
 		s.isPermanent = isPermanent
-	})
+	}}}
 }
 
 // WithErrorDecoder turns a recorded error back into an error of your own
@@ -233,13 +301,13 @@ func WithPermanentErrors(isPermanent func(error) bool) Option {
 // Message: se.Message} (package github.com/aws/aws-lambda-go/lambda/messages)
 // makes Lambda report the original errorType to retries too.
 func WithErrorDecoder(decode func(*StoredError) error) Option {
-	return option("WithErrorDecoder", core.All, func(c *core.Config, s *settings) {
+	return option{spec{name: "WithErrorDecoder", set: func(c *core.Config, s *settings) {
 		if decode == nil {
 			c.Fail(fmt.Errorf("idempotency.WithErrorDecoder: nil function"))
 			return
 		}
 		s.decodeError = decode
-	})
+	}}}
 }
 
 // WithLease makes reservations hold their key for d at a time, renewed
@@ -253,13 +321,13 @@ func WithErrorDecoder(decode func(*StoredError) error) Option {
 // ([EventRenewalFailed]); the function goes on, and its key lapses at the
 // end of the current lease. d must be at least 10 milliseconds.
 func WithLease(d time.Duration) Option {
-	return option("WithLease", core.All, func(c *core.Config, s *settings) {
+	return option{spec{name: "WithLease", set: func(c *core.Config, s *settings) {
 		if d < 10*time.Millisecond {
 			c.Fail(fmt.Errorf("idempotency.WithLease(%v): a lease must be at least 10ms", d))
 			return
 		}
 		s.lease = d
-	})
+	}}}
 }
 
 // WithTransactions runs the function with a context in which it can stage
@@ -275,8 +343,8 @@ func WithLease(d time.Duration) Option {
 // The store must commit staged writes ([persistence.Committer]; the
 // DynamoDB store does, through a local cache too): with another, wrapping
 // fails.
-func WithTransactions() Option {
-	return option("WithTransactions", core.All, func(_ *core.Config, s *settings) { s.transactions = true })
+func WithTransactions() TransactionOption {
+	return transactionOption{spec{name: "WithTransactions", set: func(_ *core.Config, s *settings) { s.transactions = true }}}
 }
 
 // WithWait makes a call that finds its key in progress wait, up to max,
@@ -296,25 +364,25 @@ func WithTransactions() Option {
 // costs at most about 6 requests, then 8/3 a second (a 10-second wait
 // about 30). Off by default.
 func WithWait(max time.Duration) Option {
-	return option("WithWait", core.All, func(c *core.Config, s *settings) {
+	return option{spec{name: "WithWait", set: func(c *core.Config, s *settings) {
 		if max <= 0 {
 			c.Fail(fmt.Errorf("idempotency.WithWait(%v): must be positive", max))
 			return
 		}
 		s.wait = max
-	})
+	}}}
 }
 
 // WithFinalWriteTimeout bounds the store write that completes or releases a
 // key. Default [DefaultFinalWriteTimeout].
 func WithFinalWriteTimeout(d time.Duration) Option {
-	return option("WithFinalWriteTimeout", core.All, func(c *core.Config, s *settings) {
+	return option{spec{name: "WithFinalWriteTimeout", set: func(c *core.Config, s *settings) {
 		if d <= 0 {
 			c.Fail(fmt.Errorf("idempotency.WithFinalWriteTimeout(%v): must be positive", d))
 			return
 		}
 		s.finalWriteTimeout = d
-	})
+	}}}
 }
 
 // WithObserver adds an observer, told synchronously of every step of the
@@ -322,13 +390,11 @@ func WithFinalWriteTimeout(d time.Duration) Option {
 // [Event]; [ObserverFunc] adapts a function). It may be given more than
 // once: every observer sees every event, in the order they were given.
 func WithObserver(o Observer) Option {
-	return func(c *core.Config) {
-		c.Use("idempotency.WithObserver", core.All, true)
+	return option{spec{name: "WithObserver", repeatable: true, set: func(c *core.Config, s *settings) {
 		if o == nil {
 			c.Fail(fmt.Errorf("idempotency.WithObserver: nil observer"))
 			return
 		}
-		s := core.Section[settings](c, settingsKey{})
 		s.observers = append(s.observers, o)
-	}
+	}}}
 }

@@ -95,12 +95,12 @@ func TestPermanentErrorsAreRecordedAndReplayed(t *testing.T) {
 	declined := &declinedError{Reason: "stolen card"}
 	for name, tc := range map[string]struct {
 		fail func(int) error
-		opts []idempotency.Option
+		opts []idempotency.WrapOption
 	}{
 		"Permanent": {fail: func(int) error { return idempotency.Permanent(declined) }},
 		"WithPermanentErrors": {
 			fail: func(int) error { return declined },
-			opts: []idempotency.Option{idempotency.WithPermanentErrors(func(err error) bool {
+			opts: []idempotency.WrapOption{idempotency.WithPermanentErrors(func(err error) bool {
 				var d *declinedError
 				return errors.As(err, &d)
 			})},

@@ -30,8 +30,8 @@ import (
 // returns a function that only calls h (after checking the options): its
 // results and errors are h's own, an error marked with [Permanent] without
 // the mark.
-func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persistence.Store, opts ...Option) (func(context.Context, In) (Out, error), error) {
-	cfg, err := newConfig(core.Wrap, "idempotency: Wrap", opts)
+func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persistence.Store, opts ...WrapOption) (func(context.Context, In) (Out, error), error) {
+	cfg, err := newConfig("idempotency: Wrap", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -84,26 +84,27 @@ type wrapped[In, Out any] struct {
 func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
 	g := w.g
 	var c call
-	ctx = g.beginCall(ctx, &c)
+	ctx = c.begin(ctx, g)
 	defer func() { c.end(ctx, err) }()
 	key, payloadHash, err := w.derive(in)
 	if err != nil {
-		c.settle(OutcomeNoKey)
+		c.setOutcome(OutcomeNoKey)
 		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !g.cfg.requireKey {
 			g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
 				slog.String("key_expression", ke.Expression))
-			c.observe(ctx, EventUnprotected, "", nil)
+			c.observe(ctx, EventUnprotected, nil)
 			return w.h(ctx, in)
 		}
 		return out, err
 	}
 	c.key = key
+	// Guard.Do's path, typed.
 	h, res, err := g.acquire(ctx, &c, payloadHash)
-	if err != nil {
-		return out, err
-	}
 	if h != nil {
 		return w.run(ctx, &c, h, in)
+	}
+	if err != nil || c.finish(err) != OutcomeReplay {
+		return out, err
 	}
 	if err := json.Unmarshal(res.Response, &out); err != nil {
 		var zero Out
@@ -115,7 +116,8 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error)
 	return out, nil
 }
 
-// run calls the handler as the holder of the key.
+// run calls the handler as the holder of the key, and returns what it
+// returned, unless its writes did not commit.
 func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (Out, error) {
 	var out Out
 	_, err := w.g.run(ctx, c, h, func(ctx context.Context) ([]byte, error) {
@@ -126,8 +128,9 @@ func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (
 		}
 		resp, err := json.Marshal(out)
 		if err != nil {
-			// The side effect has happened but its result cannot be stored:
-			// record the failure rather than let a retry run it again.
+			// The side effect has happened but its result cannot be
+			// stored: record the failure rather than let a retry run it
+			// again.
 			return nil, Permanent(&ResponseEncodingError{Err: err})
 		}
 		return resp, nil
@@ -138,7 +141,6 @@ func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (
 		var zero Out
 		return zero, err
 	}
-	// out is what h returned, with its error if any.
 	return out, err
 }
 

@@ -48,15 +48,15 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	for _, v := range []struct {
 		name string
-		opts []idempotency.Option
+		opts []idempotency.WrapOption
 	}{
 		{"none", nil},
-		{"empty_observer", []idempotency.Option{idempotency.WithObserver(idempotency.ObserverFunc(func(context.Context, idempotency.Event) {}))}},
-		{"noop", []idempotency.Option{idempotency.WithObserver(noop)}},
-		{"sdk", []idempotency.Option{idempotency.WithObserver(sdk)}},
+		{"empty_observer", []idempotency.WrapOption{idempotency.WithObserver(idempotency.ObserverFunc(func(context.Context, idempotency.Event) {}))}},
+		{"noop", []idempotency.WrapOption{idempotency.WithObserver(noop)}},
+		{"sdk", []idempotency.WrapOption{idempotency.WithObserver(sdk)}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			opts := append([]idempotency.Option{idempotency.WithKey("powertools_json(body).order_id")}, v.opts...)
+			opts := append([]idempotency.WrapOption{idempotency.WithKey("powertools_json(body).order_id")}, v.opts...)
 			h := idempotency.Must(idempotency.Wrap(func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 				return respond(ctx, req), nil
 			}, memory.New(), opts...))
@@ -85,7 +85,7 @@ func TestNoopAllocations(t *testing.T) {
 		otelidempotency.WithTracerProvider(tracenoop.NewTracerProvider()),
 		otelidempotency.WithMeterProvider(metricnoop.NewMeterProvider()))
 	require.NoError(t, err)
-	allocs := func(opts ...idempotency.Option) float64 {
+	allocs := func(opts ...idempotency.WrapOption) float64 {
 		opts = append(opts, idempotency.WithKey("powertools_json(body).order_id"))
 		h := idempotency.Must(idempotency.Wrap(func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 			return respond(ctx, req), nil

@@ -152,7 +152,7 @@ func (k *keyFlags) httpKey(ctx context.Context, prefix string, event []byte) (ke
 	if err != nil {
 		return "", "", err
 	}
-	opts := []idempotency.Option{idempotency.WithKeyPrefix(prefix)}
+	opts := []idempotency.HandlerOption{idempotency.WithKeyPrefix(prefix)}
 	if k.header != "" {
 		opts = append(opts, httpapi.WithHeader(k.header))
 	}

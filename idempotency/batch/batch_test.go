@@ -14,7 +14,6 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
-	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -348,23 +347,21 @@ func TestOptions(t *testing.T) {
 	cases := map[string]struct {
 		fn    func(context.Context, events.SQSMessage) error
 		store persistence.Store
-		opts  []idempotency.Option
+		opts  []idempotency.BatchOption
 		want  string
 	}{
-		"bad expression":       {fn, store, []idempotency.Option{idempotency.WithKey("powertools_json(body")}, "invalid expression"},
-		"order dependent":      {fn, store, []idempotency.Option{idempotency.WithKey("messageAttributes.*.stringValue")}, "order of object members"},
-		"unknown function":     {fn, store, []idempotency.Option{idempotency.WithKey("powertools_yaml(body)")}, "powertools_yaml"},
-		"empty key":            {fn, store, []idempotency.Option{idempotency.WithKey("")}, "empty expression"},
-		"zero parallelism":     {fn, store, []idempotency.Option{batch.WithParallelism(0)}, "WithParallelism(0)"},
-		"nil logger":           {fn, store, []idempotency.Option{idempotency.WithLogger(nil)}, "nil logger"},
-		"nil option":           {fn, store, []idempotency.Option{nil}, "nil Option"},
-		"given twice":          {fn, store, []idempotency.Option{idempotency.WithKey("messageId"), idempotency.WithKey("body")}, "idempotency.WithKey given twice"},
-		"an HTTP option":       {fn, store, []idempotency.Option{httpapi.WithHeader("X-Key")}, "httpapi.WithHeader does not apply here"},
-		"bad core option":      {fn, store, []idempotency.Option{idempotency.WithExpiry(0)}, "WithExpiry"},
+		"bad expression":       {fn, store, []idempotency.BatchOption{idempotency.WithKey("powertools_json(body")}, "invalid expression"},
+		"order dependent":      {fn, store, []idempotency.BatchOption{idempotency.WithKey("messageAttributes.*.stringValue")}, "order of object members"},
+		"unknown function":     {fn, store, []idempotency.BatchOption{idempotency.WithKey("powertools_yaml(body)")}, "powertools_yaml"},
+		"empty key":            {fn, store, []idempotency.BatchOption{idempotency.WithKey("")}, "empty expression"},
+		"zero parallelism":     {fn, store, []idempotency.BatchOption{batch.WithParallelism(0)}, "WithParallelism(0)"},
+		"nil logger":           {fn, store, []idempotency.BatchOption{idempotency.WithLogger(nil)}, "nil logger"},
+		"nil option":           {fn, store, []idempotency.BatchOption{nil}, "nil option"},
+		"given twice":          {fn, store, []idempotency.BatchOption{idempotency.WithKey("messageId"), idempotency.WithKey("body")}, "idempotency.WithKey given twice"},
+		"bad core option":      {fn, store, []idempotency.BatchOption{idempotency.WithExpiry(0)}, "WithExpiry"},
 		"nil function":         {nil, store, nil, "nil record function"},
 		"nil store":            {fn, nil, nil, "nil persistence.Store"},
-		"hook on no result":    {fn, store, []idempotency.Option{idempotency.WithResponseHook(func(ctx context.Context, s string, _ *persistence.Record) string { return s })}, "WithResponseHook"},
-		"errors are collected": {fn, store, []idempotency.Option{batch.WithParallelism(-1), idempotency.WithLogger(nil)}, "nil logger"},
+		"errors are collected": {fn, store, []idempotency.BatchOption{batch.WithParallelism(-1), idempotency.WithLogger(nil)}, "nil logger"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -145,7 +145,7 @@ type harness struct {
 	ordered bool
 	// build returns a batch handler over store with the recorder as the
 	// record function.
-	build func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.Option) func(context.Context, []spec) ([]string, error)
+	build func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.BatchOption) func(context.Context, []spec) ([]string, error)
 }
 
 func ids(h harness, ns ...int) []string {
@@ -174,11 +174,11 @@ func loadEvent(t testing.TB, name string, v any) {
 
 // baseOpts adds the tests' key prefix and a silent logger to opts, unless
 // opts set their own.
-func baseOpts(opts []idempotency.Option) []idempotency.Option {
+func baseOpts(opts []idempotency.BatchOption) []idempotency.BatchOption {
 	given := &core.Config{}
 	for _, o := range opts {
-		if o != nil {
-			o(given)
+		if o, ok := o.(core.Option); ok {
+			o.Configure(given)
 		}
 	}
 	if !given.Given("idempotency.WithKeyPrefix") {
@@ -197,7 +197,7 @@ func sqsHarness(fifo bool) harness {
 	}
 	return harness{
 		name: name, key: "powertools_json(body).order_id", id: sqsID, ordered: fifo,
-		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.Option) func(context.Context, []spec) ([]string, error) {
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.BatchOption) func(context.Context, []spec) ([]string, error) {
 			var sample events.SQSEvent
 			loadEvent(t, "sqs-event.json", &sample)
 			handler, err := batch.SQS(func(ctx context.Context, m events.SQSMessage) error {
@@ -235,7 +235,7 @@ func sqsHarness(fifo bool) harness {
 func kinesisHarness() harness {
 	return harness{
 		name: "kinesis", key: "powertools_json(powertools_base64(kinesis.data)).order_id", id: kinesisSeq, ordered: true,
-		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.Option) func(context.Context, []spec) ([]string, error) {
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.BatchOption) func(context.Context, []spec) ([]string, error) {
 			var sample events.KinesisEvent
 			loadEvent(t, "kinesis-event.json", &sample)
 			handler, err := batch.Kinesis(func(ctx context.Context, r events.KinesisEventRecord) error {
@@ -270,7 +270,7 @@ func kinesisHarness() harness {
 func dynamoDBHarness() harness {
 	return harness{
 		name: "dynamodb", key: "powertools_json(dynamodb.NewImage.payload.S).order_id", id: dynamoDBSeq, ordered: true,
-		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.Option) func(context.Context, []spec) ([]string, error) {
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.BatchOption) func(context.Context, []spec) ([]string, error) {
 			var sample events.DynamoDBEvent
 			loadEvent(t, "dynamodb-event.json", &sample)
 			handler, err := batch.DynamoDB(func(ctx context.Context, r events.DynamoDBEventRecord) error {

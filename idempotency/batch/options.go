@@ -28,13 +28,12 @@ type settingsKey struct{}
 // second is skipped as completed instead of failing as in progress.
 //
 // The record function must be safe for concurrent use when n > 1.
-func WithParallelism(n int) idempotency.Option {
-	return func(c *core.Config) {
-		c.Use("batch.WithParallelism", core.Batch, false)
+func WithParallelism(n int) idempotency.BatchOption {
+	return option{name: "WithParallelism", set: func(c *core.Config, s *settings) {
 		if n < 1 {
 			c.Fail(fmt.Errorf("batch.WithParallelism(%d): must be at least 1", n))
 			return
 		}
-		core.Section[settings](c, settingsKey{}).parallelism = n
-	}
+		s.parallelism = n
+	}}
 }

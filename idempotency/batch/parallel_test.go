@@ -211,7 +211,7 @@ func TestParallelDuplicatesWait(t *testing.T) {
 				h := kinesisHarness()
 				release := make(chan struct{})
 				rc := &recorder{hook: func(context.Context, run) { <-release }}
-				opts := []idempotency.Option{idempotency.WithKey(h.key), batch.WithParallelism(2)}
+				opts := []idempotency.BatchOption{idempotency.WithKey(h.key), batch.WithParallelism(2)}
 				if wait {
 					opts = append(opts, idempotency.WithWait(time.Minute))
 				}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"sync"
 
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -80,59 +79,94 @@ const (
 )
 
 // processor runs the records of batches of one source through the
-// idempotent record function.
+// Guard.
 type processor[R any] struct {
 	src         *source[R]
-	call        func(context.Context, R) (struct{}, error)
-	keyText     string
+	fn          func(context.Context, R) error
+	guard       *idempotency.Guard
+	key         *jmespath.Expression // selects a record's key
+	validation  *jmespath.Expression // selects its payload, or nil
 	laneKey     *jmespath.Expression // groups records by key; nil when sequential
 	parallelism int
 	logger      *slog.Logger
 }
 
-// ranKey marks the context of a call: the record function sets the flag it
-// carries, which tells a run from a replay and a handler error from one of
-// the library's.
-type ranKey struct{}
+// option is an option of this package. It embeds the kind of package
+// idempotency's options it is, nil: its marker method, promoted, makes it
+// one, and is never called.
+type option struct {
+	idempotency.BatchOption
+	name string
+	set  func(c *core.Config, s *settings)
+}
 
-func newProcessor[R any](src *source[R], fn func(context.Context, R) error, store persistence.Store, opts []idempotency.Option) (*processor[R], error) {
+// Configure implements core.Option.
+func (o option) Configure(c *core.Config) {
+	c.Use("batch."+o.name, false)
+	o.set(c, core.Section[settings](c, settingsKey{}))
+}
+
+// carried makes an option that is not a GuardOption (this package's, the
+// core's key options) or the handler's identity one, so that
+// idempotency.NewGuard applies every option in one pass.
+type carried struct {
+	idempotency.GuardOption
+	o any
+}
+
+// Configure implements core.Option.
+func (c carried) Configure(cfg *core.Config) {
+	switch o := c.o.(type) {
+	case core.Option:
+		o.Configure(cfg)
+	case func(*core.Config):
+		o(cfg)
+	case nil:
+		cfg.Fail(errors.New("nil option"))
+	default:
+		cfg.Fail(fmt.Errorf("%T: %w", o, core.ErrForeignOption))
+	}
+}
+
+// emptyResult is what a record's completion stores: the function returns
+// no result, and a replay only needs to know that the key completed.
+var emptyResult = []byte("{}")
+
+func newProcessor[R any](src *source[R], fn func(context.Context, R) error, store persistence.Store, opts []idempotency.BatchOption) (*processor[R], error) {
 	name := "idempotency/batch: " + src.fnName
 	if fn == nil {
 		return nil, errors.New(name + ": nil record function")
 	}
-	cfg, err := core.Apply(core.Batch, name, core.Funcs(opts))
-	if err != nil {
-		return nil, err
+	// One Guard, with the options and the batch's defaults: the record's
+	// delivery identity as the key, required, and the prefix of the
+	// user's function, so that it stays what Wrap would give fn.
+	guardOpts := make([]idempotency.GuardOption, 0, len(opts)+1)
+	for _, o := range opts {
+		if g, ok := o.(idempotency.GuardOption); ok {
+			guardOpts = append(guardOpts, g)
+		} else {
+			guardOpts = append(guardOpts, carried{o: o})
+		}
 	}
-	// The record function is made idempotent by Wrap, with the same
-	// options, checked for a batch handler, and the batch's defaults: the
-	// record's delivery identity as the key, and the prefix of the user's
-	// function, not the closure's below, so that it stays what Wrap would
-	// give fn.
-	wrapOpts := append(slices.Clip(opts), idempotency.Option(core.As(core.Batch, name, core.Defaults{
+	var cfg *core.Config
+	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{
 		Prefix:     core.DefaultPrefix(fn),
 		Key:        src.defaultKey,
 		RequireKey: true,
-	})))
-	call, err := idempotency.Wrap(func(ctx context.Context, rec R) (struct{}, error) {
-		if ran, ok := ctx.Value(ranKey{}).(*bool); ok {
-			*ran = true
-		}
-		return struct{}{}, fn(ctx, rec)
-	}, store, wrapOpts...)
+	}, &cfg)})
+	guard, err := idempotency.NewGuard(store, guardOpts...)
 	if err != nil {
 		return nil, err
 	}
-	p := &processor[R]{src: src, call: call, keyText: src.defaultKey, laneKey: cfg.Key,
+	p := &processor[R]{src: src, fn: fn, guard: guard, key: cfg.Key, validation: cfg.Validation,
 		parallelism: max(core.Section[settings](cfg, settingsKey{}).parallelism, 1), logger: cmp.Or(cfg.Logger, slog.Default())}
-	if cfg.Key != nil {
-		p.keyText = cfg.Key.String()
-	}
-	if p.parallelism > 1 && p.laneKey == nil {
-		// Wrap has accepted the expression, so it compiles.
-		if p.laneKey, err = jmespath.Compile(src.defaultKey); err != nil {
-			return nil, err
+	if p.key == nil {
+		if p.key, err = core.CompileKey(src.defaultKey); err != nil {
+			return nil, fmt.Errorf("%s: default key: %w", name, err)
 		}
+	}
+	if p.parallelism > 1 {
+		p.laneKey = p.key
 	}
 	return p, nil
 }
@@ -276,12 +310,11 @@ func (p *processor[R]) runLane(ctx context.Context, records []R, metas []meta, r
 	}
 }
 
-// one runs a single record through the idempotent record function.
+// one runs a single record through the Guard.
 func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 	if ctx.Err() != nil {
 		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the invocation's context is done; not running the record", m, ReasonNotStarted, context.Cause(ctx))
 	}
-	var ran bool
 	defer func() {
 		if v := recover(); v != nil {
 			// The core has already released the key on its way up.
@@ -289,49 +322,60 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 				fmt.Errorf("panic: %v", v), slog.String("stack", string(debug.Stack())))
 		}
 	}()
-	_, err := p.call(context.WithValue(ctx, ranKey{}, &ran), rec)
-	switch {
-	case err == nil && ran:
-		return processed
-	case err == nil:
+	key, payload, err := p.derive(rec)
+	if err != nil {
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: bad record: no idempotency key could be selected from it; the function did not run (the record will be redelivered, and reach the dead-letter queue or the retry limit if it keeps failing)",
+			m, ReasonBadRecord, err, slog.String("key_expression", p.key.String()))
+	}
+	r, err := p.guard.Do(ctx, key, payload, func(ctx context.Context) ([]byte, error) {
+		return emptyResult, p.fn(ctx, rec)
+	})
+	switch r.Outcome {
+	case idempotency.OutcomeNew, idempotency.OutcomeHandlerError, idempotency.OutcomeFencedOut,
+		idempotency.OutcomeCompletionFailed, idempotency.OutcomeNotCommitted:
+		if err == nil {
+			return processed
+		}
+		// The function's own error, and the core released the key or
+		// recorded it; or its writes did not commit.
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record function failed", m, ReasonHandlerError, err)
+	case idempotency.OutcomeReplay:
+		// The key completed: the record was processed, whatever its
+		// stored response says.
 		p.logger.LogAttrs(ctx, slog.LevelDebug, "idempotency/batch: record already processed; skipping it",
 			slog.String("source", p.src.name), slog.String("item_identifier", m.id))
 		return skipped
-	case ran:
-		// The function's own error: the core released the key, or recorded
-		// a permanent error.
-		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record function failed", m, ReasonHandlerError, err)
-	}
-
-	var (
-		keyErr      *idempotency.KeyError
-		inProgress  *idempotency.InProgressError
-		storeErr    *idempotency.StoreError
-		mismatch    *idempotency.PayloadMismatchError
-		stored      *idempotency.StoredError
-		replayErr   *idempotency.ReplayError
-		tooLargeErr *idempotency.ResponseTooLargeError
-	)
-	switch {
-	case errors.As(err, &replayErr), errors.As(err, &tooLargeErr):
-		// The key completed: the record was processed, whatever its stored
-		// response says.
-		p.logger.LogAttrs(ctx, slog.LevelDebug, "idempotency/batch: record already processed; skipping it",
-			slog.String("source", p.src.name), slog.String("item_identifier", m.id), slog.Any("error", err))
-		return skipped
-	case errors.As(err, &keyErr):
-		return p.fail(ctx, slog.LevelError, "idempotency/batch: bad record: no idempotency key could be selected from it; the function did not run (the record will be redelivered, and reach the dead-letter queue or the retry limit if it keeps failing)",
-			m, ReasonBadRecord, err, slog.String("key_expression", p.keyText))
-	case errors.As(err, &inProgress):
+	case idempotency.OutcomeInProgress:
 		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key is in progress in another invocation; it will be redelivered", m, ReasonInProgress, err)
-	case errors.As(err, &storeErr):
+	case idempotency.OutcomeStoreError:
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: the idempotency store failed; the function did not run", m, ReasonStoreError, err)
-	case errors.As(err, &mismatch):
+	case idempotency.OutcomePayloadMismatch:
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key was already used with a different payload; the function did not run", m, ReasonPayloadMismatch, err)
-	case errors.As(err, &stored):
+	case idempotency.OutcomeStoredError:
 		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key completed with a permanent error, which is replayed; the function did not run", m, ReasonRecordedError, err)
 	}
 	return p.fail(ctx, slog.LevelError, "idempotency/batch: the record failed; the function did not run", m, ReasonError, err)
+}
+
+// derive returns the key material of rec and that of its payload (empty
+// without payload validation), which Guard.Do hashes as idempotency.Wrap
+// does, or why rec has no key, as an *idempotency.KeyError.
+func (p *processor[R]) derive(rec R) (key, payload string, err error) {
+	material, noKey, err := core.AppendMaterial(nil, p.key, rec)
+	switch {
+	case err != nil:
+		return "", "", &idempotency.KeyError{Expression: p.key.String(), Err: err}
+	case noKey:
+		return "", "", &idempotency.KeyError{Expression: p.key.String()}
+	}
+	if p.validation != nil {
+		v, _, err := core.AppendMaterial(nil, p.validation, rec)
+		if err != nil {
+			return "", "", &idempotency.KeyError{Expression: p.validation.String(), Err: fmt.Errorf("payload validation: %w", err)}
+		}
+		payload = string(v)
+	}
+	return string(material), payload, nil
 }
 
 // fail logs why the record failed and returns failed.

@@ -77,7 +77,7 @@ var dynamoDBSource = source[events.DynamoDBEventRecord]{
 // The handler's error is nil except when a failed message has no
 // messageId (see the package documentation). SQS returns an error if the
 // options are invalid.
-func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.Store, opts ...idempotency.Option) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
+func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.Store, opts ...idempotency.BatchOption) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
 	p, err := newProcessor(&sqsSource, fn, store, opts)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.St
 //
 // The handler's error is nil except when a failed record has no sequence
 // number. Kinesis returns an error if the options are invalid.
-func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store persistence.Store, opts ...idempotency.Option) (func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error), error) {
+func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store persistence.Store, opts ...idempotency.BatchOption) (func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error), error) {
 	p, err := newProcessor(&kinesisSource, fn, store, opts)
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store pe
 //
 // The handler's error is nil except when a failed record has no sequence
 // number. DynamoDB returns an error if the options are invalid.
-func DynamoDB(fn func(context.Context, events.DynamoDBEventRecord) error, store persistence.Store, opts ...idempotency.Option) (func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error), error) {
+func DynamoDB(fn func(context.Context, events.DynamoDBEventRecord) error, store persistence.Store, opts ...idempotency.BatchOption) (func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error), error) {
 	p, err := newProcessor(&dynamoDBSource, fn, store, opts)
 	if err != nil {
 		return nil, err

@@ -913,11 +913,11 @@ func testNothingOfRequestStored(t *testing.T, et eventType) {
 func testDefaultExpiry(t *testing.T, et eventType) {
 	for _, tc := range []struct {
 		name   string
-		opts   []idempotency.Option
+		opts   []any
 		expiry time.Duration
 	}{
 		{"default", nil, httpapi.DefaultExpiry},
-		{"explicit", []idempotency.Option{idempotency.WithExpiry(time.Hour)}, time.Hour},
+		{"explicit", []any{idempotency.WithExpiry(time.Hour)}, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -979,13 +979,13 @@ func testMarkNotExecuted(t *testing.T, et eventType) {
 func testRetryAfterEstimate(t *testing.T, et eventType) {
 	for _, tc := range []struct {
 		name string
-		opts []idempotency.Option
+		opts []any
 		took time.Duration // how long the handler takes
 		want string
 	}{
 		{"fast handler", nil, 30 * time.Millisecond, "1"},
 		{"slow handler, capped", nil, 3500 * time.Millisecond, "2"},
-		{"slow handler, higher cap", []idempotency.Option{httpapi.WithMaxRetryAfter(10 * time.Second)}, 3500 * time.Millisecond, "4"},
+		{"slow handler, higher cap", []any{httpapi.WithMaxRetryAfter(10 * time.Second)}, 3500 * time.Millisecond, "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -27,7 +27,7 @@ type ALBHandler = func(context.Context, events.ALBTargetGroupRequest) (events.AL
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
 // checking the options), whose errors reach the caller as h returns them,
 // without idempotency.Permanent's mark.
-func WrapALB(h ALBHandler, store persistence.Store, opts ...idempotency.Option) (ALBHandler, error) {
+func WrapALB(h ALBHandler, store persistence.Store, opts ...idempotency.HandlerOption) (ALBHandler, error) {
 	return wrap(albBinding, h, store, opts)
 }
 

@@ -28,7 +28,7 @@ type APIGatewayV2Handler = func(context.Context, events.APIGatewayV2HTTPRequest)
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
 // checking the options), whose errors reach the caller as h returns them,
 // without idempotency.Permanent's mark.
-func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...idempotency.Option) (APIGatewayHandler, error) {
+func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...idempotency.HandlerOption) (APIGatewayHandler, error) {
 	return wrap(restBinding, h, store, opts)
 }
 
@@ -41,7 +41,7 @@ func WrapAPIGateway(h APIGatewayHandler, store persistence.Store, opts ...idempo
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
 // checking the options), whose errors reach the caller as h returns them,
 // without idempotency.Permanent's mark.
-func WrapAPIGatewayV2(h APIGatewayV2Handler, store persistence.Store, opts ...idempotency.Option) (APIGatewayV2Handler, error) {
+func WrapAPIGatewayV2(h APIGatewayV2Handler, store persistence.Store, opts ...idempotency.HandlerOption) (APIGatewayV2Handler, error) {
 	return wrap(v2Binding, h, store, opts)
 }
 

@@ -22,7 +22,7 @@ type FunctionURLHandler = func(context.Context, events.LambdaFunctionURLRequest)
 // POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
 // checking the options), whose errors reach the caller as h returns them,
 // without idempotency.Permanent's mark.
-func WrapFunctionURL(h FunctionURLHandler, store persistence.Store, opts ...idempotency.Option) (FunctionURLHandler, error) {
+func WrapFunctionURL(h FunctionURLHandler, store persistence.Store, opts ...idempotency.HandlerOption) (FunctionURLHandler, error) {
 	return wrap(functionURLBinding, h, store, opts)
 }
 

@@ -84,7 +84,7 @@ type eventType struct {
 	// handler is set for Middleware, whose http.Handler returns no Go
 	// errors.
 	handler bool
-	wrap    func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error)
+	wrap    func(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error)
 }
 
 var eventTypes = []eventType{
@@ -228,7 +228,7 @@ func flatHeaders(h http.Header) map[string]string {
 	return m
 }
 
-func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.APIGatewayProxyRequest](t, "apigw-request.json")
 	wrapped, err := httpapi.WrapAPIGateway(func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		resp, err := h(ctx, httpReq{method: ev.HTTPMethod, path: ev.Path, headers: headerList(ev.Headers, ev.MultiValueHeaders), body: ev.Body, base64: ev.IsBase64Encoded})
@@ -240,7 +240,7 @@ func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...idem
 			multi["Set-Cookie"] = resp.cookies
 		}
 		return events.APIGatewayProxyResponse{StatusCode: resp.status, Headers: single, MultiValueHeaders: multi, Body: resp.body, IsBase64Encoded: resp.base64}, err
-	}, store, opts...)
+	}, store, as[idempotency.HandlerOption](opts)...)
 	require.NoError(t, err)
 	return func(ctx context.Context, req httpReq) (httpResp, error) {
 		ev := base
@@ -263,13 +263,13 @@ func wrapREST(t testing.TB, h testHandler, store persistence.Store, opts ...idem
 	}
 }
 
-func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-no-authorizer.json")
 	jwt := loadEvent[events.APIGatewayV2HTTPRequest](t, "apigw-v2-request-jwt-authorizer.json").RequestContext.Authorizer
 	wrapped, err := httpapi.WrapAPIGatewayV2(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		resp, err := h(ctx, httpReq{method: ev.RequestContext.HTTP.Method, path: ev.RawPath, headers: headerList(ev.Headers, nil), body: ev.Body, base64: ev.IsBase64Encoded})
 		return events.APIGatewayV2HTTPResponse{StatusCode: resp.status, Headers: flatHeaders(resp.headers), Cookies: resp.cookies, Body: resp.body, IsBase64Encoded: resp.base64}, err
-	}, store, opts...)
+	}, store, as[idempotency.HandlerOption](opts)...)
 	require.NoError(t, err)
 	return func(ctx context.Context, req httpReq) (httpResp, error) {
 		ev := base
@@ -290,14 +290,14 @@ func wrapV2(t testing.TB, h testHandler, store persistence.Store, opts ...idempo
 	}
 }
 
-func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error) {
 	base := loadEvent[events.LambdaFunctionURLRequest](t, "lambda-urls-request.json")
 	iam := *base.RequestContext.Authorizer.IAM
 	base.RequestContext.Authorizer = nil
 	wrapped, err := httpapi.WrapFunctionURL(func(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		resp, err := h(ctx, httpReq{method: ev.RequestContext.HTTP.Method, path: ev.RawPath, headers: headerList(ev.Headers, nil), body: ev.Body, base64: ev.IsBase64Encoded})
 		return events.LambdaFunctionURLResponse{StatusCode: resp.status, Headers: flatHeaders(resp.headers), Cookies: resp.cookies, Body: resp.body, IsBase64Encoded: resp.base64}, err
-	}, store, opts...)
+	}, store, as[idempotency.HandlerOption](opts)...)
 	require.NoError(t, err)
 	return func(ctx context.Context, req httpReq) (httpResp, error) {
 		ev := base
@@ -319,8 +319,8 @@ func wrapFunctionURL(t testing.TB, h testHandler, store persistence.Store, opts 
 
 // wrapALB reads responses as the load balancer does: with multi-value
 // headers on, only multiValueHeaders; otherwise only headers.
-func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
-	return func(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
+func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error) {
+	return func(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error) {
 		sample := "alb-lambda-target-request-headers-only.json"
 		if multiValue {
 			sample = "alb-lambda-target-request-multivalue-headers.json"
@@ -342,7 +342,7 @@ func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistenc
 				}
 			}
 			return out, err
-		}, store, opts...)
+		}, store, as[idempotency.HandlerOption](opts)...)
 		require.NoError(t, err)
 		return func(ctx context.Context, req httpReq) (httpResp, error) {
 			ev := base
@@ -374,8 +374,8 @@ func wrapALB(multiValue bool) func(t testing.TB, h testHandler, store persistenc
 // base64-encoded is sent as the bytes it stands for), and the response is
 // read as a client reads it (a body that is not UTF-8 comes back
 // base64-encoded, as a Function URL would return it).
-func wrapNetHTTP(t testing.TB, h testHandler, store persistence.Store, opts ...idempotency.Option) func(context.Context, httpReq) (httpResp, error) {
-	mw, err := httpapi.Middleware(store, opts...)
+func wrapNetHTTP(t testing.TB, h testHandler, store persistence.Store, opts ...any) func(context.Context, httpReq) (httpResp, error) {
+	mw, err := httpapi.Middleware(store, as[idempotency.MiddlewareOption](opts)...)
 	require.NoError(t, err)
 	handler := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -554,3 +554,16 @@ func (s corruptingStore) Update(ctx context.Context, rec *persistence.Record) er
 
 // discard returns a logger for tests that provoke errors on purpose.
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// as returns opts as options of kind O, for an entry point: the tests
+// share lists of options across entry points, which each take a kind of
+// their own.
+func as[O any](opts []any) []O {
+	out := make([]O, len(opts))
+	for i, o := range opts {
+		if o != nil {
+			out[i] = o.(O)
+		}
+	}
+	return out
+}

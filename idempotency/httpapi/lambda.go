@@ -23,7 +23,7 @@ type binding[Req, Resp any] struct {
 
 // wrap checks the options, builds the engine and returns the adapter for
 // h.
-func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), store persistence.Store, opts []idempotency.Option) (func(context.Context, Req) (Resp, error), error) {
+func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Resp, error), store persistence.Store, opts []idempotency.HandlerOption) (func(context.Context, Req) (Resp, error), error) {
 	name := "httpapi: " + b.name
 	if h == nil {
 		return nil, fmt.Errorf("%s: nil handler", name)

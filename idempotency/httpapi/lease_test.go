@@ -101,17 +101,17 @@ func TestMiddlewareLeaseLapsesWhenRenewalsStop(t *testing.T) {
 	for _, lease := range []time.Duration{idempotency.DefaultLease, 5 * time.Second} {
 		t.Run(lease.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				opts := []idempotency.Option{idempotency.WithLogger(discard())}
+				opts := []any{idempotency.WithLogger(discard())}
 				if lease != idempotency.DefaultLease {
 					opts = append(opts, idempotency.WithLease(lease))
 				}
 				store := memory.New()
 				var c runs
 				hang := make(chan struct{})
-				dying := idempotency.Must(httpapi.Middleware(deadProcess{store}, opts...))(c.handle(func(w http.ResponseWriter, r *http.Request, run int) {
+				dying := idempotency.Must(httpapi.Middleware(deadProcess{store}, as[idempotency.MiddlewareOption](opts)...))(c.handle(func(w http.ResponseWriter, r *http.Request, run int) {
 					<-hang // the process is gone: its handler never finishes
 				}))
-				there := idempotency.Must(httpapi.Middleware(otherProcess{store}, opts...))(slowHandler(&c, 0))
+				there := idempotency.Must(httpapi.Middleware(otherProcess{store}, as[idempotency.MiddlewareOption](opts)...))(slowHandler(&c, 0))
 
 				var wg sync.WaitGroup
 				wg.Go(func() { send(dying, "k1") })

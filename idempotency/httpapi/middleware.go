@@ -71,7 +71,7 @@ import (
 // It fails if store is nil or an option is invalid. The middleware panics
 // when given a nil handler. When POWERTOOLS_IDEMPOTENCY_DISABLED is true
 // it returns the handler itself (after checking the options).
-func Middleware(store persistence.Store, opts ...idempotency.Option) (func(http.Handler) http.Handler, error) {
+func Middleware(store persistence.Store, opts ...idempotency.MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	const name = "httpapi: Middleware"
 	prefix := DefaultMiddlewarePrefix
 	if function := os.Getenv(core.EnvFunctionName); function != "" {

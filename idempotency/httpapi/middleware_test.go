@@ -27,9 +27,9 @@ import (
 
 // serve starts a server on 127.0.0.1 that serves h behind Middleware over
 // store, and returns its URL.
-func serve(t *testing.T, store persistence.Store, h http.Handler, opts ...idempotency.Option) string {
+func serve(t *testing.T, store persistence.Store, h http.Handler, opts ...any) string {
 	t.Helper()
-	mw, err := httpapi.Middleware(store, append([]idempotency.Option{idempotency.WithLogger(discard())}, opts...)...)
+	mw, err := httpapi.Middleware(store, as[idempotency.MiddlewareOption](append([]any{idempotency.WithLogger(discard())}, opts...))...)
 	require.NoError(t, err)
 	srv := httptest.NewServer(mw(h))
 	t.Cleanup(srv.Close)
@@ -462,19 +462,17 @@ func TestWithRequestScope(t *testing.T) {
 
 func TestMiddlewareOptions(t *testing.T) {
 	for name, tc := range map[string]struct {
-		opts []idempotency.Option
+		opts []any
 		want string
 	}{
-		"nil scope":            {[]idempotency.Option{httpapi.WithRequestScope(nil)}, "httpapi.WithRequestScope: nil function"},
-		"both scopes":          {[]idempotency.Option{httpapi.WithScope(httpapi.ScopeHeader("X-Tenant")), httpapi.WithRequestScope(func(*http.Request) (string, error) { return "", nil })}, "give one"},
-		"no body":              {[]idempotency.Option{httpapi.WithMaxBodySize(0)}, "httpapi.WithMaxBodySize(0): must be positive"},
-		"transactions":         {[]idempotency.Option{idempotency.WithTransactions()}, "idempotency.WithTransactions does not apply here"},
-		"core key option":      {[]idempotency.Option{idempotency.WithKey("body")}, "idempotency.WithKey does not apply here"},
-		"given twice":          {[]idempotency.Option{httpapi.WithMaxBodySize(1), httpapi.WithMaxBodySize(2)}, "httpapi.WithMaxBodySize given twice"},
-		"an adapter's invalid": {[]idempotency.Option{httpapi.WithHeader("")}, `httpapi.WithHeader(""): not a valid header name`},
+		"nil scope":            {[]any{httpapi.WithRequestScope(nil)}, "httpapi.WithRequestScope: nil function"},
+		"both scopes":          {[]any{httpapi.WithScope(httpapi.ScopeHeader("X-Tenant")), httpapi.WithRequestScope(func(*http.Request) (string, error) { return "", nil })}, "give one"},
+		"no body":              {[]any{httpapi.WithMaxBodySize(0)}, "httpapi.WithMaxBodySize(0): must be positive"},
+		"given twice":          {[]any{httpapi.WithMaxBodySize(1), httpapi.WithMaxBodySize(2)}, "httpapi.WithMaxBodySize given twice"},
+		"an adapter's invalid": {[]any{httpapi.WithHeader("")}, `httpapi.WithHeader(""): not a valid header name`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			mw, err := httpapi.Middleware(memory.New(), tc.opts...)
+			mw, err := httpapi.Middleware(memory.New(), as[idempotency.MiddlewareOption](tc.opts)...)
 			require.Error(t, err)
 			assert.Nil(t, mw)
 			assert.True(t, strings.HasPrefix(err.Error(), "httpapi: Middleware: "), err.Error())
@@ -484,14 +482,12 @@ func TestMiddlewareOptions(t *testing.T) {
 	_, err := httpapi.Middleware(nil)
 	assert.EqualError(t, err, "httpapi: Middleware: nil persistence.Store")
 
-	// The options of Middleware alone are refused by the Lambda adapters.
-	for wrapName, wrap := range wrappers {
-		for _, opt := range []idempotency.Option{httpapi.WithMaxBodySize(10), httpapi.WithRequestScope(func(*http.Request) (string, error) { return "", nil })} {
-			_, err := wrap(memory.New(), false, opt)
-			require.Error(t, err, wrapName)
-			assert.Contains(t, err.Error(), "does not apply here: it applies to httpapi.Middleware")
-		}
-	}
+	// An option of Middleware alone, converted by hand to a Lambda
+	// adapter's kind, does not convert: the compiler refuses it as it
+	// is (see TestMisplacedOptionsDoNotCompile).
+	var opt any = httpapi.WithMaxBodySize(10)
+	_, ok := opt.(idempotency.HandlerOption)
+	assert.False(t, ok)
 
 	mw := idempotency.Must(httpapi.Middleware(memory.New()))
 	assert.PanicsWithValue(t, "httpapi: Middleware: nil handler", func() { mw(nil) })
@@ -505,9 +501,9 @@ func TestMiddlewareOptions(t *testing.T) {
 }
 
 func TestMiddlewareDefaultKeyPrefix(t *testing.T) {
-	prefixOf := func(opts ...idempotency.Option) string {
+	prefixOf := func(opts ...any) string {
 		store := &recordingStore{Store: memory.New()}
-		h := idempotency.Must(httpapi.Middleware(store, opts...))(http.NotFoundHandler())
+		h := idempotency.Must(httpapi.Middleware(store, as[idempotency.MiddlewareOption](opts)...))(http.NotFoundHandler())
 		req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 		req.Header.Set("Idempotency-Key", "k")
 		h.ServeHTTP(httptest.NewRecorder(), req)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/core"
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Defaults of the adapters.
@@ -45,8 +47,20 @@ const (
 	DefaultMiddlewarePrefix = "http"
 )
 
+// An Option configures the Lambda handlers of this package and
+// Middleware. Each of its options returns the kind of package
+// idempotency's options that says where it applies: Option for both,
+// idempotency.MiddlewareOption for those of Middleware only. The
+// handlers take idempotency.HandlerOption, Middleware
+// idempotency.MiddlewareOption, so that package idempotency's options
+// that apply there go with this package's, and no other does.
+type Option interface {
+	idempotency.HandlerOption
+	idempotency.MiddlewareOption
+}
+
 // settings are the adapters' own options, kept in the configuration that
-// every option of package idempotency writes too.
+// every option writes.
 type settings struct {
 	header             string
 	methods            []string
@@ -64,12 +78,53 @@ type settings struct {
 
 type settingsKey struct{}
 
-// option returns the adapters' option named name, which set applies.
-// Options that add to a list may be given more than once (repeatable).
-func option(name string, repeatable bool, set func(c *core.Config, s *settings)) idempotency.Option {
-	return func(c *core.Config) {
-		c.Use("httpapi."+name, core.HTTP, repeatable)
-		set(c, core.Section[settings](c, settingsKey{}))
+// spec is what an option of this package sets, by which name.
+type spec struct {
+	name       string
+	repeatable bool
+	set        func(c *core.Config, s *settings)
+}
+
+// Configure implements core.Option.
+func (o spec) Configure(c *core.Config) {
+	c.Use("httpapi."+o.name, o.repeatable)
+	o.set(c, core.Section[settings](c, settingsKey{}))
+}
+
+// option is an option of this package for the handlers and Middleware. It
+// embeds the kinds of package idempotency's options it is, nil: their
+// marker methods, promoted, make it one, and are never called.
+type option struct {
+	idempotency.HandlerOption
+	idempotency.MiddlewareOption
+	spec
+}
+
+// middlewareOption is an option of Middleware only.
+type middlewareOption struct {
+	idempotency.MiddlewareOption
+	spec
+}
+
+// carried makes an option of an adapter's own, or the adapter's identity,
+// a GuardOption, so that idempotency.NewGuard applies every option in one
+// pass: one list of errors, one check of options given twice.
+type carried struct {
+	idempotency.GuardOption
+	o any // a core.Option, or a func(*core.Config)
+}
+
+// Configure implements core.Option.
+func (c carried) Configure(cfg *core.Config) {
+	switch o := c.o.(type) {
+	case core.Option:
+		o.Configure(cfg)
+	case func(*core.Config):
+		o(cfg)
+	case nil:
+		cfg.Fail(errors.New("nil option"))
+	default:
+		cfg.Fail(fmt.Errorf("%T: %w", o, core.ErrForeignOption))
 	}
 }
 
@@ -80,8 +135,7 @@ type config struct {
 	prefix string // idempotency.WithKeyPrefix's, for RecordKey
 }
 
-// entryKind tells the Lambda adapters from Middleware, for the options
-// that apply to one of them only.
+// entryKind tells the Lambda adapters from Middleware.
 type entryKind int
 
 const (
@@ -89,38 +143,47 @@ const (
 	middlewareEntry
 )
 
-// Options that apply to one kind of entry point only, and those of package
-// idempotency that Middleware refuses.
-var (
-	middlewareOnly = []string{"httpapi.WithRequestScope", "httpapi.WithMaxBodySize"}
-	// The middleware writes the response through as the handler writes
-	// it, before the commit of WithTransactions could fail.
-	notForMiddleware = []string{"idempotency.WithTransactions"}
-)
+// newGuard builds the Guard of the adapter named name, of kind kind, from
+// opts (the core's and the adapter's own), with the adapter's defaults:
+// prefix when idempotency.WithKeyPrefix is not given, and a day's expiry.
+// It returns the adapter's configuration, with its defaults filled in.
+func newGuard[O any](name string, kind entryKind, store persistence.Store, prefix string, opts []O) (*idempotency.Guard, *config, error) {
+	guardOpts := make([]idempotency.GuardOption, 0, len(opts)+1)
+	for _, o := range opts {
+		if g, ok := any(o).(idempotency.GuardOption); ok {
+			guardOpts = append(guardOpts, g) // the core's
+		} else {
+			guardOpts = append(guardOpts, carried{o: any(o)})
+		}
+	}
+	var c *core.Config
+	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{Prefix: prefix, Expiry: DefaultExpiry}, &c)})
+	guard, err := idempotency.NewGuard(store, guardOpts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := resolve(name, kind, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return guard, cfg, nil
+}
 
-// newConfig applies opts, as the adapter named name, of kind kind, gets
-// them, and fills in the defaults.
-func newConfig(name string, kind entryKind, opts []idempotency.Option) (*config, error) {
-	c, err := core.Apply(core.HTTP, name, core.Funcs(opts))
+// newConfig applies opts for the adapter named name, of kind kind, without
+// a Guard.
+func newConfig[O any](name string, kind entryKind, opts []O) (*config, error) {
+	c, err := core.Apply(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	var refused []string
-	for _, opt := range middlewareOnly {
-		if kind != middlewareEntry && c.Given(opt) {
-			refused = append(refused, opt+" does not apply here: it applies to httpapi.Middleware")
-		}
-	}
-	for _, opt := range notForMiddleware {
-		if kind == middlewareEntry && c.Given(opt) {
-			refused = append(refused, opt+" does not apply here: the middleware sends the response as the handler writes it, before a commit could fail")
-		}
-	}
+	return resolve(name, kind, c)
+}
+
+// resolve returns the adapter's configuration in c, with its defaults
+// filled in.
+func resolve(name string, kind entryKind, c *core.Config) (*config, error) {
 	if c.Given("httpapi.WithScope") && c.Given("httpapi.WithRequestScope") {
-		refused = append(refused, "httpapi.WithScope and httpapi.WithRequestScope both set the scope; give one")
-	}
-	if len(refused) > 0 {
-		return nil, fmt.Errorf("%s: %s", name, strings.Join(refused, "; "))
+		return nil, fmt.Errorf("%s: httpapi.WithScope and httpapi.WithRequestScope both set the scope; give one", name)
 	}
 	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger, prefix: c.Prefix}
 	if kind == middlewareEntry {
@@ -155,14 +218,14 @@ func (c *settings) keyed(method string) bool {
 
 // WithHeader sets the request header that carries the idempotency key.
 // Default DefaultHeader. It is matched without regard to case.
-func WithHeader(name string) idempotency.Option {
-	return option("WithHeader", false, func(c *core.Config, s *settings) {
+func WithHeader(name string) Option {
+	return option{spec: spec{name: "WithHeader", repeatable: false, set: func(c *core.Config, s *settings) {
 		if !validHeaderName(name) {
 			fail(c, "WithHeader(%q): not a valid header name", name)
 			return
 		}
 		s.header = name
-	})
+	}}}
 }
 
 // WithMethods sets the HTTP methods whose requests need an idempotency key.
@@ -170,8 +233,8 @@ func WithHeader(name string) idempotency.Option {
 // by definition (RFC 9110), and Stripe ignores keys on them. Requests with
 // any other method pass straight through to the handler, unprotected, even
 // when they carry a key. Methods are matched without regard to case.
-func WithMethods(methods ...string) idempotency.Option {
-	return option("WithMethods", false, func(c *core.Config, s *settings) {
+func WithMethods(methods ...string) Option {
+	return option{spec: spec{name: "WithMethods", repeatable: false, set: func(c *core.Config, s *settings) {
 		if len(methods) == 0 {
 			fail(c, "WithMethods: no methods")
 			return
@@ -185,14 +248,14 @@ func WithMethods(methods ...string) idempotency.Option {
 			upper = append(upper, strings.ToUpper(m))
 		}
 		s.methods = upper
-	})
+	}}}
 }
 
 // WithOptionalKey lets requests that need a key but carry none run the
 // handler unprotected, as the generic decorator does, instead of being
 // answered with ProblemMissingKey (400).
-func WithOptionalKey() idempotency.Option {
-	return option("WithOptionalKey", false, func(_ *core.Config, s *settings) { s.optionalKey = true })
+func WithOptionalKey() Option {
+	return option{spec: spec{name: "WithOptionalKey", repeatable: false, set: func(_ *core.Config, s *settings) { s.optionalKey = true }}}
 }
 
 // WithFingerprintHeaders adds request headers to the request fingerprint,
@@ -204,8 +267,8 @@ func WithOptionalKey() idempotency.Option {
 // Authorization, Proxy-Authorization and Cookie are refused: credentials
 // may change between retries, and nothing derived from them is kept. Scope
 // keys by caller with WithScope instead.
-func WithFingerprintHeaders(names ...string) idempotency.Option {
-	return option("WithFingerprintHeaders", true, func(c *core.Config, s *settings) {
+func WithFingerprintHeaders(names ...string) Option {
+	return option{spec: spec{name: "WithFingerprintHeaders", repeatable: true, set: func(c *core.Config, s *settings) {
 		for _, name := range names {
 			if !validHeaderName(name) {
 				fail(c, "WithFingerprintHeaders: %q is not a valid header name", name)
@@ -222,7 +285,7 @@ func WithFingerprintHeaders(names ...string) idempotency.Option {
 			}
 		}
 		slices.Sort(s.fingerprintHeaders)
-	})
+	}}}
 }
 
 // WithScope sets the function that tells callers apart (see ScopeFunc,
@@ -235,14 +298,14 @@ func WithFingerprintHeaders(names ...string) idempotency.Option {
 // It applies to Middleware too, whose Request carries the *http.Request
 // as its Event, with the request's context; WithRequestScope is the
 // simpler form there.
-func WithScope(scope ScopeFunc) idempotency.Option {
-	return option("WithScope", false, func(c *core.Config, s *settings) {
+func WithScope(scope ScopeFunc) Option {
+	return option{spec: spec{name: "WithScope", repeatable: false, set: func(c *core.Config, s *settings) {
 		if scope == nil {
 			fail(c, "WithScope: nil function")
 			return
 		}
 		s.scope = scope
-	})
+	}}}
 }
 
 // WithRequestScope sets the scope of Middleware's requests, as WithScope
@@ -253,8 +316,8 @@ func WithScope(scope ScopeFunc) idempotency.Option {
 // ProblemMissingScope). Any other error answers 500. It is called only for
 // requests that carry a key, before the body is read. It applies to
 // Middleware only; give it or WithScope, not both.
-func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Option {
-	return option("WithRequestScope", false, func(c *core.Config, s *settings) {
+func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.MiddlewareOption {
+	return middlewareOption{spec: spec{name: "WithRequestScope", repeatable: false, set: func(c *core.Config, s *settings) {
 		if scope == nil {
 			fail(c, "WithRequestScope: nil function")
 			return
@@ -262,7 +325,8 @@ func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Opt
 		s.scope = func(_ context.Context, r *Request) (string, error) {
 			return scope(r.Event.(*http.Request)) // Middleware's, the only entry point it applies to
 		}
-	})
+
+	}}}
 }
 
 // WithMaxBodySize sets the largest request body that Middleware reads, in
@@ -272,14 +336,14 @@ func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Opt
 // ProblemBodyTooLarge, and the handler does not run. Requests that need no
 // key are not read. It applies to Middleware only: the Lambda adapters get
 // bodies whole, within Lambda's own limit.
-func WithMaxBodySize(n int64) idempotency.Option {
-	return option("WithMaxBodySize", false, func(c *core.Config, s *settings) {
+func WithMaxBodySize(n int64) idempotency.MiddlewareOption {
+	return middlewareOption{spec: spec{name: "WithMaxBodySize", repeatable: false, set: func(c *core.Config, s *settings) {
 		if n <= 0 {
 			fail(c, "WithMaxBodySize(%d): must be positive", n)
 			return
 		}
 		s.maxBodySize = n
-	})
+	}}}
 }
 
 // WithStoreServerErrors stores 5xx responses of the handler and replays
@@ -287,8 +351,8 @@ func WithMaxBodySize(n int64) idempotency.Option {
 // the handler again. Use it when a 5xx can follow a side effect that must
 // not be repeated. Responses that say the request did not execute (401,
 // 403, 408, 409, 425, 429) are released all the same.
-func WithStoreServerErrors() idempotency.Option {
-	return option("WithStoreServerErrors", false, func(_ *core.Config, s *settings) { s.storeServerErrors = true })
+func WithStoreServerErrors() Option {
+	return option{spec: spec{name: "WithStoreServerErrors", repeatable: false, set: func(_ *core.Config, s *settings) { s.storeServerErrors = true }}}
 }
 
 // WithMaxRetryAfter caps the Retry-After of the 409 that answers a request
@@ -298,14 +362,14 @@ func WithStoreServerErrors() idempotency.Option {
 // time until the other request's reservation lapses. Default
 // DefaultMaxRetryAfter. A client that honours it retries about when the
 // other request has finished, not after the longest it could take.
-func WithMaxRetryAfter(max time.Duration) idempotency.Option {
-	return option("WithMaxRetryAfter", false, func(c *core.Config, s *settings) {
+func WithMaxRetryAfter(max time.Duration) Option {
+	return option{spec: spec{name: "WithMaxRetryAfter", repeatable: false, set: func(c *core.Config, s *settings) {
 		if max < time.Second {
 			fail(c, "WithMaxRetryAfter(%v): Retry-After is in whole seconds; the cap must be at least one second", max)
 			return
 		}
 		s.maxRetryAfter = max
-	})
+	}}}
 }
 
 // WithReturnErrors makes the adapter return the Go errors of the handler
@@ -319,8 +383,8 @@ func WithMaxRetryAfter(max time.Duration) idempotency.Option {
 // handler's panics go on, after the key is released, to net/http or to a
 // recovery middleware around Middleware. Errors of the scope function are
 // answered 500 all the same.
-func WithReturnErrors() idempotency.Option {
-	return option("WithReturnErrors", false, func(_ *core.Config, s *settings) { s.returnErrors = true })
+func WithReturnErrors() Option {
+	return option{spec: spec{name: "WithReturnErrors", repeatable: false, set: func(_ *core.Config, s *settings) { s.returnErrors = true }}}
 }
 
 // validHeaderName reports whether name is a valid HTTP field name.

@@ -33,62 +33,58 @@ func albHandler(context.Context, events.ALBTargetGroupRequest) (events.ALBTarget
 }
 
 // wrappers calls each Wrap function; nilHandler passes a nil handler.
-var wrappers = map[string]func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error){
-	"WrapAPIGateway": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
+var wrappers = map[string]func(store persistence.Store, nilHandler bool, opts ...any) (any, error){
+	"WrapAPIGateway": func(store persistence.Store, nilHandler bool, opts ...any) (any, error) {
 		h := restHandler
 		if nilHandler {
 			h = nil
 		}
-		return httpapi.WrapAPIGateway(h, store, opts...)
+		return httpapi.WrapAPIGateway(h, store, as[idempotency.HandlerOption](opts)...)
 	},
-	"WrapAPIGatewayV2": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
+	"WrapAPIGatewayV2": func(store persistence.Store, nilHandler bool, opts ...any) (any, error) {
 		h := v2Handler
 		if nilHandler {
 			h = nil
 		}
-		return httpapi.WrapAPIGatewayV2(h, store, opts...)
+		return httpapi.WrapAPIGatewayV2(h, store, as[idempotency.HandlerOption](opts)...)
 	},
-	"WrapFunctionURL": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
+	"WrapFunctionURL": func(store persistence.Store, nilHandler bool, opts ...any) (any, error) {
 		h := functionURLHandler
 		if nilHandler {
 			h = nil
 		}
-		return httpapi.WrapFunctionURL(h, store, opts...)
+		return httpapi.WrapFunctionURL(h, store, as[idempotency.HandlerOption](opts)...)
 	},
-	"WrapALB": func(store persistence.Store, nilHandler bool, opts ...idempotency.Option) (any, error) {
+	"WrapALB": func(store persistence.Store, nilHandler bool, opts ...any) (any, error) {
 		h := albHandler
 		if nilHandler {
 			h = nil
 		}
-		return httpapi.WrapALB(h, store, opts...)
+		return httpapi.WrapALB(h, store, as[idempotency.HandlerOption](opts)...)
 	},
 }
 
 func TestWrapRejectsBadOptions(t *testing.T) {
 	cases := map[string]struct {
-		opts []idempotency.Option
+		opts []any
 		want string
 	}{
-		"nil option":                 {[]idempotency.Option{nil}, "nil Option"},
-		"empty header":               {[]idempotency.Option{httpapi.WithHeader("")}, `httpapi.WithHeader(""): not a valid header name`},
-		"header with space":          {[]idempotency.Option{httpapi.WithHeader("Idempotency Key")}, "not a valid header name"},
-		"no methods":                 {[]idempotency.Option{httpapi.WithMethods()}, "httpapi.WithMethods: no methods"},
-		"invalid method":             {[]idempotency.Option{httpapi.WithMethods("POST", "PO ST")}, `httpapi.WithMethods: "PO ST" is not a valid method`},
-		"invalid fingerprint header": {[]idempotency.Option{httpapi.WithFingerprintHeaders("Content Type")}, "not a valid header name"},
-		"authorization":              {[]idempotency.Option{httpapi.WithFingerprintHeaders("Content-Type", "authorization")}, "carries credentials"},
-		"cookie":                     {[]idempotency.Option{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
-		"nil scope":                  {[]idempotency.Option{httpapi.WithScope(nil)}, "httpapi.WithScope: nil function"},
-		"nil logger":                 {[]idempotency.Option{idempotency.WithLogger(nil)}, "idempotency.WithLogger: nil logger"},
-		"Retry-After cap below 1s":   {[]idempotency.Option{httpapi.WithMaxRetryAfter(500 * time.Millisecond)}, "httpapi.WithMaxRetryAfter(500ms)"},
-		"core key option":            {[]idempotency.Option{idempotency.WithKey("body")}, "WithKey"},
-		"core validation option":     {[]idempotency.Option{idempotency.WithPayloadValidation("body")}, "WithPayloadValidation"},
-		"core require option":        {[]idempotency.Option{idempotency.WithRequireKey()}, "WithRequireKey"},
-		"invalid core option":        {[]idempotency.Option{idempotency.WithExpiry(0)}, "WithExpiry"},
-		"nil core option":            {[]idempotency.Option{nil}, "nil Option"},
-		"several":                    {[]idempotency.Option{httpapi.WithHeader(""), httpapi.WithMethods()}, "no methods"},
-		"given twice":                {[]idempotency.Option{httpapi.WithHeader("X-Key"), httpapi.WithHeader("X-Other")}, "httpapi.WithHeader given twice"},
-		"core option given twice":    {[]idempotency.Option{idempotency.WithExpiry(time.Hour), idempotency.WithExpiry(2 * time.Hour)}, "idempotency.WithExpiry given twice"},
-		"response hook":              {[]idempotency.Option{idempotency.WithResponseHook(func(_ context.Context, out string, _ *persistence.Record) string { return out })}, "idempotency.WithResponseHook does not apply here"},
+		"nil option":                 {[]any{nil}, "nil option"},
+		"empty header":               {[]any{httpapi.WithHeader("")}, `httpapi.WithHeader(""): not a valid header name`},
+		"header with space":          {[]any{httpapi.WithHeader("Idempotency Key")}, "not a valid header name"},
+		"no methods":                 {[]any{httpapi.WithMethods()}, "httpapi.WithMethods: no methods"},
+		"invalid method":             {[]any{httpapi.WithMethods("POST", "PO ST")}, `httpapi.WithMethods: "PO ST" is not a valid method`},
+		"invalid fingerprint header": {[]any{httpapi.WithFingerprintHeaders("Content Type")}, "not a valid header name"},
+		"authorization":              {[]any{httpapi.WithFingerprintHeaders("Content-Type", "authorization")}, "carries credentials"},
+		"cookie":                     {[]any{httpapi.WithFingerprintHeaders("Cookie")}, "carries credentials"},
+		"nil scope":                  {[]any{httpapi.WithScope(nil)}, "httpapi.WithScope: nil function"},
+		"nil logger":                 {[]any{idempotency.WithLogger(nil)}, "idempotency.WithLogger: nil logger"},
+		"Retry-After cap below 1s":   {[]any{httpapi.WithMaxRetryAfter(500 * time.Millisecond)}, "httpapi.WithMaxRetryAfter(500ms)"},
+		"invalid core option":        {[]any{idempotency.WithExpiry(0)}, "WithExpiry"},
+		"nil core option":            {[]any{nil}, "nil option"},
+		"several":                    {[]any{httpapi.WithHeader(""), httpapi.WithMethods()}, "no methods"},
+		"given twice":                {[]any{httpapi.WithHeader("X-Key"), httpapi.WithHeader("X-Other")}, "httpapi.WithHeader given twice"},
+		"core option given twice":    {[]any{idempotency.WithExpiry(time.Hour), idempotency.WithExpiry(2 * time.Hour)}, "idempotency.WithExpiry given twice"},
 	}
 	for wrapName, wrap := range wrappers {
 		for name, tc := range cases {

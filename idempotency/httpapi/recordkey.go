@@ -32,7 +32,7 @@ import (
 // (and they run it without one, or answer 400), its key header is
 // invalid, or its scope function found no caller (the error matches
 // [ErrNoScope] too). An error of the scope function is returned wrapped.
-func RecordKey(ctx context.Context, event any, opts ...idempotency.Option) (key, payloadHash string, err error) {
+func RecordKey(ctx context.Context, event any, opts ...idempotency.HandlerOption) (key, payloadHash string, err error) {
 	const name = "httpapi: RecordKey"
 	var r Request
 	switch ev := event.(type) {

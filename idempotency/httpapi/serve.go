@@ -8,13 +8,11 @@ import (
 	"math"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -40,19 +38,11 @@ type engine struct {
 // errors: "httpapi: WrapAPIGateway") gets them, and builds the Guard, with
 // the entry point's defaults: prefix when idempotency.WithKeyPrefix is not
 // given, and a day's expiry.
-func newEngine(name string, kind entryKind, store persistence.Store, prefix string, opts []idempotency.Option) (*engine, error) {
+func newEngine[O any](name string, kind entryKind, store persistence.Store, prefix string, opts []O) (*engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%s: nil persistence.Store", name)
 	}
-	cfg, err := newConfig(name, kind, opts)
-	if err != nil {
-		return nil, err
-	}
-	guardOpts := append(slices.Clip(opts), idempotency.Option(core.As(core.HTTP, name, core.Defaults{
-		Prefix: prefix,
-		Expiry: DefaultExpiry,
-	})))
-	guard, err := idempotency.NewGuard(store, guardOpts...)
+	guard, cfg, err := newGuard(name, kind, store, prefix, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -111,10 +101,7 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 	}
 	key, fingerprint := k.key, k.fingerprint
 
-	var (
-		failed    error  // the handler's own error, when it returned one
-		recordKey string // the record's key, when the handler ran
-	)
+	var recordKey string // the record's key, when the handler ran
 	res, panicked, err := e.do(ctx, string(key), string(fingerprint), func(ctx context.Context) ([]byte, error) {
 		recordKey, _ = idempotency.KeyFromContext(ctx)
 		mark := new(atomic.Bool)
@@ -122,7 +109,6 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		resp, err := run(context.WithValue(ctx, notExecutedKey{}, mark))
 		e.ran(time.Since(start))
 		if err != nil {
-			failed = err
 			return nil, err
 		}
 		// A hijacked connection says nothing of its status: the handler
@@ -143,16 +129,12 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		return v
 	}
 
-	var (
-		rel        *released
-		inProgress *idempotency.InProgressError
-		mismatch   *idempotency.PayloadMismatchError
-		storeErr   *idempotency.StoreError
-		tooLarge   *idempotency.ResponseTooLargeError
-		commitErr  *idempotency.CommitError
-	)
-	switch {
-	case err == nil && res.Replayed:
+	var rel *released
+	switch res.Outcome {
+	case idempotency.OutcomeReplay:
+		if err != nil { // *idempotency.ResponseTooLargeError
+			return e.problem(r, responseNotStored, e.cfg.detail(responseNotStored), 0)
+		}
 		resp, err := decodeResponse(res.Response)
 		if err != nil {
 			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: stored response cannot be decoded; answering 500",
@@ -164,42 +146,24 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		}
 		resp.setHeader(r, HeaderReplayed, "true")
 		return verdict{answer: &resp}
-	case err == nil, errors.As(err, &rel):
-		return verdict{own: true}
-	case errors.As(err, &commitErr):
-		// The handler succeeded, and its writes did not commit: not an
-		// error of the handler's, and not one to record.
-		if e.cfg.returnErrors {
-			return verdict{own: true, err: err}
+	case idempotency.OutcomeNotCommitted, idempotency.OutcomeCompletionFailed, idempotency.OutcomeFencedOut:
+		if commitErr := (*idempotency.CommitError)(nil); errors.As(err, &commitErr) {
+			// The handler succeeded, and its writes did not commit: not an
+			// error of the handler's, and not one to record.
+			return e.notCommitted(ctx, r, commitErr)
 		}
-		if errors.Is(err, persistence.ErrNoTransactions) {
-			// No retry can commit: not a 503 to retry, but the API's
-			// configuration to fix.
-			e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the store cannot run transactions; answering 500 (turn idempotency.WithTransactions off, or use a store that runs them)",
-				slog.String("key", commitErr.Key), slog.Any("error", err))
-			return e.problem(r, notCommittable, e.cfg.detail(notCommittable), 0)
+		fallthrough
+	case idempotency.OutcomeNew, idempotency.OutcomeHandlerError:
+		// The handler ran: its own response, or its error.
+		if err == nil || errors.As(err, &rel) {
+			return verdict{own: true}
 		}
-		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the handler's writes were not committed; answering 503",
-			slog.String("key", commitErr.Key), slog.Bool("outcome_unknown", commitErr.Unknown), slog.Any("error", err))
-		return e.problem(r, notCommitted, e.cfg.detail(notCommitted), storeRetryAfter)
-	case failed != nil:
-		// Do returns the handler's errors unchanged, and nothing else once
-		// the handler has run.
 		if e.cfg.returnErrors {
 			return verdict{own: true, err: err}
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", recordKey), slog.Any("error", err))
 		return e.problem(r, handlerFailed, e.cfg.detail(handlerFailed), 0)
-	case errors.As(err, &inProgress):
-		return e.problem(r, keyInUse, e.cfg.detail(keyInUse), e.retryAfter(inProgress.Until))
-	case errors.As(err, &mismatch):
-		return e.problem(r, keyReused, e.cfg.detail(keyReused), 0)
-	case errors.As(err, &storeErr):
-		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", storeErr.Key), slog.Any("error", err))
-		return e.problem(r, storeUnavailable, e.cfg.detail(storeUnavailable), storeRetryAfter)
-	case errors.As(err, &tooLarge):
-		return e.problem(r, responseNotStored, e.cfg.detail(responseNotStored), 0)
-	default:
+	case idempotency.OutcomeStoredError:
 		// A recorded error, replayed as an *idempotency.StoredError or as
 		// whatever the Guard's error decoder (idempotency.WithErrorDecoder)
 		// made of it: an error of the handler's, as far as the client is
@@ -208,7 +172,37 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 			return verdict{err: err}
 		}
 		return e.problem(r, recordedError, e.cfg.detail(recordedError), 0)
+	case idempotency.OutcomePayloadMismatch:
+		return e.problem(r, keyReused, e.cfg.detail(keyReused), 0)
+	case idempotency.OutcomeStoreError:
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", string(key)), slog.Any("error", err))
+		return e.problem(r, storeUnavailable, e.cfg.detail(storeUnavailable), storeRetryAfter)
 	}
+	// In progress, or the request's context ended while it waited for the
+	// call that holds the key.
+	var until time.Time
+	if inProgress := (*idempotency.InProgressError)(nil); errors.As(err, &inProgress) {
+		until = inProgress.Until
+	}
+	return e.problem(r, keyInUse, e.cfg.detail(keyInUse), e.retryAfter(until))
+}
+
+// notCommitted answers a request whose handler succeeded but whose staged
+// writes were not committed with its result.
+func (e *engine) notCommitted(ctx context.Context, r *Request, commitErr *idempotency.CommitError) verdict {
+	if e.cfg.returnErrors {
+		return verdict{own: true, err: commitErr}
+	}
+	if errors.Is(commitErr, persistence.ErrNoTransactions) {
+		// No retry can commit: not a 503 to retry, but the API's
+		// configuration to fix.
+		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the store cannot run transactions; answering 500 (turn idempotency.WithTransactions off, or use a store that runs them)",
+			slog.String("key", commitErr.Key), slog.Any("error", commitErr))
+		return e.problem(r, notCommittable, e.cfg.detail(notCommittable), 0)
+	}
+	e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: the handler's writes were not committed; answering 503",
+		slog.String("key", commitErr.Key), slog.Bool("outcome_unknown", commitErr.Unknown), slog.Any("error", commitErr))
+	return e.problem(r, notCommitted, e.cfg.detail(notCommitted), storeRetryAfter)
 }
 
 // problem returns the verdict that answers r with a problem of kind k.

@@ -1,58 +1,46 @@
 // Package core holds what the packages of the library share below their
-// public APIs: the configuration that idempotency's options and those of
-// the adapters (idempotency/httpapi, idempotency/batch) write into, the
+// public APIs: the configuration that every option writes into, the
 // default key prefix and the switch of POWERTOOLS_IDEMPOTENCY_DISABLED,
-// and the derivation of keys from inputs, which the retrysafe command uses
-// too.
+// the mark of idempotency.Permanent, and the derivation of keys from
+// inputs, which the retrysafe command uses too.
 //
-// One option type, idempotency.Option (a func(*Config)), serves every
-// entry point, so that the adapters take the core's options directly. Each
-// option says which entry points it applies to; Apply refuses an option
-// given where it does not apply, or given twice.
+// Options are values of types that say where they apply (see package
+// idempotency's documentation); what every option value does is write a
+// Config, through Option. Apply refuses an option given twice.
 package core
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe/jmespath"
 )
 
-// Entry is a set of entry points: the functions that take options.
-type Entry uint8
-
-// The entry points.
-const (
-	// Wrap is idempotency.Wrap.
-	Wrap Entry = 1 << iota
-	// Guard is idempotency.NewGuard.
-	Guard
-	// HTTP is the adapters of package httpapi.
-	HTTP
-	// Batch is the handlers of package batch.
-	Batch
-
-	// All is every entry point.
-	All = Wrap | Guard | HTTP | Batch
-)
+// An Option is what every option value of the library is: it writes its
+// setting into a Config. The option types of the public packages (their
+// kinds of where an option applies) are implemented by unexported types
+// that implement Option too.
+type Option interface {
+	Configure(*Config)
+}
 
 // Config is what the options of one call of an entry point set.
 type Config struct {
-	// Entry is the entry point the options are given to, and Name its
-	// name, which starts its messages ("httpapi: WrapAPIGateway").
-	Entry Entry
-	Name  string
+	// Name is the entry point's name, which starts its messages
+	// ("httpapi: WrapAPIGateway").
+	Name string
 
 	// Logger is WithLogger's, or nil; every entry point logs.
 	Logger *slog.Logger
-	// Key is WithKey's expression, or nil; the batch handlers read it to
-	// keep records with one key in one lane.
-	Key *jmespath.Expression
-	// Prefix is WithKeyPrefix's prefix, or ""; httpapi.RecordKey reads
-	// it, to derive the keys its adapters derive.
+	// Key is WithKey's expression, or nil, Validation
+	// WithPayloadValidation's, and RequireKey WithRequireKey's: what
+	// idempotency.Wrap and the batch handlers derive keys with.
+	Key        *jmespath.Expression
+	Validation *jmespath.Expression
+	RequireKey bool
+	// Prefix is WithKeyPrefix's prefix, or "".
 	Prefix string
 
 	// Defaults are the entry point's own defaults, for what no option
@@ -67,7 +55,6 @@ type Config struct {
 
 type given struct {
 	name       string
-	where      Entry
 	repeatable bool
 }
 
@@ -84,24 +71,29 @@ type Defaults struct {
 	RequireKey bool
 }
 
-// Apply returns the Config that opts write, for the entry point entry,
-// named name. It fails if an option is nil or invalid, is given twice, or
-// does not apply to the entry point (which an adapter's As may change).
-func Apply(entry Entry, name string, opts []func(*Config)) (*Config, error) {
-	c := &Config{Entry: entry, Name: name}
+// ErrForeignOption is the error of an option value that this module did
+// not make.
+var ErrForeignOption = errors.New("an option value that this module did not make")
+
+// Apply returns the Config that opts write, for the entry point named
+// name. Each of opts must be an Option, and nil ones are refused. It fails
+// if an option is invalid, or given twice.
+func Apply[O any](name string, opts []O) (*Config, error) {
+	c := &Config{Name: name}
 	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%s: nil Option", name)
+		o, ok := any(opt).(Option)
+		switch {
+		case any(opt) == nil:
+			return nil, fmt.Errorf("%s: nil option", name)
+		case !ok:
+			return nil, fmt.Errorf("%s: %T: %w", name, opt, ErrForeignOption)
 		}
-		opt(c)
+		o.Configure(c)
 	}
 	seen := make(map[string]bool, len(c.given))
 	for _, g := range c.given {
-		switch {
-		case seen[g.name] && !g.repeatable:
+		if seen[g.name] && !g.repeatable {
 			c.errs = append(c.errs, fmt.Errorf("%s given twice; give it once", g.name))
-		case c.Entry&g.where == 0:
-			c.errs = append(c.errs, fmt.Errorf("%s does not apply here: it applies to %s", g.name, g.where))
 		}
 		seen[g.name] = true
 	}
@@ -112,28 +104,24 @@ func Apply(entry Entry, name string, opts []func(*Config)) (*Config, error) {
 	return c, errors.Join(errs...)
 }
 
-// Funcs returns opts as the functions Apply takes: an Option type of a
-// package is a func(*Config).
-func Funcs[O ~func(*Config)](opts []O) []func(*Config) {
-	fns := make([]func(*Config), len(opts))
-	for i, o := range opts {
-		fns[i] = o
+// As returns the setting with which an adapter built on a Guard names
+// itself: its messages start with name, and its defaults apply. out, when
+// not nil, receives the Config once the options have written it, so that
+// the adapter reads its own settings from it.
+func As(name string, defaults Defaults, out **Config) func(*Config) {
+	return func(c *Config) {
+		c.Name, c.Defaults = name, defaults
+		if out != nil {
+			*out = c
+		}
 	}
-	return fns
-}
-
-// As returns the option with which an adapter built on idempotency.Wrap or
-// NewGuard names itself: the options are then checked against entry, and
-// its defaults apply.
-func As(entry Entry, name string, defaults Defaults) func(*Config) {
-	return func(c *Config) { c.Entry, c.Name, c.Defaults = entry, name, defaults }
 }
 
 // Use records that the option named name (qualified: "idempotency.WithExpiry")
-// was given, and the entry points it applies to. Only options that add to
-// a list (repeatable) may be given more than once.
-func (c *Config) Use(name string, where Entry, repeatable bool) {
-	c.given = append(c.given, given{name, where, repeatable})
+// was given. Only options that add to a list (repeatable) may be given
+// more than once.
+func (c *Config) Use(name string, repeatable bool) {
+	c.given = append(c.given, given{name, repeatable})
 }
 
 // Given reports whether the option named name was given.
@@ -163,24 +151,4 @@ func Section[T any](c *Config, key any) *T {
 		c.sections[key] = s
 	}
 	return s
-}
-
-// String names the entry points in e, for messages.
-func (e Entry) String() string {
-	var names []string
-	for _, n := range []struct {
-		e    Entry
-		name string
-	}{{Wrap, "idempotency.Wrap"}, {Guard, "idempotency.NewGuard"}, {HTTP, "the httpapi adapters"}, {Batch, "the batch handlers"}} {
-		if e&n.e != 0 {
-			names = append(names, n.name)
-		}
-	}
-	switch len(names) {
-	case 0:
-		return "nothing"
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

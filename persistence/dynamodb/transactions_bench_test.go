@@ -49,11 +49,11 @@ func BenchmarkTransactionsDynamoDBLocal(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		h    func(context.Context, payment) (charge, error)
-		opts []idempotency.Option
+		opts []idempotency.WrapOption
 	}{
 		{"NoSideEffect", none, nil},
 		{"Direct", direct, nil},
-		{"Staged", staged, []idempotency.Option{idempotency.WithTransactions()}},
+		{"Staged", staged, []idempotency.WrapOption{idempotency.WithTransactions()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			pay := wrap(b, bc.h, store, bc.opts...)

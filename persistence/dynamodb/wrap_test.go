@@ -55,9 +55,9 @@ func (h *handler) charge(ctx context.Context, p payment) (charge, error) {
 	return charge{ChargeID: fmt.Sprintf("ch_%s_%d", p.OrderID, n), Amount: p.Amount}, nil
 }
 
-func wrap(t testing.TB, h func(context.Context, payment) (charge, error), store persistence.Store, opts ...idempotency.Option) func(context.Context, payment) (charge, error) {
+func wrap(t testing.TB, h func(context.Context, payment) (charge, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, payment) (charge, error) {
 	t.Helper()
-	opts = append([]idempotency.Option{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("payments")}, opts...)
+	opts = append([]idempotency.WrapOption{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("payments")}, opts...)
 	wrapped, err := idempotency.Wrap(h, store, opts...)
 	require.NoError(t, err)
 	return wrapped

@@ -50,9 +50,9 @@ func (c *charger) handle(ctx context.Context, o order) (receipt, error) {
 	return receipt{ChargeID: "ch_" + o.OrderID + "_" + strconv.FormatInt(run, 10), Amount: o.Amount}, nil
 }
 
-func wrap(t *testing.T, c *charger, store persistence.Store, opts ...idempotency.Option) func(context.Context, order) (receipt, error) {
+func wrap(t *testing.T, c *charger, store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, order) (receipt, error) {
 	t.Helper()
-	opts = append([]idempotency.Option{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders")}, opts...)
+	opts = append([]idempotency.WrapOption{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders")}, opts...)
 	h, err := idempotency.Wrap(c.handle, store, opts...)
 	require.NoError(t, err)
 	return h

@@ -53,7 +53,7 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// Options are added to the middleware's options.
-	Options []idempotency.Option
+	Options []idempotency.MiddlewareOption
 }
 
 // New returns the server's handler: POST /payments behind the middleware,
@@ -69,7 +69,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	cfg.ChargeTimeout = cmp.Or(cfg.ChargeTimeout, DefaultChargeTimeout)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	idem, err := httpapi.Middleware(cfg.Store, append([]idempotency.Option{
+	idem, err := httpapi.Middleware(cfg.Store, append([]idempotency.MiddlewareOption{
 		idempotency.WithLogger(cfg.Logger),
 		idempotency.WithKeyPrefix(payment.KeyPrefix),
 		// A 500 of this handler says that a charge may have happened: it is

@@ -133,6 +133,6 @@ func TestNewErrors(t *testing.T) {
 	_, err := paymentserver.New(paymentserver.Config{Ledger: &paymenttest.Ledger{}})
 	assert.Error(t, err)
 	_, err = paymentserver.New(paymentserver.Config{Store: memory.New(), Ledger: &paymenttest.Ledger{},
-		Options: []idempotency.Option{idempotency.WithTransactions()}})
-	assert.ErrorContains(t, err, "idempotency.WithTransactions does not apply here")
+		Options: []idempotency.MiddlewareOption{idempotency.WithExpiry(0)}})
+	assert.ErrorContains(t, err, "idempotency.WithExpiry(0s)")
 }

@@ -142,7 +142,7 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// Options are added to the HTTP adapter's options.
-	Options []idempotency.Option
+	Options []idempotency.HandlerOption
 }
 
 // New returns the handler of POST /payments: it validates the body, then
@@ -159,7 +159,7 @@ func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &handler{cfg: cfg}
-	opts := []idempotency.Option{
+	opts := []idempotency.HandlerOption{
 		idempotency.WithLogger(cfg.Logger),
 		idempotency.WithKeyPrefix(KeyPrefix),
 	}

@@ -326,7 +326,7 @@ func TestNewErrors(t *testing.T) {
 	assert.Error(t, err)
 	_, err = payment.New(payment.Config{Store: memory.New()})
 	assert.Error(t, err)
-	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &paymenttest.Ledger{}, Options: []idempotency.Option{httpapi.WithHeader("bad header")}})
+	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &paymenttest.Ledger{}, Options: []idempotency.HandlerOption{httpapi.WithHeader("bad header")}})
 	assert.Error(t, err, "adapter options are checked")
 }
 

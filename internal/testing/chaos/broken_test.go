@@ -56,7 +56,12 @@ type forgetful struct{ persistence.Store }
 func (s forgetful) Update(ctx context.Context, rec *persistence.Record) error {
 	err := s.Store.Update(ctx, rec)
 	if err == nil || errors.Is(err, persistence.ErrResponseOmitted) {
-		_ = s.Delete(ctx, rec.Key, rec.Token)
+		// As an operator's release would: the completed record goes.
+		if got, err := s.Get(ctx, rec.Key); err == nil {
+			_ = s.Store.(interface {
+				DeleteRecord(context.Context, *persistence.Record) error
+			}).DeleteRecord(ctx, got)
+		}
 	}
 	return err
 }

@@ -134,8 +134,8 @@ func (e *Env) Now() time.Time { return time.Now().Add(e.Skew) }
 // library logs every injected fault); in transactional mode,
 // idempotency.WithTransactions. The environment's clock is its store's
 // (see probe).
-func (e *Env) Options() []idempotency.Option {
-	opts := []idempotency.Option{
+func (e *Env) Options() []idempotency.TransactionOption {
+	opts := []idempotency.TransactionOption{
 		idempotency.WithExpiry(e.h.cfg.Expiry),
 		idempotency.WithFinalWriteTimeout(e.h.cfg.Timeout),
 		idempotency.WithObserver(idempotency.ObserverFunc(e.h.observe)),
@@ -145,6 +145,16 @@ func (e *Env) Options() []idempotency.Option {
 		opts = append(opts, idempotency.WithTransactions())
 	}
 	return opts
+}
+
+// optionsAs returns opts, and more, as options of kind O: every option of
+// Options is one of every entry point's kinds but Middleware's.
+func optionsAs[O any](opts []idempotency.TransactionOption, more ...O) []O {
+	out := make([]O, 0, len(opts)+len(more))
+	for _, o := range opts {
+		out = append(out, any(o).(O))
+	}
+	return append(out, more...)
 }
 
 // HTTPTransport returns a transport over base that injects the faults of
@@ -163,7 +173,7 @@ func (WrapDriver) Name() string { return "wrap" }
 
 // Deploy implements Driver.
 func (WrapDriver) Deploy(env *Env, h Handler) (Invoke, error) {
-	opts := append(env.Options(),
+	opts := optionsAs[idempotency.WrapOption](env.Options(),
 		idempotency.WithKey("key"),
 		idempotency.WithPayloadValidation("@"),
 		idempotency.WithRequireKey(),
@@ -187,7 +197,7 @@ func (GuardDriver) Name() string { return "guard" }
 
 // Deploy implements Driver.
 func (GuardDriver) Deploy(env *Env, h Handler) (Invoke, error) {
-	g, err := idempotency.NewGuard(env.Store, append(env.Options(), idempotency.WithKeyPrefix("chaos.guard"))...)
+	g, err := idempotency.NewGuard(env.Store, optionsAs[idempotency.GuardOption](env.Options(), idempotency.WithKeyPrefix("chaos.guard"))...)
 	if err != nil {
 		return nil, err
 	}

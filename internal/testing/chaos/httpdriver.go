@@ -45,7 +45,7 @@ func (HTTPDriver) Deploy(env *Env, h Handler) (Invoke, error) {
 		}, nil
 	}
 	wrapped, err := httpapi.WrapAPIGatewayV2(api, env.Store,
-		append(env.Options(), httpapi.WithReturnErrors(), idempotency.WithKeyPrefix("chaos.http"))...)
+		optionsAs[idempotency.HandlerOption](env.Options(), httpapi.WithReturnErrors(), idempotency.WithKeyPrefix("chaos.http"))...)
 	if err != nil {
 		return nil, err
 	}
