@@ -41,6 +41,11 @@ type Call struct {
 	Prefix string
 	// Store names the store's type, such as "*dynamodb.Store".
 	Store string
+	// System names the system that holds the records, as OpenTelemetry's
+	// db.system.name does: "dynamodb", "redis" or "memory" for the stores
+	// of this module (also behind wrappers that Unwrap, such as
+	// memory.Cache), the Go type for other stores.
+	System string
 }
 
 // EventKind says what happened to a key; see [Event].
@@ -224,7 +229,7 @@ func (g *Guard) beginCall(ctx context.Context, c *call) context.Context {
 	c.g = g
 	for _, o := range g.cfg.observers {
 		if co, ok := o.(CallObserver); ok {
-			ctx, o = co.BeginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
+			ctx, o = co.BeginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName, System: g.storeSystem})
 			if o == nil {
 				continue
 			}
