@@ -1,5 +1,5 @@
-# Set-up on a fresh machine: `make demo` runs the local demo, `make test`
-# runs every test. `.ci/run` installs what the tests need, then `make test`.
+# Set-up on a fresh machine (Go, Node.js, Java): `make demo` runs the local
+# demo, `make test` runs every test. `.ci/run` installs what the tests need, then `make test`.
 
 GO      ?= go
 GOFLAGS ?=
@@ -154,6 +154,8 @@ build:
 	done; done
 
 ## demo: the payments example under the Lambda Runtime Interface Emulator,
-## against dynalite, through a scripted scenario (needs only Go and Node).
-demo: node-deps
+## against dynalite, through a scripted scenario; its transactions step runs
+## on DynamoDB Local (needs Go, Node and Java; without Java, that step is
+## skipped, and the demo says what to install).
+demo: node-deps dynamodb-local
 	$(GO) -C examples run ./payments/demo

@@ -32,7 +32,7 @@ func (c *call) begin(ctx context.Context, g *Guard) context.Context {
 	c.g = g
 	for _, o := range g.cfg.observers {
 		if co, ok := o.(CallObserver); ok {
-			ctx, o = co.BeginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName})
+			ctx, o = co.BeginCall(ctx, Call{Prefix: g.prefix, Store: g.storeName, System: g.storeSystem})
 			if o == nil {
 				continue
 			}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
@@ -30,8 +32,9 @@ type Guard struct {
 	disabled bool
 	// flightID is what the flights of the Guard's keys are kept under.
 	flightID any
-	// storeName names the store's type, for observers.
-	storeName string
+	// storeName and storeSystem name the store's type and system, for
+	// observers (see Call).
+	storeName, storeSystem string
 }
 
 // Result is what [Guard.Do] returns.
@@ -76,7 +79,29 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	}
 	g.flightID = flightIdentity(g)
 	g.storeName = fmt.Sprintf("%T", store)
+	g.storeSystem = storeSystem(store)
 	return g, nil
+}
+
+// storeSystem returns [Call.System] for store: the package of this
+// module's store under the wrappers, which the core cannot import.
+func storeSystem(store persistence.Store) string {
+	inner := store
+	for range 8 { // wrappers of wrappers, but never a cycle
+		u, ok := inner.(interface{ Unwrap() persistence.Store })
+		if !ok || u.Unwrap() == nil {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	t := reflect.TypeOf(inner)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if pkg, ok := strings.CutPrefix(t.PkgPath(), "github.com/retrysafe/retrysafe/persistence/"); ok && !strings.Contains(pkg, "/") {
+		return pkg
+	}
+	return fmt.Sprintf("%T", store)
 }
 
 // Do runs fn at most once for key, and returns its encoded result, or the

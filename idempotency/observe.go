@@ -38,6 +38,11 @@ type Call struct {
 	Prefix string
 	// Store names the store's type, such as "*dynamodb.Store".
 	Store string
+	// System names the system that holds the records, as OpenTelemetry's
+	// db.system.name does: "dynamodb", "redis" or "memory" for the stores
+	// of this module (also behind wrappers that Unwrap, such as
+	// memory.Cache), the Go type for other stores.
+	System string
 }
 
 // EventKind says what happened to a key; see [Event].

@@ -35,6 +35,30 @@ func (tr *tracer) BeginCall(ctx context.Context, c idempotency.Call) (context.Co
 	return context.WithValue(ctx, callKey{}, c.Prefix), tr
 }
 
+// Call.System names the system of this module's stores, under wrappers
+// that Unwrap, and the Go type of others.
+func TestCallNamesTheStoreSystem(t *testing.T) {
+	for _, tc := range []struct {
+		store persistence.Store
+		want  string
+	}{
+		{memory.New(), "memory"},
+		{memory.NewCache(faultstore.New(memory.New()), 8), "memory"},
+		{otherStore{memory.New()}, "idempotency_test.otherStore"},
+	} {
+		var tr tracer
+		h := mustWrap(t, func(context.Context, order) (receipt, error) { return receipt{}, nil },
+			tc.store, idempotency.WithKeyPrefix("obs"), idempotency.WithObserver(&tr))
+		_, err := h(t.Context(), o1)
+		require.NoError(t, err)
+		require.Len(t, tr.calls, 1)
+		assert.Equal(t, tc.want, tr.calls[0].System, "%T", tc.store)
+	}
+}
+
+// otherStore is a store of another module.
+type otherStore struct{ persistence.Store }
+
 // sampler is a CallObserver that observes the calls of one prefix only,
 // each with an eventLog of its own.
 type sampler struct {
@@ -115,7 +139,7 @@ func TestObserverSeesCallsAndPhases(t *testing.T) {
 		require.NoError(t, err)
 
 		assert.Equal(t, "obs", seen, "the function runs with the call's context")
-		assert.Equal(t, []idempotency.Call{{Prefix: "obs", Store: "*faultstore.Store"}, {Prefix: "obs", Store: "*faultstore.Store"}}, tr.calls)
+		assert.Equal(t, []idempotency.Call{{Prefix: "obs", Store: "*faultstore.Store", System: "memory"}, {Prefix: "obs", Store: "*faultstore.Store", System: "memory"}}, tr.calls)
 		var kinds []idempotency.EventKind
 		for _, e := range tr.events() {
 			kinds = append(kinds, e.Kind)

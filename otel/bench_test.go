@@ -39,6 +39,10 @@ func BenchmarkReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	global, err := otelidempotency.New() // no SDK installed: the global providers' defaults
+	if err != nil {
+		b.Fatal(err)
+	}
 	exporter := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -53,6 +57,7 @@ func BenchmarkReplay(b *testing.B) {
 		{"none", nil},
 		{"empty_observer", []idempotency.WrapOption{idempotency.WithObserver(idempotency.ObserverFunc(func(context.Context, idempotency.Event) {}))}},
 		{"noop", []idempotency.WrapOption{idempotency.WithObserver(noop)}},
+		{"global_default", []idempotency.WrapOption{idempotency.WithObserver(global)}},
 		{"sdk", []idempotency.WrapOption{idempotency.WithObserver(sdk)}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
@@ -76,7 +81,10 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 // With OpenTelemetry's no-op providers, an Observer costs a replay one
-// allocation (the no-op tracer's context), and no events.
+// allocation (the no-op tracer's context), and no events; with the global
+// providers before an SDK is installed, three (the global tracer's
+// non-recording span, boxed twice, and its context), as the package's
+// documentation and the README say.
 func TestNoopAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -84,6 +92,8 @@ func TestNoopAllocations(t *testing.T) {
 	noop, err := otelidempotency.New(
 		otelidempotency.WithTracerProvider(tracenoop.NewTracerProvider()),
 		otelidempotency.WithMeterProvider(metricnoop.NewMeterProvider()))
+	require.NoError(t, err)
+	global, err := otelidempotency.New() // no test installs an SDK globally
 	require.NoError(t, err)
 	allocs := func(opts ...idempotency.WrapOption) float64 {
 		opts = append(opts, idempotency.WithKey("powertools_json(body).order_id"))
@@ -99,6 +109,7 @@ func TestNoopAllocations(t *testing.T) {
 			}
 		})
 	}
-	without, with := allocs(), allocs(idempotency.WithObserver(noop))
+	without, with, withGlobal := allocs(), allocs(idempotency.WithObserver(noop)), allocs(idempotency.WithObserver(global))
 	assert.LessOrEqual(t, with, without+1, "allocations of a replay: %.0f without an observer, %.0f with one over no-op providers", without, with)
+	assert.LessOrEqual(t, withGlobal, without+3, "allocations of a replay: %.0f without an observer, %.0f with one over the global default providers", without, withGlobal)
 }

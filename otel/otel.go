@@ -16,19 +16,25 @@
 // created from the events' times when each phase ends: "reserve" (the
 // reservation, all its attempts), "wait" (WithWait), "run" (the function:
 // its spans are the call's children, beside it, since it is created once
-// the function has returned), and "complete", "commit" or "release" (the
-// final write). Store requests are span events, "store.<op>", with their
-// duration and result.
+// the function has returned), and the final write, named by what it did:
+// "complete" (an update with the result or a recorded error), "commit"
+// (the transaction of WithTransactions, committed or not) or "release"
+// (a delete). A write that another call fenced out keeps its name.
+// Store requests are span events, "store.<op>", with their duration and
+// result.
 //
 // The call span's attributes: retrysafe.outcome, retrysafe.key.prefix,
 // retrysafe.key.hash (the hash in the record's key: never the input, nor
-// the key material it is hashed from), retrysafe.store (the store's Go
-// type) and retrysafe.replayed. Its status is Error, with the error
-// recorded, when the call failed for a reason of the system's or the
-// function's (outcomes store_error, handler_error, fenced_out,
-// completion_failed, not_committed); refusals that are the caller's to
-// handle (in_progress, payload_mismatch, no_key) and replays are not
-// errors.
+// the key material it is hashed from), retrysafe.store and
+// retrysafe.replayed. retrysafe.store names the system, as
+// OpenTelemetry's db.system.name does: dynamodb, redis or memory
+// ([idempotency.Call]'s System). The call span's status is Error, with
+// the error recorded on it, when the call failed for a reason of the
+// system's or the function's (outcomes store_error, handler_error,
+// fenced_out, completion_failed, not_committed): the final write's error
+// when it failed (the call may have returned its result all the same),
+// and the error the call returned. Refusals that are the caller's to handle (in_progress,
+// payload_mismatch, no_key) and replays are not errors.
 //
 // # Metrics
 //
@@ -49,16 +55,28 @@
 // retrysafe.wait.result is done (the outcome came), timeout, canceled or
 // error.
 //
+// The histograms' buckets resolve milliseconds to tens of seconds:
+// [DurationBuckets], the boundaries of OpenTelemetry's
+// http.server.request.duration with finer ones below 5ms for store
+// requests and wider ones up to a minute for calls and waits. A View of
+// the SDK's MeterProvider sets others.
+//
 // # Cost
 //
 // With no-op providers, or a trace sampled out while no instrument
 // measures, [Observer.BeginCall] starts the (non-recording) span and
-// observes nothing more of the call: a replay costs one allocation more.
-// With the SDK, each call makes its spans and measurements: about 7µs and
-// 30 allocations on a replay, with the SDK's own exporters and readers.
+// observes nothing more of the call. The span's start is what a replay
+// costs more: one allocation with the no-op providers of
+// go.opentelemetry.io/otel/trace/noop and metric/noop, three with the
+// global providers before an SDK is installed (New's default), whose
+// tracer allocates its non-recording span and cannot be asked beforehand
+// whether it records. With the SDK, each call makes its spans and
+// measurements: about 7µs and 30 allocations on a replay, with the SDK's
+// own exporters and readers.
 package otelidempotency
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -76,8 +94,15 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// ScopeName is the instrumentation scope of the tracer and the meter.
+// ScopeName is the instrumentation scope of the tracer and the meter; its
+// version is [Version].
 const ScopeName = "github.com/retrysafe/retrysafe/otel"
+
+// DurationBuckets returns the boundaries of the duration histograms'
+// buckets, in seconds.
+func DurationBuckets() []float64 {
+	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+}
 
 // The attribute keys.
 const (
@@ -152,16 +177,19 @@ func New(opts ...Option) (*Observer, error) {
 	if o.mp == nil {
 		o.mp = otel.GetMeterProvider()
 	}
-	meter := o.mp.Meter(ScopeName)
-	obs := &Observer{tracer: o.tp.Tracer(ScopeName)}
+	meter := o.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
+	obs := &Observer{tracer: o.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version()))}
+	// The SDK's default buckets (0, 5, 10, 25, ... 10000) are for
+	// milliseconds: in seconds, every call under 5s would share one.
+	buckets := metric.WithExplicitBucketBoundaries(DurationBuckets()...)
 	var errs [4]error
 	obs.calls, errs[0] = meter.Int64Counter("retrysafe.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Idempotent calls, by outcome."))
-	obs.callDuration, errs[1] = meter.Float64Histogram("retrysafe.call.duration", metric.WithUnit("s"),
+	obs.callDuration, errs[1] = meter.Float64Histogram("retrysafe.call.duration", metric.WithUnit("s"), buckets,
 		metric.WithDescription("Duration of idempotent calls, the function's run included."))
-	obs.storeTime, errs[2] = meter.Float64Histogram("retrysafe.store.request.duration", metric.WithUnit("s"),
+	obs.storeTime, errs[2] = meter.Float64Histogram("retrysafe.store.request.duration", metric.WithUnit("s"), buckets,
 		metric.WithDescription("Duration of the idempotency store's requests, by operation."))
-	obs.waitTime, errs[3] = meter.Float64Histogram("retrysafe.wait.duration", metric.WithUnit("s"),
+	obs.waitTime, errs[3] = meter.Float64Histogram("retrysafe.wait.duration", metric.WithUnit("s"), buckets,
 		metric.WithDescription("Time calls spent waiting for another call with their key (idempotency.WithWait)."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
@@ -178,6 +206,31 @@ type call struct {
 	replayed  atomic.Bool
 	waited    atomic.Bool
 	keyed     atomic.Bool // the key's attributes are on the span
+	// write is the phase of the call's last store request that may be
+	// its final write ("complete", "release" or "commit"): the events
+	// of the final write come right after its request, and the lease's
+	// renewals stop before the function's run ends.
+	write atomic.Pointer[string]
+	// failed is the error of a final write that failed, for the call's
+	// span.
+	failed atomic.Pointer[error]
+}
+
+// The phases of the final writes.
+var phaseComplete, phaseRelease, phaseCommit = "complete", "release", "commit"
+
+// writePhase returns the phase of a final write made with the store
+// operation op, or nil for another operation.
+func writePhase(op string) *string {
+	switch op {
+	case "update":
+		return &phaseComplete
+	case "delete":
+		return &phaseRelease
+	case "commit":
+		return &phaseCommit
+	}
+	return nil
 }
 
 // BeginCall implements idempotency.CallObserver: it starts the call's
@@ -223,7 +276,7 @@ func (o *Observer) scope(c idempotency.Call) *scope {
 			return s
 		}
 	}
-	base := attribute.NewSet(AttrKeyPrefix.String(c.Prefix), AttrStore.String(c.Store))
+	base := attribute.NewSet(AttrKeyPrefix.String(c.Prefix), AttrStore.String(cmp.Or(c.System, c.Store)))
 	s := &scope{
 		call: c,
 		name: "idempotent " + c.Prefix,
@@ -252,6 +305,9 @@ func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 	}
 	switch e.Kind {
 	case idempotency.EventStoreRequest:
+		if p := writePhase(e.Op); p != nil {
+			c.write.Store(p)
+		}
 		result := storeResult(e.Err)
 		if c.recording {
 			c.span.AddEvent("store."+e.Op, trace.WithTimestamp(e.Start.Add(e.Duration)), trace.WithAttributes(
@@ -271,19 +327,27 @@ func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 			metric.WithAttributes(AttrWaitResult.String(waitResult(e.Err))))
 	case idempotency.EventReplayed:
 		c.replayed.Store(true)
-	case idempotency.EventCompleted, idempotency.EventErrorRecorded, idempotency.EventResponseOmitted, idempotency.EventCompletionFailed:
-		o.phase(ctx, c, "complete", e, e.Err)
-	case idempotency.EventReleased, idempotency.EventReleaseFailed:
-		o.phase(ctx, c, "release", e, e.Err)
-	case idempotency.EventCommitCanceled:
-		o.phase(ctx, c, "commit", e, e.Err)
-	case idempotency.EventFencedOut:
-		o.phase(ctx, c, "complete", e, e.Err)
+	case idempotency.EventCompleted, idempotency.EventErrorRecorded, idempotency.EventResponseOmitted,
+		idempotency.EventReleased, idempotency.EventCommitCanceled:
+		o.phase(ctx, c, c.finalPhase(), e, e.Err)
+	case idempotency.EventCompletionFailed, idempotency.EventReleaseFailed, idempotency.EventFencedOut:
+		if err := e.Err; err != nil {
+			c.failed.Store(&err)
+		}
+		o.phase(ctx, c, c.finalPhase(), e, e.Err)
 	case idempotency.EventRenewed, idempotency.EventRenewalFailed:
 		c.span.AddEvent(e.Kind.String())
 	case idempotency.EventCallEnded:
 		o.end(ctx, c, e)
 	}
+}
+
+// finalPhase returns the name of the final write's phase.
+func (c *call) finalPhase() string {
+	if p := c.write.Load(); p != nil {
+		return *p
+	}
+	return phaseComplete
 }
 
 // phase records a phase of the call that has just ended as a child span.
@@ -307,6 +371,11 @@ func (o *Observer) end(ctx context.Context, c *call, e idempotency.Event) {
 	}
 	c.span.SetAttributes(AttrOutcome.String(outcome), AttrReplayed.Bool(c.replayed.Load()))
 	if failure(e.Outcome) {
+		// The final write's error says why, also when the call returned
+		// its result, or the function's error, all the same.
+		if p := c.failed.Load(); p != nil {
+			c.span.RecordError(*p)
+		}
 		if e.Err != nil {
 			c.span.RecordError(e.Err)
 		}

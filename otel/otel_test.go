@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -260,15 +263,30 @@ func TestWait(t *testing.T) {
 	tel := newTelemetry(t)
 	store := memory.New()
 	entered, release := make(chan struct{}), make(chan struct{})
-	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+	handler := func(ctx context.Context, o order) (string, error) {
 		if o.Amount == 1 {
 			close(entered)
 			<-release
 		}
 		return "done", nil
-	}, store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"),
-		idempotency.WithWait(time.Minute), idempotency.WithObserver(tel.obs))
+	}
+	opts := []idempotency.WrapOption{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"),
+		idempotency.WithWait(time.Minute), idempotency.WithObserver(tel.obs)}
+	h, err := idempotency.Wrap(handler, store, opts...)
 	require.NoError(t, err)
+	// The second call goes through another store value over the same
+	// records, so that it finds the key in progress in the store (a
+	// conflict it reports) rather than in the process, and then waits.
+	conflicted := make(chan struct{})
+	var once sync.Once
+	onConflict := idempotency.WithObserver(idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
+		if e.Kind == idempotency.EventStoreRequest && errors.Is(e.Err, persistence.ErrConflict) {
+			once.Do(func() { close(conflicted) })
+		}
+	}))
+	waiting, err := idempotency.Wrap(handler, faultstore.New(store), append(opts, onConflict)...)
+	require.NoError(t, err)
+
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -277,10 +295,10 @@ func TestWait(t *testing.T) {
 	<-entered
 	waiter := make(chan error)
 	go func() {
-		_, err := h(context.Background(), order{OrderID: "o-1", Amount: 2})
+		_, err := waiting(context.Background(), order{OrderID: "o-1", Amount: 2})
 		waiter <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let the second call start waiting
+	<-conflicted // the second call found the key in progress: it waits
 	close(release)
 	<-done
 	require.NoError(t, <-waiter)
@@ -291,6 +309,176 @@ func TestWait(t *testing.T) {
 	assert.Equal(t, uint64(1), waits[0].Count)
 	res, _ := waits[0].Attributes.Value(otelidempotency.AttrWaitResult)
 	assert.Equal(t, "done", res.AsString())
+}
+
+// The duration histograms have buckets from milliseconds to tens of
+// seconds, the SDK's readers see them, and calls of different durations
+// land in different buckets (in a bubble, where time is exact).
+func TestDurationBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := newTelemetry(t)
+		h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+			time.Sleep(30 * time.Millisecond)
+			return "done", nil
+		}, memory.New(), idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs))
+		require.NoError(t, err)
+		for range 2 {
+			_, err := h(t.Context(), order{OrderID: "o-1"}) // new, then replay
+			require.NoError(t, err)
+		}
+		for _, name := range []string{"retrysafe.call.duration", "retrysafe.store.request.duration"} {
+			for _, dp := range tel.histogram(t, name) {
+				assert.Equal(t, otelidempotency.DurationBuckets(), dp.Bounds, name)
+			}
+		}
+		calls := map[string][]uint64{}
+		for _, dp := range tel.histogram(t, "retrysafe.call.duration") {
+			o, _ := dp.Attributes.Value(otelidempotency.AttrOutcome)
+			calls[o.AsString()] = dp.BucketCounts
+		}
+		bucket := func(counts []uint64) int {
+			for i, n := range counts {
+				if n > 0 {
+					return i
+				}
+			}
+			return -1
+		}
+		bounds := otelidempotency.DurationBuckets()
+		assert.Equal(t, 0, bucket(calls["replay"]), "a replay takes no time here: the first bucket, up to %vs", bounds[0])
+		i := bucket(calls["new"])
+		require.Positive(t, i, "the new call, 30ms, in a bucket of its own")
+		assert.True(t, bounds[i-1] < 0.03 && 0.03 <= bounds[i], "30ms in (%v, %v]", bounds[i-1], bounds[i])
+	})
+}
+
+// completion_failed and fenced_out set the call span's status to Error,
+// and record the error there too, with the function's result returned.
+func TestFailedFinalWriteIsRecordedOnTheCallSpan(t *testing.T) {
+	tel := newTelemetry(t)
+	store := faultstore.New(memory.New())
+	h, err := idempotency.Wrap(func(context.Context, order) (string, error) { return "done", nil },
+		store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	store.Fault = faultstore.On(faultstore.OpUpdate, 0, faultstore.FailBefore)
+	_, err = h(t.Context(), order{OrderID: "o-1"})
+	require.NoError(t, err, "the result is returned all the same")
+
+	fenced, err := idempotency.Wrap(func(context.Context, order) (string, error) { return "late", nil },
+		fencingStore{memory.New()}, idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	_, err = fenced(t.Context(), order{OrderID: "o-2"})
+	require.NoError(t, err)
+
+	spans := tel.calls()
+	require.Len(t, spans, 2)
+	for i, want := range []struct{ outcome, message string }{
+		{"completion_failed", "faultstore"},
+		{"fenced_out", persistence.ErrFenced.Error()},
+	} {
+		s := spans[i]
+		o, _ := attr(s, otelidempotency.AttrOutcome)
+		require.Equal(t, want.outcome, o.AsString())
+		assert.Equal(t, codes.Error, s.Status().Code)
+		assert.Contains(t, exceptions(s), want.message, "%s: the error is recorded where the status is set", want.outcome)
+	}
+}
+
+// exceptions returns the messages of the errors recorded on s.
+func exceptions(s sdktrace.ReadOnlySpan) string {
+	var out []string
+	for _, e := range s.Events() {
+		if e.Name != "exception" {
+			continue
+		}
+		for _, kv := range e.Attributes {
+			if kv.Key == "exception.message" {
+				out = append(out, kv.Value.AsString())
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// The final write's span is named by what it did: a fenced release is a
+// release, and a commit is a commit, done or not.
+func TestFinalWritePhases(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		store   persistence.Store
+		fail    bool // the function fails
+		stage   bool // the function stages a write (WithTransactions)
+		outcome string
+		phases  []string
+		failed  []string // the phases whose status is Error
+	}{
+		{"completed", memory.New(), false, false, "new", []string{"reserve", "run", "complete"}, nil},
+		{"released", memory.New(), true, false, "handler_error", []string{"reserve", "run", "release"}, []string{"run"}},
+		{"completion fenced", fencingStore{memory.New()}, false, false, "fenced_out", []string{"reserve", "run", "complete"}, []string{"complete"}},
+		{"release fenced", fencingStore{memory.New()}, true, false, "fenced_out", []string{"reserve", "run", "release"}, []string{"run", "release"}},
+		{"committed", committingStore{memory.New()}, false, true, "new", []string{"reserve", "run", "commit"}, nil},
+		{"commit fenced", committingStore{fencingStore{memory.New()}}, false, true, "fenced_out", []string{"reserve", "run", "commit"}, []string{"commit"}},
+		{"commit canceled", refusingStore{memory.New()}, false, true, "not_committed", []string{"reserve", "run", "commit", "release"}, []string{"commit"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel := newTelemetry(t)
+			opts := []idempotency.WrapOption{idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet()}
+			if tc.stage {
+				opts = append(opts, idempotency.WithTransactions())
+			}
+			h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+				if tc.stage {
+					if err := persistence.Stage(ctx, "a write"); err != nil {
+						return "", err
+					}
+				}
+				if tc.fail {
+					return "", boom
+				}
+				return "done", nil
+			}, tc.store, opts...)
+			require.NoError(t, err)
+			_, _ = h(t.Context(), order{OrderID: "o-1"})
+
+			var phases []string
+			for _, s := range tel.spans.Ended() {
+				if strings.HasPrefix(s.Name(), "idempotent ") {
+					o, _ := attr(s, otelidempotency.AttrOutcome)
+					assert.Equal(t, tc.outcome, o.AsString())
+					continue
+				}
+				phases = append(phases, s.Name())
+				if slices.Contains(tc.failed, s.Name()) {
+					assert.Equal(t, codes.Error, s.Status().Code, s.Name())
+				} else {
+					assert.NotEqual(t, codes.Error, s.Status().Code, s.Name())
+				}
+			}
+			assert.Equal(t, tc.phases, phases)
+		})
+	}
+}
+
+// The tracer's and the meter's scope carry the module's version.
+func TestScopeVersion(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := idempotency.Wrap(func(context.Context, order) (string, error) { return "done", nil },
+		memory.New(), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	_, err = h(t.Context(), order{OrderID: "o-1"})
+	require.NoError(t, err)
+	require.NotEmpty(t, otelidempotency.Version())
+	for _, s := range tel.spans.Ended() {
+		assert.Equal(t, otelidempotency.ScopeName, s.InstrumentationScope().Name)
+		assert.Equal(t, otelidempotency.Version(), s.InstrumentationScope().Version)
+	}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tel.reader.Collect(t.Context(), &rm))
+	require.NotEmpty(t, rm.ScopeMetrics)
+	for _, sm := range rm.ScopeMetrics {
+		assert.Equal(t, otelidempotency.Version(), sm.Scope.Version)
+	}
 }
 
 // Through an HTTP adapter and a batch handler: the same spans and counts.
@@ -322,7 +510,7 @@ func TestAdapters(t *testing.T) {
 		p, _ := attr(s, otelidempotency.AttrKeyPrefix)
 		prefixes[p.AsString()]++
 		st, _ := attr(s, otelidempotency.AttrStore)
-		assert.Equal(t, "*memory.Store", st.AsString())
+		assert.Equal(t, "memory", st.AsString(), "the system, as db.system.name names it")
 	}
 	assert.Equal(t, map[string]int{"api": 2, "queue": 4}, prefixes)
 	assertNoKeyMaterial(t, tel)
@@ -367,6 +555,13 @@ type fencingStore struct{ persistence.Store }
 
 func (fencingStore) Update(context.Context, *persistence.Record) error { return persistence.ErrFenced }
 func (fencingStore) Delete(context.Context, string, string) error      { return persistence.ErrFenced }
+
+// committingStore commits the completion, and ignores the staged writes.
+type committingStore struct{ persistence.Store }
+
+func (s committingStore) Commit(ctx context.Context, rec *persistence.Record, _ []any) error {
+	return s.Update(ctx, rec)
+}
 
 // refusingStore commits nothing: every staged write's condition fails.
 type refusingStore struct{ *memory.Store }

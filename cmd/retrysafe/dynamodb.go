@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/retrysafe/retrysafe/persistence"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
@@ -18,10 +20,20 @@ import (
 // openDynamoDB opens table with the SDK's standard configuration and
 // checks that it exists with the key schema of the flags.
 func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*store, error) {
-	if f.sortKeyAttr == "" && (f.staticPK != "" || f.fnName != "") {
-		return nil, usageError("--static-pk and --function name the partition key value of records under a sort key: give --sort-key-attr too")
+	if f.sortKeyAttr == "" && (f.staticPK != "" || f.pkFnName != "") {
+		return nil, usageError("--static-pk and --pk-function name the partition key value of records under a sort key: give --sort-key-attr too")
 	}
-	var loadOpts []func(*config.LoadOptions) error
+	loadOpts := []func(*config.LoadOptions) error{
+		// An endpoint that takes the connection and never answers (a
+		// wrong port forward, a dead proxy) would hold the command for
+		// ever: the SDK's client has no timeout of its own.
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(f.requestTimeout)),
+		// The SDK's warnings (a Date header it cannot parse, a body it
+		// could not discard) would land in the progress line, in local
+		// time; the command reports what fails itself, as for Redis.
+		config.WithLogger(logging.Nop{}),
+		config.WithClientLogMode(0),
+	}
 	if f.profile != "" {
 		loadOpts = append(loadOpts, config.WithSharedConfigProfile(f.profile))
 	}
@@ -37,8 +49,8 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 	}
 	optFn := func(o *ddbstore.Options) {
 		o.KeyAttr, o.SortKeyAttr, o.StaticPKValue = f.keyAttr, f.sortKeyAttr, f.staticPK
-		if o.SortKeyAttr != "" && o.StaticPKValue == "" && f.fnName != "" {
-			o.StaticPKValue = ddbstore.StaticPKPrefix + f.fnName
+		if o.SortKeyAttr != "" && o.StaticPKValue == "" && f.pkFnName != "" {
+			o.StaticPKValue = ddbstore.StaticPKPrefix + f.pkFnName
 		}
 		for i, a := range attrNames {
 			*a.dynamo(o) = f.attrs[i]
@@ -56,6 +68,9 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		return nil, usageError("%v", strings.TrimPrefix(err.Error(), "persistence/dynamodb: "))
 	}
 	if err := ddbstore.CheckTable(ctx, client, table, optFn); err != nil {
+		if t := timedOut(ctx, where, err, f.requestTimeout, f.timeout); t != nil {
+			return nil, t
+		}
 		var (
 			missing *types.ResourceNotFoundException
 			apiErr  smithy.APIError
@@ -73,8 +88,10 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		}
 	}
 	return &store{
-		name: where,
-		get:  s.Get,
+		name:           where,
+		requestTimeout: f.requestTimeout,
+		timeout:        f.timeout,
+		get:            s.Get,
 		list: func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
 			return s.List(ctx, client, prefix, int32(min(pageSize, 1<<30)), page)
 		},

@@ -43,11 +43,11 @@ func TestBadInput(t *testing.T) {
 		{"HTTP request without a key", []string{"key", "--prefix", "p", "--http", "auto", "--header", "X-Request-Id", filepath.Join("testdata", "events", "post-payment.json")},
 			exitNotFound, "the adapters answer 400 (Idempotency key required) and keep no record"},
 		{"bad scope", []string{"key", "--prefix", "p", "--http", "auto", "--scope", "tenant", filepath.Join("testdata", "events", "post-payment.json")}, exitUsage, `--scope "tenant"`},
-		{"unknown flag", []string{"get", "--tabel", "t", "k"}, exitUsage, "flag provided but not defined: -tabel"},
+		{"unknown flag", []string{"get", "--tabel", "t", "k"}, exitUsage, "flag provided but not defined: --tabel"},
 		{"unknown command", []string{"delete", "k"}, exitUsage, `unknown command "delete"`},
 		{"no store", []string{"get", "k"}, exitUsage, "no store: give --table"},
 		{"two stores", []string{"get", "k", "--table", "t", "--redis", "redis://127.0.0.1:1"}, exitUsage, "not both"},
-		{"bad output", []string{"ls", "-o", "yaml", "--table", "t"}, exitUsage, `want table or json, not "yaml"`},
+		{"bad output", []string{"ls", "-o", "yaml", "--table", "t"}, exitUsage, `want table, wide or json, not "yaml"`},
 		{"bad status", []string{"ls", "--status", "DONE", "--table", "t"}, exitUsage, `--status "DONE": want INPROGRESS or COMPLETED`},
 		{"release without a terminal", []string{"release", "k", "--table", "t"}, exitUsage, "give --yes to release without asking"},
 	} {
@@ -101,11 +101,11 @@ func TestRedisMismatch(t *testing.T) {
 func TestSortKeyLayout(t *testing.T) {
 	f := dynamoFixture(t, func(o *ddbstore.Options) { o.SortKeyAttr, o.StaticPKValue = "sk", ddbstore.StaticPKPrefix+"orders" })
 	putGolden(t, f)
-	layout := []string{"--sort-key-attr", "sk", "--function", "orders"}
+	layout := []string{"--sort-key-attr", "sk", "--pk-function", "orders"}
 	r := runAt(t, goldenNow, "", f.with(append([]string{"get", goldenRecords[0].Key}, layout...)...)...)
 	requireOK(t, r)
 	golden(t, "get-completed.txt", r.stdout)
-	r = runAt(t, goldenNow, "", f.with(append([]string{"ls", "--prefix", "refunds."}, layout...)...)...)
+	r = runAt(t, goldenNow, "", f.with(append([]string{"ls", "--prefix", "refunds.", "-o", "wide"}, layout...)...)...)
 	requireOK(t, r)
 	require.Contains(t, r.stdout, goldenRecords[4].Key)
 	require.NotContains(t, r.stdout, goldenRecords[0].Key)

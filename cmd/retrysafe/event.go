@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,13 +15,19 @@ import (
 // readEvent reads the event in the file named by args (stdin without
 // one, or with "-") and checks that it is JSON. name says where it came
 // from, for messages.
-func readEvent(e *env, args []string) (event []byte, name string, err error) {
+func readEvent(ctx context.Context, e *env, args []string) (event []byte, name string, err error) {
 	switch {
 	case len(args) > 1:
 		return nil, "", usageError("one event at a time, not %d", len(args))
 	case len(args) == 0 || args[0] == "-":
 		name = "the event on stdin"
-		event, err = io.ReadAll(e.stdin)
+		if e.stdinTerminal {
+			fmt.Fprintln(e.stderr, "reading the event from the terminal: type or paste it, then Ctrl-D (or give its file)")
+		}
+		event, err = readAll(ctx, e.stdin)
+		if ctx.Err() != nil {
+			return nil, "", err // interrupted: nothing to say
+		}
 	default:
 		name = args[0]
 		event, err = os.ReadFile(args[0])

@@ -7,12 +7,16 @@ import (
 
 // The exit codes, documented in the package comment and the usage text.
 const (
-	exitOK       = 0
-	exitStore    = 1 // the store failed, or does not hold what the flags describe
-	exitUsage    = 2 // a bad command line or input
-	exitNotFound = 3 // no record for the key
-	exitRefused  = 4 // nothing was released
+	exitOK          = 0
+	exitStore       = 1   // the store failed, or does not hold what the flags describe
+	exitUsage       = 2   // a bad command line or input
+	exitNotFound    = 3   // no record for the key
+	exitRefused     = 4   // nothing was released
+	exitInterrupted = 130 // 128 + SIGINT, what shells report for a command that Ctrl-C ended
 )
+
+// errInterrupted is the cause of the command's context when Ctrl-C ends it.
+var errInterrupted = errors.New("interrupted")
 
 // failure is an error with the exit code it ends the command with.
 type failure struct {

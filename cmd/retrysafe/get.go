@@ -32,6 +32,8 @@ Responses are shown decompressed; -o json prints the record for scripts.`,
 			if len(args) != 1 {
 				return usageError("give one key (see 'retrysafe key'), not %d arguments", len(args))
 			}
+			ctx, cancel := sf.deadline(ctx)
+			defer cancel()
 			st, err := sf.open(ctx, e)
 			if err != nil {
 				return err
@@ -45,7 +47,7 @@ Responses are shown decompressed; -o json prints the record for scripts.`,
 			if out.json {
 				return writeJSON(e.stdout, toJSON(rec, now, time.Time{}).withResponse(rec))
 			}
-			return showRecord(e, rec, now)
+			return showRecord(e, out, rec, now)
 		}
 	},
 }
@@ -64,8 +66,9 @@ func readRecord(ctx context.Context, st *store, key string) (*persistence.Record
 }
 
 // showRecord writes rec as a table for people, its response after it.
-func showRecord(e *env, rec *persistence.Record, now time.Time) error {
-	t := newTable(e.stdout)
+func showRecord(e *env, out *output, rec *persistence.Record, now time.Time) error {
+	t := newTable(e.stdout, e.tableWidth(out))
+	t.wrap = true
 	describe(t, rec, now)
 	body, response := responseText(rec)
 	t.row("response", response)
@@ -90,11 +93,11 @@ func describe(t *table, rec *persistence.Record, now time.Time) {
 	t.row("state", s.name)
 	t.row("meaning", s.meaning)
 	t.row("expires", when(rec.ExpiresAt, now))
-	until := when(rec.InProgressExpiresAt, now)
-	if rec.Status != persistence.StatusInProgress && !rec.InProgressExpiresAt.IsZero() {
-		until += ", which no longer counts"
+	// A completed record keeps the in-progress expiry of its reservation
+	// (DynamoDB), which no longer counts.
+	if rec.Status == persistence.StatusInProgress {
+		t.row("in progress until", when(rec.InProgressExpiresAt, now))
 	}
-	t.row("in progress until", until)
 	t.row("owner token", rec.Token)
 	t.row("payload hash", orNone(rec.PayloadHash, "no payload validation"))
 }

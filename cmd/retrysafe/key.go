@@ -35,7 +35,8 @@ Pass the key to get: retrysafe get "$(retrysafe key -q ... event.json)".`,
 		fs.StringVar(&k.key, "key", "", "the key `expression` (idempotency.WithKey); default the whole event")
 		fs.StringVar(&k.validation, "validation", "", "the payload validation `expression` (idempotency.WithPayloadValidation)")
 		fs.StringVar(&k.prefix, "prefix", "", "the key `prefix` (idempotency.WithKeyPrefix)")
-		fs.StringVar(&k.function, "function", "", "the Lambda function `name`, which starts the default prefix (default $AWS_LAMBDA_FUNCTION_NAME)")
+		fs.StringVar(&k.function, "function", "", "the Lambda function `name`, which starts the default prefix <function>.<handler> "+
+			"(default $AWS_LAMBDA_FUNCTION_NAME; the other commands' --pk-function is another thing)")
 		fs.StringVar(&k.handler, "handler", "", "the Go `name` of the wrapped function, without its import path (main.handler), which ends the default prefix")
 		fs.StringVar(&k.http, "http", "", "the event is an HTTP request of `kind` auto, apigateway, apigatewayv2, functionurl or alb: the key is the HTTP adapters'")
 		fs.StringVar(&k.header, "header", "", "with --http, the key's `header` (httpapi.WithHeader; default Idempotency-Key)")
@@ -63,7 +64,7 @@ func (k *keyFlags) run(ctx context.Context, e *env, out *output, args []string) 
 	if err != nil {
 		return err
 	}
-	event, name, err := readEvent(e, args)
+	event, name, err := readEvent(ctx, e, args)
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func (k *keyFlags) run(ctx context.Context, e *env, out *output, args []string) 
 			PayloadHash string `json:"payload_hash,omitempty"`
 		}{key, payloadHash})
 	}
-	t := newTable(e.stdout)
+	t := newTable(e.stdout, e.tableWidth(out))
 	t.row("key", key)
 	t.row("payload hash", orNone(payloadHash, "no payload validation"))
 	return t.flush()

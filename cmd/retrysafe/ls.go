@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"flag"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +18,13 @@ var lsCommand = &command{
 progress on stderr when it is a terminal; the scan stops once --limit
 records match. Records are shown oldest first. Records keep no time of
 writing: their age is their expiry less --expiry, the expiry the function
-keeps records for.
+keeps records for. Without --expiry it is the library's default, 1h, or,
+for records that expire later than an hour from now, the HTTP adapters',
+24h.
+
+The table fits the terminal, or 120 columns when the output is not a
+terminal: keys are shortened in the middle of their hash. -o wide shows
+them whole, and so does -o json.
 
 A record is stuck when it is in progress past its in-progress expiry: the
 call that reserved it crashed or timed out, and the next retry with its key
@@ -47,6 +51,8 @@ runs the handler again.`,
 			if err != nil {
 				return err
 			}
+			ctx, cancel := sf.deadline(ctx)
+			defer cancel()
 			st, err := sf.open(ctx, e)
 			if err != nil {
 				return err
@@ -60,7 +66,7 @@ runs the handler again.`,
 // olderThan reports whether rec was written longer than age before now;
 // not when the time of writing cannot be told.
 func olderThan(rec *persistence.Record, expiry time.Duration, now time.Time, age time.Duration) bool {
-	w := writtenAt(rec, expiry, now)
+	w, _ := writtenAt(rec, expiry, now)
 	return !w.IsZero() && now.Sub(w) > age
 }
 
@@ -90,9 +96,8 @@ func (l *lsFlags) filter(expiry time.Duration) (func(*persistence.Record, time.T
 }
 
 func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan *scanFlags, match func(*persistence.Record, time.Time) bool) error {
-	now := e.now()
 	var found []*persistence.Record
-	scanned, err := scan.scan(ctx, e, st, func(rec *persistence.Record) error {
+	scanned, err := scan.scan(ctx, e, st, func(rec *persistence.Record, now time.Time) error {
 		if !match(rec, now) {
 			return nil
 		}
@@ -105,16 +110,14 @@ func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan 
 	if err != nil {
 		return err
 	}
-	// Oldest first: the earliest expiry was written first, whatever the
-	// expiry.
-	slices.SortFunc(found, func(a, b *persistence.Record) int {
-		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), strings.Compare(a.Key, b.Key))
-	})
+	now := e.now() // after every record was read: none was written later
+	slices.SortFunc(found, writeOrder(scan.expiry, now))
 	limited := l.limit > 0 && len(found) == l.limit
 	if out.json {
 		recs := make([]*recordJSON, len(found))
 		for i, rec := range found {
-			recs[i] = toJSON(rec, now, writtenAt(rec, scan.expiry, now))
+			written, _ := writtenAt(rec, scan.expiry, now)
+			recs[i] = toJSON(rec, now, written)
 		}
 		return writeJSON(e.stdout, struct {
 			Records      []*recordJSON `json:"records"`
@@ -123,14 +126,15 @@ func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan 
 		}{recs, scanned, limited})
 	}
 	if len(found) == 0 {
-		fmt.Fprintf(e.stderr, "no records match, of %d read\n", scanned)
+		e.note("no records match, of %d read", scanned)
 		return nil
 	}
-	t := newTable(e.stdout)
+	t := newTable(e.stdout, e.tableWidth(out))
+	t.keys = 0
 	t.row("KEY", "STATUS", "STATE", "WRITTEN", "EXPIRES", "IN PROGRESS UNTIL")
 	for _, rec := range found {
 		written, until := "?", "-"
-		if w := writtenAt(rec, scan.expiry, now); !w.IsZero() {
+		if w, _ := writtenAt(rec, scan.expiry, now); !w.IsZero() {
 			written = relative(w, now)
 		}
 		// A completed record keeps its in-progress expiry, which no
@@ -143,8 +147,11 @@ func (l *lsFlags) run(ctx context.Context, e *env, out *output, st *store, scan 
 	if err := t.flush(); err != nil {
 		return err
 	}
+	if t.shortened {
+		e.note("keys shortened to fit %d columns: -o wide shows them whole, and so does -o json", e.tableWidth(out))
+	}
 	if limited {
-		fmt.Fprintf(e.stderr, "the first %d matching records, of %d read; --limit 0 shows them all\n", l.limit, scanned)
+		e.note("the first %d matching records, of %d read; --limit 0 shows them all", l.limit, scanned)
 	}
 	return nil
 }

@@ -16,14 +16,18 @@
 //
 // The store is a DynamoDB table (--table, with the SDK's standard
 // configuration: profile, region, AWS_ENDPOINT_URL_DYNAMODB) or Redis or
-// Valkey (--redis URL, --cluster for a cluster). `retrysafe help COMMAND`
-// lists a command's flags.
+// Valkey (--redis URL, --cluster for a cluster). Each request to it has a
+// timeout (--request-timeout, 5s), and the command a deadline (--timeout,
+// 10m). Tables fit the terminal, or 120 columns; -o wide prints them
+// whole, -o json for scripts. `retrysafe help COMMAND` lists a command's
+// flags.
 //
-// Exit codes: 0 success; 1 the store failed, or does not hold what the
-// flags describe (a missing table, other attribute names); 2 usage: a bad
-// flag, an event that is not JSON, a bad expression; 3 no record for the
-// key; 4 refused: nothing was released, because the record changed, it is
-// completed and --force was not given, or the answer was not yes.
+// Exit codes: 0 success; 1 the store failed, did not answer in time, or
+// does not hold what the flags describe (a missing table, other attribute
+// names); 2 usage: a bad flag, an event that is not JSON, a bad
+// expression; 3 no record for the key; 4 refused: nothing was released,
+// because the record changed, it is completed and --force was not given,
+// or the answer was not yes; 130 interrupted (Ctrl-C).
 package main
 
 import (
@@ -33,8 +37,15 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, systemEnv(), os.Args[1:])
-	stop()
-	os.Exit(code)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	go func() {
+		<-interrupts
+		// A second Ctrl-C ends the process at once, should a step not
+		// heed the first.
+		signal.Stop(interrupts)
+		cancel(errInterrupted)
+	}()
+	os.Exit(run(ctx, systemEnv(), os.Args[1:]))
 }

@@ -29,12 +29,19 @@ type terminal struct {
 }
 
 // onTerminal starts the command with args (the test binary runs it, see
-// TestMain).
+// TestMain), on a terminal of 120 columns.
 func onTerminal(t *testing.T, args ...string) *terminal {
+	t.Helper()
+	return onTerminalOf(t, 120, args...)
+}
+
+// onTerminalOf starts the command with args on a terminal of cols
+// columns.
+func onTerminalOf(t *testing.T, cols int, args ...string) *terminal {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	ptmx, err := pty.Start(cmd)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: uint16(cols)})
 	require.NoError(t, err)
 	term := &terminal{t: t, cmd: cmd, ptmx: ptmx, done: make(chan struct{})}
 	go func() {
@@ -74,6 +81,13 @@ func (term *terminal) waitFor(s string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// interrupt types Ctrl-C, which the terminal turns into SIGINT.
+func (term *terminal) interrupt() {
+	term.t.Helper()
+	_, err := io.WriteString(term.ptmx, "\x03")
+	require.NoError(term.t, err)
 }
 
 func (term *terminal) typeLine(s string) {
@@ -144,7 +158,6 @@ func TestProgressOnATerminal(t *testing.T) {
 	term := onTerminal(t, f.with("stats", "--page-size", "2")...)
 	code, out := term.exit()
 	require.Equal(t, exitOK, code, out)
-	require.Contains(t, out, "scanning DynamoDB table")
-	require.Contains(t, out, "6 records in 4 pages")
+	require.Contains(t, out, "scanning: 6 records in 4 pages, DynamoDB table")
 	require.Contains(t, out, "total        6")
 }

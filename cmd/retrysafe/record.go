@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -118,15 +122,50 @@ func (j *recordJSON) withResponse(rec *persistence.Record) *recordJSON {
 	return j
 }
 
-// writtenAt returns when rec was last written (reserved or completed),
-// given the expiry the function keeps records for: records keep no time
-// of writing, but their expiry is that time plus the expiry. It returns
-// the zero time when that would be after now: the function's expiry is
-// longer than the one given, and the time cannot be told.
-func writtenAt(rec *persistence.Record, expiry time.Duration, now time.Time) time.Time {
-	t := rec.ExpiresAt.Add(-expiry)
-	if t.After(now) {
-		return time.Time{}
+// writeSlack allows for the library's rounding of expiries up to the
+// next second, and for a second between the writer's clock and this one:
+// a record written just now may expire that much later than now plus its
+// expiry.
+const writeSlack = 2 * time.Second
+
+// defaultExpiries are what writtenAt takes records to be kept for without
+// --expiry, in this order: the library's default, then the HTTP
+// adapters', for records that expire too late for the first.
+var defaultExpiries = []time.Duration{idempotency.DefaultExpiry, httpapi.DefaultExpiry}
+
+// writtenAt returns when rec was last written (reserved, renewed or
+// completed), and the expiry it takes the function to keep records for:
+// records keep no time of writing, but their expiry is that time plus the
+// function's expiry (expiry, or without it, 0, the first of
+// defaultExpiries that does not put the time after now). It returns the
+// zero time when the function keeps records longer, and the time cannot
+// be told.
+func writtenAt(rec *persistence.Record, expiry time.Duration, now time.Time) (time.Time, time.Duration) {
+	expiries := defaultExpiries
+	if expiry > 0 {
+		expiries = []time.Duration{expiry}
 	}
-	return t
+	for _, d := range expiries {
+		switch t := rec.ExpiresAt.Add(-d); {
+		case !t.After(now):
+			return t, d
+		case t.Sub(now) <= writeSlack:
+			return now, d
+		}
+	}
+	return time.Time{}, 0
+}
+
+// writeOrder orders records by when they were written, as far as
+// writtenAt tells, the others after them by expiry; then by key.
+func writeOrder(expiry time.Duration, now time.Time) func(a, b *persistence.Record) int {
+	at := func(rec *persistence.Record) time.Time {
+		if t, _ := writtenAt(rec, expiry, now); !t.IsZero() {
+			return t
+		}
+		return rec.ExpiresAt // after now: after every known time
+	}
+	return func(a, b *persistence.Record) int {
+		return cmp.Or(at(a).Compare(at(b)), strings.Compare(a.Key, b.Key))
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,7 +39,7 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 			return nil, usageError("--redis %q: %v", f.redisURL, err)
 		}
 		opts.ContextTimeoutEnabled = true
-		opts.ReadTimeout, opts.WriteTimeout = 5*time.Second, 5*time.Second
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = f.requestTimeout, f.requestTimeout, f.requestTimeout
 		client, name = redis.NewClusterClient(opts), "Redis cluster at "+strings.Join(opts.Addrs, ",")
 	} else {
 		opts, err := redis.ParseURL(f.redisURL)
@@ -48,6 +47,7 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 			return nil, usageError("--redis %q: %v", f.redisURL, err)
 		}
 		opts.ContextTimeoutEnabled = true
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = f.requestTimeout, f.requestTimeout, f.requestTimeout
 		client, name = redis.NewClient(opts), "Redis at "+opts.Addr
 	}
 	fields := redisstore.Fields{}
@@ -63,11 +63,16 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
+		if t := timedOut(ctx, name, err, f.requestTimeout, f.timeout); t != nil {
+			return nil, t
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &store{
-		name: name,
-		get:  s.Get,
+		name:           name,
+		requestTimeout: f.requestTimeout,
+		timeout:        f.timeout,
+		get:            s.Get,
 		list: func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
 			return s.List(ctx, prefix, int64(pageSize), page)
 		},

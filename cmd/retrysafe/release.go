@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -27,7 +26,9 @@ the same status, owner token and expiry times. If it changed meanwhile (the
 call completed, renewed its lease, or another call took the key over),
 nothing is deleted and the exit code is 4. --token and --status check the
 record against the one you saw with get. On a terminal, release asks before
-it deletes; --yes is for scripts, which it requires.`,
+it deletes (Ctrl-C at the question ends it, exit code 130); --yes is for
+scripts, which it requires. --timeout bounds the read and the delete, each,
+not the wait for the answer.`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		sf := &storeFlags{}
 		sf.register(fs)
@@ -44,12 +45,14 @@ it deletes; --yes is for scripts, which it requires.`,
 			if !r.yes && !e.stdinTerminal {
 				return usageError("release asks for confirmation on a terminal; give --yes to release without asking")
 			}
-			st, err := sf.open(ctx, e)
+			openCtx, cancel := sf.deadline(ctx)
+			defer cancel()
+			st, err := sf.open(openCtx, e)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			return r.run(ctx, e, out, st, args[0])
+			return r.run(ctx, e, out, sf, st, args[0])
 		}
 	},
 }
@@ -62,8 +65,10 @@ type releaseFlags struct {
 const releaseWarning = "Releasing the key deletes its record: the next retry with this key runs the handler again.\n" +
 	"If the call that holds it is still running, or its side effect happened, the side effect happens twice.\n"
 
-func (r *releaseFlags) run(ctx context.Context, e *env, out *output, st *store, key string) error {
-	rec, err := readRecord(ctx, st, key)
+func (r *releaseFlags) run(ctx context.Context, e *env, out *output, sf *storeFlags, st *store, key string) error {
+	readCtx, cancel := sf.deadline(ctx)
+	defer cancel()
+	rec, err := readRecord(readCtx, st, key)
 	if err != nil {
 		return err
 	}
@@ -79,19 +84,26 @@ func (r *releaseFlags) run(ctx context.Context, e *env, out *output, st *store, 
 	}
 
 	if !r.yes {
-		t := newTable(e.stderr)
+		t := newTable(e.stderr, tableWidth(out, e.stderrWidth))
+		t.wrap = true
 		describe(t, rec, now)
 		if err := t.flush(); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stderr, "\n%sRelease %s? [y/N] ", releaseWarning, rec.Key)
-		answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
+		answer, err := readLine(ctx, e.stdin)
+		if err != nil {
+			fmt.Fprintln(e.stderr) // Ctrl-C: the shell's prompt on a line of its own
+			return err
+		}
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return refused("not released")
 		}
 	}
 
-	switch err := st.DeleteRecord(ctx, rec); {
+	deleteCtx, cancel := sf.deadline(ctx)
+	defer cancel()
+	switch err := st.DeleteRecord(deleteCtx, rec); {
 	case errors.Is(err, persistence.ErrChanged):
 		return refused("not released: the record changed since it was read (the call completed, renewed its lease, or another call took the key over); nothing was deleted: see 'retrysafe get %s'", rec.Key)
 	case errors.Is(err, persistence.ErrNotFound):

@@ -85,7 +85,7 @@ func TestStuckKeyIsListedAndReleased(t *testing.T) {
 		require.Equal(t, held.key, listed.Records[0].Key)
 		require.Equal(t, "stuck", listed.Records[0].State)
 
-		r = runAt(t, later, "", f.with("ls", "--status", "inprogress")...)
+		r = runAt(t, later, "", f.with("ls", "--status", "inprogress", "-o", "wide")...)
 		requireOK(t, r)
 		require.Contains(t, r.stdout, held.key)
 		require.Contains(t, r.stdout, "stuck")

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // command is one subcommand.
@@ -28,16 +30,20 @@ usage:
 %s
 The store is a DynamoDB table (--table, or IDEMPOTENCY_TABLE; the SDK's
 configuration: --profile, --region, AWS_ENDPOINT_URL_DYNAMODB) or Redis or
-Valkey (--redis URL, --cluster). 'retrysafe help COMMAND' lists a command's
-flags.
+Valkey (--redis URL, --cluster). Each request to it has a timeout
+(--request-timeout), and the command a deadline (--timeout). Tables fit
+the terminal, or 120 columns (-o wide: whole; -o json: for scripts).
+'retrysafe help COMMAND' lists a command's flags.
 
 exit codes:
-  0  success
-  1  the store failed, or does not hold what the flags describe
-  2  usage: a bad flag, an event that is not JSON, a bad expression
-  3  no record: none for the key, or the library keeps none for the event
-  4  refused: nothing was released (the record changed, it is completed
-     and --force was not given, or the answer was not yes)
+  0    success
+  1    the store failed, did not answer in time, or does not hold what the
+       flags describe
+  2    usage: a bad flag, an event that is not JSON, a bad expression
+  3    no record: none for the key, or the library keeps none for the event
+  4    refused: nothing was released (the record changed, it is completed
+       and --force was not given, or the answer was not yes)
+  130  interrupted (Ctrl-C)
 `
 
 // run runs the command line args (without the program name) and returns
@@ -66,6 +72,11 @@ func run(ctx context.Context, e *env, args []string) (code int) {
 	for _, c := range commands {
 		if c.name == name {
 			err := c.run(ctx, e, args)
+			if err != nil && errors.Is(context.Cause(ctx), errInterrupted) {
+				// What failed failed because of the interrupt, which the
+				// terminal shows: nothing to add.
+				return exitInterrupted
+			}
 			if err != nil {
 				fmt.Fprintf(e.stderr, "retrysafe %s: %v\n", c.name, err)
 			}
@@ -100,7 +111,11 @@ func (c *command) run(ctx context.Context, e *env, args []string) error {
 			return nil
 		}
 		if err != nil {
-			return usageError("%v (see 'retrysafe help %s')", err, c.name)
+			msg := dashed(err.Error())
+			if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok && flagHints[name] != "" {
+				msg += ": " + flagHints[name]
+			}
+			return usageError("%s (see 'retrysafe help %s')", msg, c.name)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -114,12 +129,74 @@ func (c *command) run(ctx context.Context, e *env, args []string) error {
 }
 
 func (c *command) help(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: retrysafe %s [flags] %s\n\n%s\n", c.name, c.args, c.summary)
+	fmt.Fprintf(w, "usage: retrysafe %s\n\n%s\n", strings.TrimSpace(c.name+" [flags] "+c.args), c.summary)
 	if c.about != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.about))
 	}
 	fmt.Fprintf(w, "\nflags:\n")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	printFlags(w, fs)
+}
+
+// flagHints say where a flag that a command lacks belongs.
+var flagHints = map[string]string{
+	"function":    "the function of key's default prefix; the function in the partition key value of records under a sort key is --pk-function",
+	"pk-function": "the function in the partition key value of records under a sort key (get, ls, stats, release); key's default prefix takes --function",
+}
+
+// aliases are the flags that are another flag's second name.
+var aliases = map[string]string{"output": "o"}
+
+// printFlags writes the flags of fs as flag.PrintDefaults does, but with
+// the two dashes of the docs before names longer than a letter (the flag
+// package takes one dash or two alike), and each alias with its flag.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	names := map[string][]string{}
+	for alias, name := range aliases {
+		names[name] = append(names[name], alias)
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := aliases[f.Name]; ok {
+			return
+		}
+		var b strings.Builder
+		b.WriteString("  " + flagName(f.Name))
+		for _, alias := range names[f.Name] {
+			b.WriteString(", " + flagName(alias))
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		if arg != "" {
+			b.WriteString(" " + arg)
+		}
+		def := f.DefValue
+		if g, ok := f.Value.(flag.Getter); ok {
+			if d, ok := g.Get().(time.Duration); ok {
+				def = duration(d)
+			}
+		}
+		switch def {
+		case "", "0", "0s", "false":
+		default:
+			usage += " (default " + def + ")"
+		}
+		b.WriteString("\n    \t" + strings.Join(wrapText(usage, 72), "\n    \t"))
+		fmt.Fprintln(w, b.String())
+	})
+}
+
+// flagName returns name as the docs write it: -o, --table.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// flagInMessage is a flag's name in the flag package's messages, which
+// write it with one dash.
+var flagInMessage = regexp.MustCompile(`(^|[ :])-([A-Za-z][A-Za-z0-9-]+)`)
+
+// dashed returns a message of the flag package with the flags' names as
+// the docs write them.
+func dashed(msg string) string {
+	return flagInMessage.ReplaceAllString(msg, "$1--$2")
 }

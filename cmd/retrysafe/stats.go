@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -15,7 +17,8 @@ var statsCommand = &command{
 	summary: "count records by status and state; show the oldest in progress",
 	about: `It reads every record (whose key starts with --prefix), page by page, at
 --rate requests a second at most, with progress on stderr when it is a
-terminal.`,
+terminal. The age of the oldest record in progress is its expiry less
+--expiry (see 'retrysafe help ls').`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		sf := &storeFlags{}
 		sf.register(fs)
@@ -29,6 +32,8 @@ terminal.`,
 			if err := scan.check(); err != nil {
 				return err
 			}
+			ctx, cancel := sf.deadline(ctx)
+			defer cancel()
 			st, err := sf.open(ctx, e)
 			if err != nil {
 				return err
@@ -43,27 +48,33 @@ terminal.`,
 var statesShown = []state{stateInProgress, stateStuck, stateCompleted, stateExpired, stateOther}
 
 func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags) error {
-	now := e.now()
 	byStatus := map[string]int{}
 	byState := map[string]int{}
-	var oldest *persistence.Record
-	total, err := scan.scan(ctx, e, st, func(rec *persistence.Record) error {
+	var inProgress []*persistence.Record
+	total, err := scan.scan(ctx, e, st, func(rec *persistence.Record, now time.Time) error {
 		byStatus[string(rec.Status)]++
 		byState[stateOf(rec, now).id]++
-		// The earliest expiry was written first, whatever the expiry.
-		if rec.Status == persistence.StatusInProgress && (oldest == nil || rec.ExpiresAt.Before(oldest.ExpiresAt) ||
-			rec.ExpiresAt.Equal(oldest.ExpiresAt) && rec.Key < oldest.Key) {
-			oldest = rec
+		if rec.Status == persistence.StatusInProgress {
+			inProgress = append(inProgress, rec)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	now := e.now() // after every record was read: none was written later
+	var oldest *persistence.Record
+	if len(inProgress) > 0 {
+		oldest = slices.MinFunc(inProgress, writeOrder(scan.expiry, now))
+	}
+	written, expiry := time.Time{}, time.Duration(0)
+	if oldest != nil {
+		written, expiry = writtenAt(oldest, scan.expiry, now)
+	}
 	if out.json {
 		var o *recordJSON
 		if oldest != nil {
-			o = toJSON(oldest, now, writtenAt(oldest, scan.expiry, now))
+			o = toJSON(oldest, now, written)
 		}
 		return writeJSON(e.stdout, struct {
 			Records          int            `json:"records"`
@@ -72,7 +83,8 @@ func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags)
 			OldestInProgress *recordJSON    `json:"oldest_in_progress"`
 		}{total, byStatus, byState, o})
 	}
-	t := newTable(e.stdout)
+	t := newTable(e.stdout, e.tableWidth(out))
+	t.wrap = true
 	t.row("STATE", "RECORDS", "STATUS", "MEANING")
 	for _, s := range statesShown {
 		n := byState[s.id]
@@ -87,11 +99,11 @@ func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags)
 	}
 	if oldest != nil {
 		fmt.Fprintf(e.stdout, "\noldest in progress (of %d):\n", byStatus[string(persistence.StatusInProgress)])
-		t := newTable(e.stdout)
+		t := newTable(e.stdout, e.tableWidth(out))
 		t.row("  key", oldest.Key)
 		t.row("  state", stateOf(oldest, now).name)
-		if w := writtenAt(oldest, scan.expiry, now); !w.IsZero() {
-			t.row("  written", when(w, now)+", for an expiry of "+duration(scan.expiry))
+		if !written.IsZero() {
+			t.row("  written", when(written, now)+", for an expiry of "+duration(expiry))
 		}
 		t.row("  in progress until", when(oldest.InProgressExpiresAt, now))
 		return t.flush()

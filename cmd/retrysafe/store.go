@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"time"
 
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
@@ -25,50 +27,84 @@ type store struct {
 	// they are.
 	explain func(error) error
 	close   func() error
+	// requestTimeout and timeout are the flags' limits, for messages.
+	requestTimeout, timeout time.Duration
 }
 
 // Get reads the record for key: persistence.ErrNotFound without one.
 func (s *store) Get(ctx context.Context, key string) (*persistence.Record, error) {
 	rec, err := s.get(ctx, key)
-	return rec, s.explained(err)
+	return rec, s.explained(ctx, err)
 }
 
 // List calls page with the records whose key starts with prefix, a page
 // at a time, without their responses.
 func (s *store) List(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
-	return s.explained(s.list(ctx, prefix, pageSize, page))
+	return s.explained(ctx, s.list(ctx, prefix, pageSize, page))
 }
 
 // DeleteRecord deletes the record seen if it is still that record:
 // persistence.ErrChanged otherwise, persistence.ErrNotFound when it is
 // gone.
 func (s *store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
-	return s.explained(s.del(ctx, seen))
+	return s.explained(ctx, s.del(ctx, seen))
 }
 
 func (s *store) String() string { return s.name }
 
 func (s *store) Close() error { return s.close() }
 
-func (s *store) explained(err error) error {
+func (s *store) explained(ctx context.Context, err error) error {
 	var f *failure
 	switch {
 	case err == nil, errors.Is(err, persistence.ErrNotFound), errors.Is(err, persistence.ErrChanged), errors.As(err, &f):
 		return err
 	}
+	if t := timedOut(ctx, s.name, err, s.requestTimeout, s.timeout); t != nil {
+		return t
+	}
 	return s.explain(err)
 }
+
+// timedOut returns the failure of a request to the store named name that
+// ended with err, when it ended because the command's deadline passed or
+// the store did not answer in time; nil otherwise. The SDKs' own messages
+// for these (attempts, URLs, a canceled request) say less than the flag
+// that sets the limit.
+func timedOut(ctx context.Context, name string, err error, requestTimeout, timeout time.Duration) error {
+	var netErr net.Error
+	switch {
+	case errors.Is(context.Cause(ctx), errTimeout):
+		return fail(exitStore, "%s: not done within %s, the --timeout (0 for no limit)", name, duration(timeout))
+	case ctx.Err() == nil && (errors.As(err, &netErr) && netErr.Timeout() || errors.Is(err, context.DeadlineExceeded)):
+		return fail(exitStore, "%s: no answer within %s, the --request-timeout: check the address, "+
+			"and what is between (a port forward, a proxy, a VPN)", name, duration(requestTimeout))
+	}
+	return nil
+}
+
+// errTimeout is the cause of the context of a command past its --timeout.
+var errTimeout = errors.New("the command's deadline passed")
 
 // storeFlags are the flags that name a store and its layout: those of
 // the store's options in the function that writes the records.
 type storeFlags struct {
-	table, redisURL                        string
-	cluster                                bool
-	profile, region                        string
-	keyAttr, sortKeyAttr, staticPK, fnName string
-	redisPrefix                            string
-	attrs                                  []string // by attrNames
+	table, redisURL                          string
+	cluster                                  bool
+	profile, region                          string
+	keyAttr, sortKeyAttr, staticPK, pkFnName string
+	redisPrefix                              string
+	attrs                                    []string // by attrNames
+	requestTimeout, timeout                  time.Duration
 }
+
+// The default limits of the flags --request-timeout and --timeout: a
+// store answers in milliseconds; a scan of a large table, at its --rate,
+// takes minutes.
+const (
+	defaultRequestTimeout = 5 * time.Second
+	defaultTimeout        = 10 * time.Minute
+)
 
 // attrNames are the attributes (DynamoDB) or hash fields (Redis) of a
 // record, in the order of storeFlags.attrs, with where each goes in the
@@ -97,10 +133,13 @@ func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.keyAttr, "key-attr", "", "the table's partition key `attribute` (store default id)")
 	fs.StringVar(&s.sortKeyAttr, "sort-key-attr", "", "the table's sort key `attribute`, when records share a table (Options.SortKeyAttr)")
 	fs.StringVar(&s.staticPK, "static-pk", "", "with a sort key, the partition key `value` of the records (default idempotency#<function>)")
-	fs.StringVar(&s.fnName, "function", "", "with a sort key, the Lambda function `name` in the default partition key value (default $AWS_LAMBDA_FUNCTION_NAME)")
+	fs.StringVar(&s.pkFnName, "pk-function", "", "with a sort key, the Lambda function `name` in the default partition key value, idempotency#<name> (default $AWS_LAMBDA_FUNCTION_NAME)")
 	fs.StringVar(&s.redisURL, "redis", "", "the Redis or Valkey `URL` (redis://, rediss:// for TLS), instead of a table")
 	fs.BoolVar(&s.cluster, "cluster", false, "the Redis URL is a cluster's (redis://host:port?addr=host2:port...)")
 	fs.StringVar(&s.redisPrefix, "redis-prefix", "", "the `prefix` of the records' Redis keys (Options.KeyPrefix)")
+	fs.DurationVar(&s.requestTimeout, "request-timeout", defaultRequestTimeout, "give up on a request the store does not answer within `duration` "+
+		"(each attempt, of the SDK's three for DynamoDB)")
+	fs.DurationVar(&s.timeout, "timeout", defaultTimeout, "give up when the store's requests take longer than `duration` in all; 0 for no limit")
 	s.attrs = make([]string, len(attrNames))
 	for i, a := range attrNames {
 		fs.StringVar(&s.attrs[i], a.flag, "", "the `name` of "+a.what+", when the store's options rename it")
@@ -109,6 +148,12 @@ func (s *storeFlags) register(fs *flag.FlagSet) {
 
 // open opens the store the flags name.
 func (s *storeFlags) open(ctx context.Context, e *env) (*store, error) {
+	switch {
+	case s.requestTimeout <= 0:
+		return nil, usageError("--request-timeout %v: want more than 0", s.requestTimeout)
+	case s.timeout < 0:
+		return nil, usageError("--timeout %v: want 0 (no limit) or more", s.timeout)
+	}
 	table := s.table
 	if table == "" && s.redisURL == "" {
 		table = e.getenv("IDEMPOTENCY_TABLE")
@@ -122,12 +167,21 @@ func (s *storeFlags) open(ctx context.Context, e *env) (*store, error) {
 		}
 		return openDynamoDB(ctx, e, s, table)
 	case s.redisURL != "":
-		if s.keyAttr != "" || s.sortKeyAttr != "" || s.staticPK != "" || s.fnName != "" || s.profile != "" || s.region != "" {
-			return nil, usageError("--key-attr, --sort-key-attr, --static-pk, --function, --profile and --region are for DynamoDB; a Redis URL is Redis")
+		if s.keyAttr != "" || s.sortKeyAttr != "" || s.staticPK != "" || s.pkFnName != "" || s.profile != "" || s.region != "" {
+			return nil, usageError("--key-attr, --sort-key-attr, --static-pk, --pk-function, --profile and --region are for DynamoDB; a Redis URL is Redis")
 		}
 		return openRedis(ctx, s)
 	}
 	return nil, usageError("no store: give --table (or set IDEMPOTENCY_TABLE) or --redis")
+}
+
+// deadline returns ctx with the deadline of --timeout: the time the
+// store's requests may take in all, from now.
+func (s *storeFlags) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout == 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, s.timeout, errTimeout)
 }
 
 // attrHint names the flags that rename attributes, for messages about

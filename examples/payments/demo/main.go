@@ -3,11 +3,12 @@
 // Interface Emulator, as four execution environments, against dynalite.
 // It plays a scripted scenario, prints what happened as a table, and exits
 // with status 1 if anything was not as expected. Its last two steps show
-// what transactions change; the second needs DynamoDB Local (make
-// dynamodb-local, and Java), and is skipped when it is not installed.
+// what transactions change; the second runs on DynamoDB Local, which runs
+// on Java: without Java, or DynamoDB Local, it is skipped, and the demo
+// says what to install.
 //
-// Run it with `make demo`, which installs dynalite first, or, with
-// dynalite installed (npm ci),
+// Run it with `make demo`, which installs dynalite and DynamoDB Local
+// first, or, with them installed (npm ci, make dynamodb-local),
 //
 //	go run ./examples/payments/demo [-v]
 //
@@ -23,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -130,6 +132,9 @@ func run(ctx context.Context, out io.Writer, verbose bool) (bool, error) {
 	if err := tw.Flush(); err != nil {
 		return false, err
 	}
+	for _, n := range d.notes {
+		fmt.Fprintf(out, "\n%s\n", n)
+	}
 
 	charges, err := stack.Ledger(ctx)
 	if err != nil {
@@ -178,8 +183,10 @@ type demo struct {
 	run       string   // makes the keys of this run unique
 	keys      []string // the keys that must have been charged once each
 	rows      []row
-	// skipped marks the rows of steps that cannot run here.
+	// skipped marks the rows of steps that cannot run here, and notes say
+	// what they need.
 	skipped map[int]bool
+	notes   []string
 	ok      bool
 	n       int // round-robin over the environments
 }
@@ -402,9 +409,12 @@ func (d *demo) transactions() {
 
 	srv, err := dynamodblocal.StartContext(d.ctx)
 	if errors.Is(err, dynamodblocal.ErrUnavailable) {
+		step := len(d.rows) + 1
 		d.skipped = map[int]bool{len(d.rows): true}
+		got, note := unavailable(err)
 		d.add(row{"POST " + short(req.Key) + " killed after its ledger entry, retried (staged in the completion, DynamoDB Local)",
-			"504, ledger 0; retry 201, ledger 1", "DynamoDB Local is not installed (make dynamodb-local, and Java)", true})
+			"504, ledger 0; retry 201, ledger 1", got, true})
+		d.notes = append(d.notes, fmt.Sprintf("Step %d was skipped: %s", step, note))
 		return
 	}
 	if err != nil {
@@ -414,6 +424,21 @@ func (d *demo) transactions() {
 	defer srv.Stop()
 	d.afterLedger("staged in the completion, DynamoDB Local", srv, true, req, 1,
 		"504, ledger 0; retry 201, ledger 1")
+}
+
+// unavailable says, for the table and in a note, what the transactions
+// step needs that is not installed: Java, to run DynamoDB Local, or
+// DynamoDB Local itself, as err (from dynamodblocal.StartContext) details.
+func unavailable(err error) (got, note string) {
+	if _, javaErr := exec.LookPath("java"); javaErr != nil {
+		return "skipped: no Java (see below)",
+			"DynamoDB Local, the server of the transactions, runs on Java 11 or later, which is not installed. " +
+				"Install Java (`apt-get install default-jre-headless` on Debian or Ubuntu, `brew install openjdk` on macOS), " +
+				"and make demo runs the step."
+	}
+	return "skipped: no DynamoDB Local (see below)",
+		"DynamoDB Local, the server of the transactions, is not installed: `make demo` installs it (make dynamodb-local). " +
+			"(" + strings.TrimPrefix(err.Error(), dynamodblocal.ErrUnavailable.Error()+": ") + ")"
 }
 
 // afterLedger plays the transactions step on srv: the killed request, then
