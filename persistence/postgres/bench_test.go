@@ -87,7 +87,8 @@ func BenchmarkStore(b *testing.B) {
 // (server-cpu-ns/op, from /proc, in clock ticks of 10 ms summed over the
 // run), and the statements per operation. FirstCallRatio and ReplayRatio
 // run the two alternately and report the library's CPU time over the
-// floor's (cpu-ratio, server-cpu-ratio):
+// floor's, in this process (cpu-ratio; the server's clock ticks are too
+// coarse to tell one operation's):
 //
 //	go test -run '^$' -bench Floor -cpu 1 -count 6 ./ | benchstat -
 //
@@ -224,25 +225,19 @@ func BenchmarkFloor(b *testing.B) {
 	// in the machine's load during the run weighs on both alike.
 	ratio := func(bare, lib, prepare func()) func(b *testing.B) {
 		return func(b *testing.B) {
-			var cpu, server [2]time.Duration
-			n := 0
+			var cpu [2]time.Duration
 			for b.Loop() {
 				for i, op := range [2]func(){bare, lib} {
 					if prepare != nil {
 						prepare()
 					}
-					start, startServer := processCPU(), serverCPU(backend)
+					start := processCPU()
 					op()
 					cpu[i] += processCPU() - start
-					server[i] += serverCPU(backend) - startServer
 				}
-				n++
 			}
 			if cpu[0] > 0 {
 				b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
-			}
-			if server[0] > 0 {
-				b.ReportMetric(float64(server[1])/float64(server[0]), "server-cpu-ratio")
 			}
 		}
 	}
