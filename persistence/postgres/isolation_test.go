@@ -1,11 +1,14 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -25,11 +28,24 @@ const (
 )
 
 // raceSetup returns a store on a pool with a connection for every racer,
-// opened before the race.
-func raceSetup(t *testing.T) *postgres.Store {
+// opened before the race, at the isolation level the sessions have by
+// default, or at isolation when given.
+func raceSetup(t *testing.T, isolation ...string) *postgres.Store {
 	t.Helper()
 	url := newDatabase(t)
-	pool := newPool(t, url, func(c *pgxpool.Config) { c.MaxConns, c.MinConns = racers, racers })
+	pool := newPool(t, url, func(c *pgxpool.Config) {
+		c.MaxConns, c.MinConns = racers, racers
+		if len(isolation) > 0 {
+			c.ConnConfig.RuntimeParams["default_transaction_isolation"] = isolation[0]
+		}
+	})
+	var level string
+	require.NoError(t, pool.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level))
+	want := "read committed"
+	if len(isolation) > 0 {
+		want = isolation[0]
+	}
+	require.Equal(t, want, level)
 	require.NoError(t, postgres.CreateTable(t.Context(), pool, "idempotency"))
 	require.Eventually(t, func() bool { return pool.Stat().TotalConns() == racers }, time.Minute, 10*time.Millisecond)
 	return newStore(t, pool)
@@ -211,5 +227,87 @@ func TestRepeatedWritesRace(t *testing.T) {
 				require.True(t, errors.Is(err, persistence.ErrNotFound), "Get after release: %v", err)
 			}
 		}
+	}
+}
+
+// TestReservationsWaitForTheHolder: reservations of a key whose
+// reservation (a takeover of a lapsed record, or the insert of a new key)
+// is not committed yet wait for it, then see it. At READ COMMITTED each
+// is a conflict: carrying the winner's record when it took an existing
+// row over, and without it when it inserted the key (no version of the
+// row is in the waiting statements' snapshots; the caller then reads it
+// with Get). At REPEATABLE READ each fails with a serialization failure
+// instead: an error, never a second reservation.
+func TestReservationsWaitForTheHolder(t *testing.T) {
+	for _, tc := range []struct {
+		isolation string
+		takeover  bool // of a lapsed record, else the insert of a new key
+		want      string
+	}{
+		{"read committed", true, "conflict with the record"},
+		{"read committed", false, "conflict without the record"},
+		{"repeatable read", true, "serialization failure"},
+		{"repeatable read", false, "serialization failure"},
+	} {
+		name := strings.ReplaceAll(tc.isolation, " ", "_") + "/new_key"
+		if tc.takeover {
+			name = strings.ReplaceAll(tc.isolation, " ", "_") + "/takeover"
+		}
+		t.Run(name, func(t *testing.T) {
+			pool := newPool(t, newDatabase(t), func(c *pgxpool.Config) {
+				c.MaxConns = racers
+				c.ConnConfig.RuntimeParams["default_transaction_isolation"] = tc.isolation
+			})
+			ctx := t.Context()
+			require.NoError(t, postgres.CreateTable(ctx, pool, "idempotency"))
+			store := newStore(t, pool)
+			now := testNow()
+			key := newKey()
+			if tc.takeover {
+				old := inProgress(key, now.Add(-time.Minute))
+				old.InProgressExpiresAt = now.Add(-time.Second)
+				require.NoError(t, store.Put(ctx, old, now.Add(-time.Minute)))
+			}
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(context.Background())
+			winner := inProgress(key, now)
+			require.NoError(t, newStore(t, tx).Put(ctx, winner, now))
+
+			waiting := racers - 2 // the transaction's connection, and one to watch
+			results := make(chan error, waiting)
+			for range waiting {
+				go func() { results <- store.Put(ctx, inProgress(key, now), now) }()
+			}
+			require.Eventually(t, func() bool {
+				var n int
+				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+				return err == nil && n == waiting
+			}, time.Minute, 10*time.Millisecond, "the reservations do not all wait for the transaction")
+			require.NoError(t, tx.Commit(ctx))
+
+			for range waiting {
+				err := <-results
+				var (
+					conflict *persistence.ConflictError
+					pgErr    *pgconn.PgError
+				)
+				switch tc.want {
+				case "conflict with the record":
+					require.ErrorAs(t, err, &conflict)
+					requireRecord(t, winner, conflict.Existing)
+				case "conflict without the record":
+					require.ErrorAs(t, err, &conflict)
+					require.Nil(t, conflict.Existing)
+				case "serialization failure":
+					require.ErrorAs(t, err, &pgErr)
+					require.Equal(t, "40001", pgErr.Code, "%v", err)
+				}
+			}
+			got, err := store.Get(ctx, key)
+			require.NoError(t, err)
+			requireRecord(t, winner, got)
+		})
 	}
 }
