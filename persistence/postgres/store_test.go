@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
 	"net"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/persistence"
@@ -281,4 +283,43 @@ func TestPrefixEnd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestConformanceLeastPrivilege runs the suite, the operator's methods
+// and the sweep as a role with the privileges the package documentation
+// lists, and no more.
+func TestConformanceLeastPrivilege(t *testing.T) {
+	url := newDatabase(t)
+	admin := newPool(t, url)
+	ctx := t.Context()
+	_, err := admin.Exec(ctx, `CREATE SCHEMA app`)
+	require.NoError(t, err)
+	require.NoError(t, postgres.CreateTable(ctx, admin, "idempotency", func(o *postgres.Options) { o.Schema = "app" }))
+	// Roles belong to the server, which other tests share.
+	role := "idempotency_writer_" + strings.ToLower(rand.Text()[:8])
+	for _, sql := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA app TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON app.idempotency TO ` + role,
+	} {
+		_, err := admin.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	pool := newPool(t, url, func(c *pgxpool.Config) { c.ConnConfig.User = role })
+	store := newStore(t, pool, func(o *postgres.Options) { o.Schema = "app" })
+	t.Run("Operators", func(t *testing.T) {
+		now := testNow()
+		rec := inProgress(newKey(), now)
+		require.NoError(t, store.Put(ctx, rec, now))
+		require.NoError(t, store.List(ctx, "test#", 0, func([]*persistence.Record) error { return nil }))
+		require.NoError(t, store.ListStuck(ctx, now, 0, func([]*persistence.Record) error { return nil }))
+		_, err := store.Sweep(ctx, now, 10)
+		require.NoError(t, err)
+		got, err := store.Get(ctx, rec.Key)
+		require.NoError(t, err)
+		require.NoError(t, store.DeleteRecord(ctx, got))
+		// CreateTable needs CREATE on the schema, which the role lacks.
+		require.ErrorContains(t, postgres.CreateTable(ctx, pool, "other", func(o *postgres.Options) { o.Schema = "app" }), "permission denied")
+	})
+	storetest.Run(t, func(*testing.T) persistence.Store { return store })
 }
