@@ -172,14 +172,15 @@
 //
 // # Privileges
 //
-// The store's role needs, on the table: SELECT, INSERT, UPDATE and
-// DELETE (UPDATE also for the locking reads); and USAGE on its schema.
-// CreateTable additionally needs CREATE on the schema. The operator's
-// reads and release (List, ListStuck, DeleteRecord) and Sweep need SELECT
-// and DELETE, and UPDATE for DeleteRecord's locking read:
+// The store's role needs, on the table, SELECT, INSERT, UPDATE and
+// DELETE (UPDATE also for the locking reads), and USAGE on its schema:
 //
 //	GRANT USAGE ON SCHEMA app TO idempotency_writer;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON app.idempotency TO idempotency_writer;
+//
+// CreateTable additionally needs CREATE on the schema. An operator's role
+// needs SELECT for Get, List and ListStuck; DeleteRecord and Sweep need
+// SELECT, DELETE and UPDATE (their row locks: FOR SHARE, FOR UPDATE).
 //
 // # Responses
 //
