@@ -134,13 +134,16 @@
 // other stores do (docs/protocol.md, The clock): expiration < now in
 // seconds, in_progress_expiration < now in milliseconds, now rounded up
 // so that the comparisons are exactly Live's. PostgreSQL's now() is not
-// used: it is the server's clock, which would make the store decide
+// used, for two reasons. It is the server's clock: the store would decide
 // expiry differently from the library, which checks the record a
-// conflict returns with Live and its own clock; and it is the time the
-// transaction started, which in CompleteTx's transaction can be long
-// before the completion. The protocol then holds as for the other stores:
-// callers whose clocks agree within the margin of their deadlines and
-// leases.
+// conflict returns with Live and the caller's clock (a record that the
+// server's clock holds live and the caller's does not would be a conflict
+// the library retries until it gives up), and differently from the other
+// stores, for which the protocol and its model are written. And it is the
+// time the transaction started, which in CompleteTx's transaction can be
+// long before the completion. The protocol then holds as for the other
+// stores: for callers whose clocks agree within the margin of their
+// deadlines and leases.
 //
 // # Sweep
 //

@@ -323,3 +323,22 @@ func TestConformanceLeastPrivilege(t *testing.T) {
 	})
 	storetest.Run(t, func(*testing.T) persistence.Store { return store })
 }
+
+// TestConformanceQueryExecModes runs the suite with pgx's modes that
+// prepare no statement, as behind PgBouncer in transaction mode.
+func TestConformanceQueryExecModes(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := &counter{}
+			pool := newPool(t, newDatabase(t), counted(c), func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+			require.NoError(t, postgres.CreateTable(t.Context(), pool, "idempotency"))
+			store := newStore(t, pool)
+			t.Cleanup(func() {
+				if n := c.prepares.Load(); n != 0 {
+					t.Errorf("%d statements prepared in mode %s", n, mode)
+				}
+			})
+			storetest.Run(t, func(*testing.T) persistence.Store { return store })
+		})
+	}
+}
