@@ -7,11 +7,11 @@ GOFLAGS ?=
 .PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos dynamodb-local
 
 # MODULES are the modules of the repository besides the library's own (the
-# root): the examples, the comparison, the OpenTelemetry observer and the
-# operator's command, each with a go.mod of its own so that the library's
-# go.mod requires only what the library needs. The CDK
+# root): the examples, the comparison, the OpenTelemetry observer, the
+# operator's command and the PostgreSQL store, each with a go.mod of its
+# own so that the library's go.mod requires only what the library needs. The CDK
 # app (examples/cdk) is a module too, tested apart (test-cdk).
-MODULES := examples bench/compare otel cmd/retrysafe
+MODULES := examples bench/compare otel cmd/retrysafe persistence/postgres
 
 # GO_MIN is the oldest Go the library supports, the go directive of go.mod.
 # test-go1.25 runs the library's tests with it, fetched through the module

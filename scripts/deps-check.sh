@@ -6,8 +6,8 @@
 #   - concrete stores never import the core;
 #   - no package of the library links the testing package (the conformance
 #     suite, persistence/storetest, excepted), nor imports unsafe;
-#   - the library's go.mod requires no OpenTelemetry: the otel module, which
-#     follows the rule above too, does.
+#   - the library's go.mod requires no OpenTelemetry and no pgx: the otel
+#     and persistence/postgres modules, which follow the rules above too, do.
 # The library is every package of the root module but the test harness in
 # internal/testing.
 set -euo pipefail
@@ -50,6 +50,20 @@ if go -C otel list -deps ./ | grep -qx testing; then
 fi
 if go -C otel list -f '{{join .Imports "\n"}}' ./ | grep -qx unsafe; then
 	echo "the otel module must not import unsafe"; fail=1
+fi
+# The PostgreSQL store, a module of its own, follows the stores' rules.
+pg=persistence/postgres
+if bad=$(go -C $pg list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./ | grep -E "^$module/idempotency"); then
+	echo "$pg must not import the core, but imports:"; echo "$bad"; fail=1
+fi
+if go -C $pg list -deps ./ | grep -qx testing; then
+	echo "$pg must not link the testing package"; fail=1
+fi
+if go -C $pg list -f '{{join .Imports "\n"}}' ./ | grep -qx unsafe; then
+	echo "$pg must not import unsafe"; fail=1
+fi
+if grep -q "jackc/pgx" go.mod; then
+	echo "the library's go.mod must not require pgx (the $pg module does)"; fail=1
 fi
 [ "$fail" = 0 ] && echo "deps-check: import rules hold"
 exit "$fail"

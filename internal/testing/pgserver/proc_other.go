@@ -1,0 +1,16 @@
+//go:build !unix
+
+package pgserver
+
+import "os/exec"
+
+// Where there are no unix credentials and signals, the server runs as the
+// current user and is killed outright.
+
+func setCredential(*exec.Cmd, *credential) {}
+
+func setProcAttr(*exec.Cmd) {}
+
+func quit(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+
+func kill(cmd *exec.Cmd) { _ = cmd.Process.Kill() }

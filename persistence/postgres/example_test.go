@@ -1,0 +1,103 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/postgres"
+)
+
+// A handler made idempotent with records in PostgreSQL. It needs a server
+// at DATABASE_URL.
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	// Or take postgres.Schema into a migration.
+	if err := postgres.CreateTable(ctx, pool, "idempotency"); err != nil {
+		log.Fatal(err)
+	}
+	store, err := postgres.New(pool, "idempotency")
+	if err != nil {
+		log.Fatal(err)
+	}
+	charge := func(ctx context.Context, p payment) (chargeResult, error) {
+		return chargeResult{ChargeID: "ch_1", Amount: p.Amount}, nil
+	}
+	pay, err := idempotency.Wrap(charge, store, idempotency.WithKey("order_id"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, _ = pay(ctx, payment{OrderID: "ord_1", Amount: 4200})
+}
+
+// A handler's own write and the completion of its key, in one
+// transaction: both commit, or neither.
+func ExampleStore_CompleteTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := postgres.New(pool, "idempotency")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// rec is the caller's reservation, completed with the handler's result.
+	var rec *persistence.Record
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback(ctx) // after Commit, does nothing
+	if _, err := tx.Exec(ctx, `INSERT INTO ledger (charge, amount) VALUES ($1, $2)`, "ch_1", 4200); err != nil {
+		log.Fatal(err)
+	}
+	switch err := store.CompleteTx(ctx, tx, rec); {
+	case err == nil:
+		if err := tx.Commit(ctx); err != nil { // the charge and the completion
+			log.Print(err) // committed or not: a lost reply does not say
+		}
+	case errors.Is(err, postgres.ErrAlreadyCompleted):
+		// An earlier attempt committed both: roll this one back.
+	case errors.Is(err, persistence.ErrFenced):
+		// Another call holds the key now: roll back the charge.
+	}
+}
+
+// The expiry sweep, as a scheduled job: PostgreSQL has no TTL.
+func ExampleStore_Sweep() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := postgres.New(pool, "idempotency")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range time.Tick(time.Minute) {
+		for {
+			n, err := store.Sweep(ctx, time.Now(), 1000)
+			if err != nil {
+				log.Print(err)
+			}
+			if err != nil || n < 1000 {
+				break
+			}
+		}
+	}
+}

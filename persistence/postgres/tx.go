@@ -1,0 +1,55 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// ErrAlreadyCompleted is returned (wrapped) by CompleteTx when the record
+// is the caller's own, completed already: an earlier attempt committed
+// its completion, and the writes that went with it. Roll the transaction
+// back: its writes would apply a second time.
+var ErrAlreadyCompleted = errors.New("persistence/postgres: the caller's completion is committed already; roll back")
+
+// CompleteTx runs the completion of rec (rec.Status is
+// persistence.StatusCompleted) in tx, the transaction of the handler's
+// own writes, so that the completion and those writes commit together, or
+// neither does. It is the building block of a completion in the same
+// transaction as a handler's side effect in the same database: the
+// statement is Update's, fenced on the token and the in-progress status
+// (docs/protocol.md, commit).
+//
+// It returns nil when the completion applied in tx: commit tx to make it,
+// and the handler's writes, durable. It returns an error wrapping
+// persistence.ErrFenced when the record is not the caller's reservation
+// (taken over, released or never written), and one wrapping
+// ErrAlreadyCompleted when the caller's own completion is there already.
+// Either way it wrote nothing, but tx holds the handler's writes: roll it
+// back. Any other error leaves tx failed (PostgreSQL aborts a transaction
+// whose statement failed): roll it back. With Options.MaxResponseSize, it
+// returns persistence.ErrResponseOmitted when it completed the record
+// without its response: the completion applied, commit.
+//
+// From the completion to the end of tx, tx holds the record's row lock:
+// a reservation of the key, a renewal and a release wait for the commit
+// or rollback, and then see its outcome. Keep the rest of tx short.
+//
+// The completion needs READ COMMITTED, PostgreSQL's default, for tx. At
+// REPEATABLE READ or SERIALIZABLE, a renewal of the lease committed after
+// tx's first statement makes the completion fail with a serialization
+// failure (SQLSTATE 40001): tx cannot update a row changed since its
+// snapshot.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, rec *persistence.Record) error {
+	if tx == nil {
+		return errors.New("persistence/postgres: CompleteTx: nil transaction")
+	}
+	if rec.Status != persistence.StatusCompleted {
+		return fmt.Errorf("persistence/postgres: CompleteTx %q: status %s, want %s", rec.Key, rec.Status, persistence.StatusCompleted)
+	}
+	return s.update(ctx, tx, "complete in transaction", rec, true)
+}
