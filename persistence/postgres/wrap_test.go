@@ -42,9 +42,9 @@ func (h *handler) charge(_ context.Context, p payment) (chargeResult, error) {
 	return chargeResult{ChargeID: fmt.Sprintf("ch_%s_%d", p.OrderID, n), Amount: p.Amount}, nil
 }
 
-func wrap(t testing.TB, h func(context.Context, payment) (chargeResult, error), store persistence.Store, opts ...idempotency.Option) func(context.Context, payment) (chargeResult, error) {
+func wrap(t testing.TB, h func(context.Context, payment) (chargeResult, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, payment) (chargeResult, error) {
 	t.Helper()
-	opts = append([]idempotency.Option{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("payments")}, opts...)
+	opts = append([]idempotency.WrapOption{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("payments")}, opts...)
 	wrapped, err := idempotency.Wrap(h, store, opts...)
 	require.NoError(t, err)
 	return wrapped
