@@ -11,7 +11,7 @@ GOFLAGS ?=
 # operator's command and the PostgreSQL store, each with a go.mod of its
 # own so that the library's go.mod requires only what the library needs. The CDK
 # app (examples/cdk) is a module too, tested apart (test-cdk).
-MODULES := examples bench/compare otel cmd/retrysafe persistence/postgres
+MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres
 
 # GO_MIN is the oldest Go the library supports, the go directive of go.mod.
 # test-go1.25 runs the library's tests with it, fetched through the module

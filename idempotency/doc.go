@@ -24,7 +24,7 @@
 //     without the write. Calls with one key in one process share one
 //     reservation: the first asks the store, the others wait for its
 //     answer. A call that finds the key completed returns its stored
-//     result (or the recorded error, as a [*StoredError]); one that finds
+//     result (or the recorded error, as a [*RecordedError]); one that finds
 //     it held fails with [*InProgressError], unless [WithWait] lets it wait
 //     for the holder's outcome; one whose payload differs fails with
 //     [*PayloadMismatchError]. A store failure fails the call with
@@ -61,7 +61,7 @@
 //	new                reserve applied, the function ran, and its complete,  the function's, when recorded
 //	                   record an error or commit applied (or was done)
 //	replay             reserve found the key completed                       none, or *ResponseTooLargeError
-//	stored_error       reserve found the key completed with an error         *StoredError
+//	recorded_error       reserve found the key completed with an error         *RecordedError
 //	in_progress        reserve found the key held                            *InProgressError
 //	payload_mismatch   reserve found the key used with another payload       *PayloadMismatchError
 //	store_error        reserve, or the read after its conflict, failed       *StoreError
@@ -108,7 +108,7 @@
 //
 // The function's own errors are returned unchanged. The library's errors
 // are the pointer types [InProgressError], [PayloadMismatchError],
-// [KeyError], [StoreError], [StoredError], [ResponseTooLargeError],
+// [KeyError], [StoreError], [RecordedError], [ResponseTooLargeError],
 // [ReplayError], [ResponseEncodingError] and [CommitError], each matching
 // a sentinel with errors.Is. Lambda reports an error's type name as its
 // errorType, which Step Functions retry rules can match (for example,

@@ -29,9 +29,9 @@ var (
 	// ErrReplay: the stored response does not decode into the handler's
 	// result type.
 	ErrReplay = errors.New("idempotency: stored response cannot be replayed")
-	// ErrStoredError: the key completed with a recorded (permanent) error,
+	// ErrRecordedError: the key completed with a recorded (permanent) error,
 	// which is replayed.
-	ErrStoredError = errors.New("idempotency: replaying a recorded error")
+	ErrRecordedError = errors.New("idempotency: replaying a recorded error")
 	// ErrNotCommitted: the writes the function staged, and its result,
 	// were not committed (WithTransactions).
 	ErrNotCommitted = errors.New("idempotency: the function's writes were not committed")
@@ -194,22 +194,22 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrReplay) true.
 func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
 
-// StoredError is a handler error that was recorded instead of releasing the
+// RecordedError is a handler error that was recorded instead of releasing the
 // key (see Permanent and WithPermanentErrors), replayed to every retry. Its
 // message is the original error's, cut to MaxRecordedErrorMessage bytes;
 // Type is the original error's type name, as Lambda reports it. Use
 // WithErrorDecoder to turn it back into an error of your own.
-type StoredError struct {
+type RecordedError struct {
 	Key     string
 	Type    string
 	Message string
 }
 
 // Error implements error.
-func (e *StoredError) Error() string { return e.Message }
+func (e *RecordedError) Error() string { return e.Message }
 
-// Is makes errors.Is(err, ErrStoredError) true.
-func (e *StoredError) Is(target error) bool { return target == ErrStoredError }
+// Is makes errors.Is(err, ErrRecordedError) true.
+func (e *RecordedError) Is(target error) bool { return target == ErrRecordedError }
 
 // Permanent marks err as a failure that must not be retried: instead of
 // releasing the key, the library records the error and replays it to every

@@ -338,8 +338,8 @@ func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existin
 	c.observe(ctx, EventReplayed, nil)
 	switch {
 	case existing.ErrorType != "":
-		c.setOutcome(OutcomeStoredError)
-		stored := &StoredError{Key: c.key, Type: existing.ErrorType, Message: existing.ErrorMessage}
+		c.setOutcome(OutcomeRecordedError)
+		stored := &RecordedError{Key: c.key, Type: existing.ErrorType, Message: existing.ErrorMessage}
 		if g.cfg.decodeError != nil {
 			return Result{Record: existing}, g.cfg.decodeError(stored)
 		}

@@ -173,9 +173,9 @@ const (
 	// OutcomeReplay: a stored result was returned instead of running the
 	// function (also when it could not be replayed: Err says why).
 	OutcomeReplay Outcome = "replay"
-	// OutcomeStoredError: a recorded error was returned instead of
+	// OutcomeRecordedError: a recorded error was returned instead of
 	// running the function.
-	OutcomeStoredError Outcome = "stored_error"
+	OutcomeRecordedError Outcome = "recorded_error"
 	// OutcomeInProgress: another call holds the key (*InProgressError).
 	OutcomeInProgress Outcome = "in_progress"
 	// OutcomePayloadMismatch: the key was used with another payload.

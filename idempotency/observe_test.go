@@ -194,7 +194,7 @@ func TestObserverOutcomes(t *testing.T) {
 		store.Fault = nil
 		assert.Equal(t, idempotency.OutcomeHandlerError, outcome(t, h, t.Context(), o1, &ev))
 		assert.Equal(t, idempotency.OutcomeNew, outcome(t, h, t.Context(), o1, &ev), "a permanent error is stored")
-		assert.Equal(t, idempotency.OutcomeStoredError, outcome(t, h, t.Context(), o1, &ev))
+		assert.Equal(t, idempotency.OutcomeRecordedError, outcome(t, h, t.Context(), o1, &ev))
 		other := o1
 		other.Amount++
 		assert.Equal(t, idempotency.OutcomePayloadMismatch, outcome(t, h, t.Context(), other, &ev))

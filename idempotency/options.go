@@ -15,9 +15,12 @@ import (
 // Defaults of the options.
 const (
 	// DefaultExpiry is how long a completed key is remembered, as in
-	// Powertools. The HTTP adapters default to 24 hours instead
-	// (httpapi.DefaultExpiry).
+	// Powertools.
 	DefaultExpiry = time.Hour
+	// DefaultHTTPExpiry is how long the HTTP adapters and the retrying
+	// HTTP client remember a key instead: Stripe's 24 hours, what clients
+	// of an Idempotency-Key API expect.
+	DefaultHTTPExpiry = 24 * time.Hour
 	// DefaultLease is how long a reservation holds its key when the context
 	// has no deadline (servers, background jobs), unless renewed: the call
 	// renews it while its function runs, so a long call keeps its key, and
@@ -123,7 +126,7 @@ type settings struct {
 	expiry            time.Duration
 	responseHook      any // func(context.Context, Out, *persistence.Record) Out
 	isPermanent       func(error) bool
-	decodeError       func(*StoredError) error
+	decodeError       func(*RecordedError) error
 	lease             time.Duration
 	wait              time.Duration
 	transactions      bool
@@ -221,8 +224,8 @@ func WithRequireKey() KeyOption {
 }
 
 // WithExpiry sets how long a completed key is remembered: a retry after
-// that runs the handler again. Default [DefaultExpiry] (one hour; 24 hours
-// for the HTTP adapters). Choose it longer than your clients retry for.
+// that runs the handler again. Default [DefaultExpiry] (one hour;
+// [DefaultHTTPExpiry], 24 hours, for the HTTP adapters). Choose it longer than your clients retry for.
 func WithExpiry(d time.Duration) Option {
 	return option{spec{name: "WithExpiry", set: func(c *core.Config, s *settings) {
 		if d < time.Second {
@@ -280,7 +283,7 @@ func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *pers
 // WithPermanentErrors classifies handler errors. By default a handler error
 // releases the key, so a retry runs the handler again. An error for which
 // isPermanent returns true is recorded instead, and every retry receives it
-// again (as a [*StoredError], see [WithErrorDecoder]) without running the
+// again (as a [*RecordedError], see [WithErrorDecoder]) without running the
 // handler: use it for failures after the side effect started, or that a
 // retry cannot fix (a declined card). Errors wrapped with [Permanent] are
 // always recorded.
@@ -295,12 +298,12 @@ func WithPermanentErrors(isPermanent func(error) bool) Option {
 }
 
 // WithErrorDecoder turns a recorded error back into an error of your own
-// when it is replayed. Without it, retries receive the [*StoredError].
+// when it is replayed. Without it, retries receive the [*RecordedError].
 //
 // On Lambda, returning messages.InvokeResponse_Error{Type: se.Type,
 // Message: se.Message} (package github.com/aws/aws-lambda-go/lambda/messages)
 // makes Lambda report the original errorType to retries too.
-func WithErrorDecoder(decode func(*StoredError) error) Option {
+func WithErrorDecoder(decode func(*RecordedError) error) Option {
 	return option{spec{name: "WithErrorDecoder", set: func(c *core.Config, s *settings) {
 		if decode == nil {
 			c.Fail(fmt.Errorf("idempotency.WithErrorDecoder: nil function"))

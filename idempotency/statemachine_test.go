@@ -115,9 +115,9 @@ func TestPermanentErrorsAreRecordedAndReplayed(t *testing.T) {
 			require.Same(t, declined, err, "the first caller gets the handler's own error")
 
 			_, err = charge(t.Context(), o1)
-			var stored *idempotency.StoredError
+			var stored *idempotency.RecordedError
 			require.ErrorAs(t, err, &stored)
-			assert.ErrorIs(t, err, idempotency.ErrStoredError)
+			assert.ErrorIs(t, err, idempotency.ErrRecordedError)
 			assert.Equal(t, "declinedError", stored.Type)
 			assert.Equal(t, declined.Error(), stored.Message)
 			assert.Equal(t, declined.Error(), err.Error())
@@ -127,7 +127,7 @@ func TestPermanentErrorsAreRecordedAndReplayed(t *testing.T) {
 
 	t.Run("WithErrorDecoder", func(t *testing.T) {
 		c := counter{fail: func(int) error { return idempotency.Permanent(declined) }}
-		charge := mustWrap(t, c.handle, memory.New(), idempotency.WithErrorDecoder(func(se *idempotency.StoredError) error {
+		charge := mustWrap(t, c.handle, memory.New(), idempotency.WithErrorDecoder(func(se *idempotency.RecordedError) error {
 			return &declinedError{Reason: strings.TrimPrefix(se.Message, "card declined: ")}
 		}))
 		_, err := charge(t.Context(), o1)
@@ -522,7 +522,7 @@ func TestUnencodableResultIsRecorded(t *testing.T) {
 	var ee *idempotency.ResponseEncodingError
 	require.ErrorAs(t, err, &ee)
 	_, err = h(t.Context(), o1)
-	var stored *idempotency.StoredError
+	var stored *idempotency.RecordedError
 	require.ErrorAs(t, err, &stored)
 	assert.Equal(t, "ResponseEncodingError", stored.Type)
 	assert.Equal(t, 1, runs)

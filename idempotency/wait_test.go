@@ -114,7 +114,7 @@ func TestWaitInProcess(t *testing.T) {
 		{name: "released, then run", outcome: func() (receipt, error) { return receipt{}, boom }, wantCharge: "ch_o-1_2", wantRuns: 2},
 		{name: "holder panicked", outcome: func() (receipt, error) { panic("holder") }, wantCharge: "ch_o-1_2", wantRuns: 2},
 		{name: "permanent error recorded", outcome: func() (receipt, error) { return receipt{}, idempotency.Permanent(boom) },
-			wantRuns: 1, wantErr: idempotency.ErrStoredError},
+			wantRuns: 1, wantErr: idempotency.ErrRecordedError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

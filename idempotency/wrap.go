@@ -21,7 +21,7 @@ import (
 // with json.Unmarshal into a new Out. [Guard.Do] describes the state
 // machine: what runs, what is stored, and the errors a call can return
 // ([*InProgressError], [*PayloadMismatchError], [*KeyError],
-// [*StoreError], [*StoredError], [*ResponseTooLargeError], [*ReplayError]).
+// [*StoreError], [*RecordedError], [*ResponseTooLargeError], [*ReplayError]).
 // Errors returned by h itself are returned unchanged, with the value h
 // returned with them.
 //

@@ -291,7 +291,7 @@ func TestErrorMessagesAndTypes(t *testing.T) {
 		{&idempotency.StoreError{Op: "put", Key: "k", Err: cause}, idempotency.ErrStore, "idempotency: store put of key k failed: cause"},
 		{&idempotency.ResponseTooLargeError{Key: "k"}, idempotency.ErrResponseTooLarge, "idempotency: key k completed, but its response was too large to store and cannot be replayed"},
 		{&idempotency.ReplayError{Key: "k", Err: cause}, idempotency.ErrReplay, "idempotency: cannot replay the stored response of key k: cause"},
-		{&idempotency.StoredError{Type: "T", Message: "original"}, idempotency.ErrStoredError, "original"},
+		{&idempotency.RecordedError{Type: "T", Message: "original"}, idempotency.ErrRecordedError, "original"},
 	} {
 		assert.ErrorIs(t, tc.err, tc.sentinel)
 		assert.Equal(t, tc.message, tc.err.Error())

@@ -137,13 +137,6 @@ func Stage(ctx context.Context, writes ...any) error {
 	return nil
 }
 
-// Writes returns the writes staged so far.
-func (s *Staging) Writes() []any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]any(nil), s.writes...)
-}
-
 // Close ends the staging: later writes are refused, so that none is staged
 // once the commit has been sent. It returns the writes staged.
 func (s *Staging) Close() []any {

@@ -6,7 +6,7 @@
 #   - concrete stores never import the core;
 #   - no package of the library links the testing package (the conformance
 #     suite, persistence/storetest, excepted), nor imports unsafe;
-#   - the library's go.mod requires no OpenTelemetry and no pgx: the otel
+#   - the library's go.mod requires no OpenTelemetry and no pgx: the otelidempotency
 #     and persistence/postgres modules, which follow the rules above too, do.
 # The library is every package of the root module but the test harness in
 # internal/testing.
@@ -43,13 +43,13 @@ for pkg in $library; do
 	fi
 done
 if grep -q "go.opentelemetry.io" go.mod; then
-	echo "the library's go.mod must not require OpenTelemetry (the otel module does)"; fail=1
+	echo "the library's go.mod must not require OpenTelemetry (the otelidempotency module does)"; fail=1
 fi
-if go -C otel list -deps ./ | grep -qx testing; then
-	echo "the otel module must not link the testing package"; fail=1
+if go -C otelidempotency list -deps ./ | grep -qx testing; then
+	echo "the otelidempotency module must not link the testing package"; fail=1
 fi
-if go -C otel list -f '{{join .Imports "\n"}}' ./ | grep -qx unsafe; then
-	echo "the otel module must not import unsafe"; fail=1
+if go -C otelidempotency list -f '{{join .Imports "\n"}}' ./ | grep -qx unsafe; then
+	echo "the otelidempotency module must not import unsafe"; fail=1
 fi
 # The PostgreSQL store, a module of its own, follows the stores' rules.
 pg=persistence/postgres

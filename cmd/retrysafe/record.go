@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -25,7 +24,7 @@ var (
 	stateInProgress = state{"in progress", "in_progress", "a call holds the key; retries get InProgressError (409 over HTTP) until its in-progress expiry"}
 	stateStuck      = state{"stuck", "stuck", "in progress past its in-progress expiry (the call crashed or timed out); the next retry takes the key over and runs the handler again"}
 	stateCompleted  = state{"completed", "completed", "retries get the stored response"}
-	stateFailed     = state{"completed", "completed", "an error was recorded; retries get it (StoredError; a problem response over HTTP)"}
+	stateFailed     = state{"completed", "completed", "an error was recorded; retries get it (RecordedError; a problem response over HTTP)"}
 	stateOmitted    = state{"completed", "completed", "the response was too large to store; retries get ResponseTooLargeError"}
 	stateExpired    = state{"expired", "expired", "past its expiry, not deleted yet; it holds the key no more, and the next call runs the handler"}
 	stateOther      = state{"unknown", "unknown", "a status the library does not write"}
@@ -131,7 +130,7 @@ const writeSlack = 2 * time.Second
 // defaultExpiries are what writtenAt takes records to be kept for without
 // --expiry, in this order: the library's default, then the HTTP
 // adapters', for records that expire too late for the first.
-var defaultExpiries = []time.Duration{idempotency.DefaultExpiry, httpapi.DefaultExpiry}
+var defaultExpiries = []time.Duration{idempotency.DefaultExpiry, idempotency.DefaultHTTPExpiry}
 
 // writtenAt returns when rec was last written (reserved, renewed or
 // completed), and the expiry it takes the function to keep records for:

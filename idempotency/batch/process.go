@@ -351,7 +351,7 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: the idempotency store failed; the function did not run", m, ReasonStoreError, err)
 	case idempotency.OutcomePayloadMismatch:
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key was already used with a different payload; the function did not run", m, ReasonPayloadMismatch, err)
-	case idempotency.OutcomeStoredError:
+	case idempotency.OutcomeRecordedError:
 		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key completed with a permanent error, which is replayed; the function did not run", m, ReasonRecordedError, err)
 	}
 	return p.fail(ctx, slog.LevelError, "idempotency/batch: the record failed; the function did not run", m, ReasonError, err)

@@ -844,7 +844,7 @@ func testRecordedError(t *testing.T, et eventType) {
 		_, err := send(t.Context(), post("k1", orderA))
 		assert.Same(t, errDeclined, err)
 		_, err = send(t.Context(), post("k1", orderA))
-		var stored *idempotency.StoredError
+		var stored *idempotency.RecordedError
 		require.ErrorAs(t, err, &stored)
 		assert.Equal(t, errDeclined.Error(), stored.Message)
 		assert.Equal(t, 1, a.count())
@@ -916,7 +916,7 @@ func testDefaultExpiry(t *testing.T, et eventType) {
 		opts   []any
 		expiry time.Duration
 	}{
-		{"default", nil, httpapi.DefaultExpiry},
+		{"default", nil, idempotency.DefaultHTTPExpiry},
 		{"explicit", []any{idempotency.WithExpiry(time.Hour)}, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -937,7 +937,7 @@ func testDefaultExpiry(t *testing.T, et eventType) {
 			})
 		})
 	}
-	assert.Equal(t, 24*time.Hour, httpapi.DefaultExpiry)
+	assert.Equal(t, 24*time.Hour, idempotency.DefaultHTTPExpiry)
 }
 
 // A response the handler marks as not executed is returned, not stored: the

@@ -103,7 +103,7 @@
 // # Which responses are stored
 //
 // A response is stored, and replayed to every retry with its key until the
-// key expires (DefaultExpiry, 24 hours, unless idempotency.WithExpiry sets
+// key expires (idempotency.DefaultHTTPExpiry, 24 hours, unless idempotency.WithExpiry sets
 // another), when it says that the request executed. Responses that say it
 // did not are returned but not stored, and the key is released, so that
 // the client can fix the cause and retry with the same key, as Stripe

@@ -112,7 +112,7 @@ func TestClassifierSeesReleasedResponses(t *testing.T) {
 // A recorded error decoded by the Guard's error decoder is answered as a
 // recorded error, or returned with WithReturnErrors.
 func TestErrorDecoder(t *testing.T) {
-	decode := idempotency.WithErrorDecoder(func(se *idempotency.StoredError) error { return errors.New("decoded: " + se.Message) })
+	decode := idempotency.WithErrorDecoder(func(se *idempotency.RecordedError) error { return errors.New("decoded: " + se.Message) })
 	a := app{respond: func(int, httpReq) (httpResp, error) { return httpResp{}, idempotency.Permanent(errDeclined) }}
 	send := wrapV2(t, a.handle, memory.New(), idempotency.WithLogger(discard()), decode)
 	_, err := send(t.Context(), post("k1", orderA))

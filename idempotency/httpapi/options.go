@@ -20,11 +20,6 @@ const (
 	// DefaultHeader is the request header that carries the idempotency
 	// key, as named by the IETF draft and Stripe.
 	DefaultHeader = "Idempotency-Key"
-	// DefaultExpiry is how long the adapters remember a completed key,
-	// unless idempotency.WithExpiry says otherwise: Stripe's 24 hours, what
-	// clients of an Idempotency-Key API expect. (The core's own default,
-	// idempotency.DefaultExpiry, is Powertools' one hour.)
-	DefaultExpiry = 24 * time.Hour
 	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
 	// WithMaxRetryAfter).
 	DefaultMaxRetryAfter = 2 * time.Second
@@ -157,7 +152,7 @@ func newGuard[O any](name string, kind entryKind, store persistence.Store, prefi
 		}
 	}
 	var c *core.Config
-	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{Prefix: prefix, Expiry: DefaultExpiry}, &c)})
+	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{Prefix: prefix, Expiry: idempotency.DefaultHTTPExpiry}, &c)})
 	guard, err := idempotency.NewGuard(store, guardOpts...)
 	if err != nil {
 		return nil, nil, err

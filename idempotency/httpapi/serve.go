@@ -163,8 +163,8 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		}
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: handler failed; answering 500", slog.String("key", recordKey), slog.Any("error", err))
 		return e.problem(r, handlerFailed, e.cfg.detail(handlerFailed), 0)
-	case idempotency.OutcomeStoredError:
-		// A recorded error, replayed as an *idempotency.StoredError or as
+	case idempotency.OutcomeRecordedError:
+		// A recorded error, replayed as an *idempotency.RecordedError or as
 		// whatever the Guard's error decoder (idempotency.WithErrorDecoder)
 		// made of it: an error of the handler's, as far as the client is
 		// concerned.

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrysafe/retrysafe/idempotency"
 )
 
 // Defaults of Transport.
@@ -112,7 +114,7 @@ type Transport struct {
 	// It must be at most half the KeyWindow.
 	MaxElapsed time.Duration
 	// KeyWindow is how long the server remembers a key. Default
-	// DefaultExpiry, the window of Middleware and of the Lambda adapters.
+	// idempotency.DefaultHTTPExpiry, the window of Middleware and of the Lambda adapters.
 	KeyWindow time.Duration
 	// BaseDelay is the backoff before the first retry. Default
 	// DefaultBaseDelay.
@@ -140,7 +142,7 @@ func (t *Transport) resolve() (policy, error) {
 		first:    cmp.Or(t.BaseDelay, DefaultBaseDelay),
 		ceiling:  cmp.Or(t.MaxDelay, DefaultMaxDelay),
 	}
-	window := cmp.Or(t.KeyWindow, DefaultExpiry)
+	window := cmp.Or(t.KeyWindow, idempotency.DefaultHTTPExpiry)
 	p.elapsed = cmp.Or(t.MaxElapsed, min(DefaultMaxElapsed, window/2))
 	var problems []string
 	switch {

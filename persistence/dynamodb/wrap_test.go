@@ -414,7 +414,7 @@ func TestWrapLargeRecordedError(t *testing.T) {
 		require.ErrorIs(t, err, declined, "the first call returns the handler's own error")
 
 		_, err = pay(t.Context(), p)
-		var stored *idempotency.StoredError
+		var stored *idempotency.RecordedError
 		require.ErrorAs(t, err, &stored, "the error was recorded")
 		assert.Len(t, stored.Message, idempotency.MaxRecordedErrorMessage)
 		assert.True(t, strings.HasPrefix(stored.Message, "declined declined"))

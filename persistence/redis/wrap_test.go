@@ -131,7 +131,7 @@ func TestWrapRoundTrips(t *testing.T) {
 
 	rt.reset()
 	_, err = h(ctx, declined)
-	var stored *idempotency.StoredError
+	var stored *idempotency.RecordedError
 	require.ErrorAs(t, err, &stored)
 	require.Equal(t, errDeclined.Error(), stored.Message)
 	rt.require(t, "replay of a recorded error", "evalsha")

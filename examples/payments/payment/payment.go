@@ -72,7 +72,7 @@ const HeaderDemoDelayAfterLedger = "X-Demo-Delay-After-Ledger"
 
 // Expiry is how long a key is remembered: a retry within 24 hours gets
 // the first response. It is the HTTP adapter's default.
-const Expiry = httpapi.DefaultExpiry
+const Expiry = idempotency.DefaultHTTPExpiry
 
 // KeyPrefix is the prefix of the idempotency records of this API.
 const KeyPrefix = "payments"

@@ -80,7 +80,7 @@ func Classify(resp Response, err error) Outcome {
 		inProgress *idempotency.InProgressError
 		storeErr   *idempotency.StoreError
 		tooLarge   *idempotency.ResponseTooLargeError
-		stored     *idempotency.StoredError
+		stored     *idempotency.RecordedError
 		commitErr  *idempotency.CommitError
 		declined   *DeclinedError
 		after      *AfterEffectError

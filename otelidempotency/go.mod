@@ -1,4 +1,4 @@
-module github.com/retrysafe/retrysafe/otel
+module github.com/retrysafe/retrysafe/otelidempotency
 
 go 1.25.0
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/testevents"
-	otelidempotency "github.com/retrysafe/retrysafe/otel"
+	otelidempotency "github.com/retrysafe/retrysafe/otelidempotency"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/retrysafe/retrysafe/idempotency"
-	otelidempotency "github.com/retrysafe/retrysafe/otel"
+	otelidempotency "github.com/retrysafe/retrysafe/otelidempotency"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 

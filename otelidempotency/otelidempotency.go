@@ -45,7 +45,7 @@
 //	retrysafe.wait.duration           histogram             s        retrysafe.wait.result, retrysafe.key.prefix, retrysafe.store
 //
 // retrysafe.outcome is one of idempotency's outcomes: new, replay,
-// stored_error (a recorded error replayed), in_progress,
+// recorded_error (a recorded error replayed), in_progress,
 // payload_mismatch, no_key, store_error, handler_error, fenced_out,
 // completion_failed, not_committed, canceled. A call that waited for
 // another (WithWait) has an outcome of its own, what it got after the
@@ -96,7 +96,7 @@ import (
 
 // ScopeName is the instrumentation scope of the tracer and the meter; its
 // version is [Version].
-const ScopeName = "github.com/retrysafe/retrysafe/otel"
+const ScopeName = "github.com/retrysafe/retrysafe/otelidempotency"
 
 // DurationBuckets returns the boundaries of the duration histograms'
 // buckets, in seconds.

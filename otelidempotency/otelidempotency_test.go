@@ -27,7 +27,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
-	otelidempotency "github.com/retrysafe/retrysafe/otel"
+	otelidempotency "github.com/retrysafe/retrysafe/otelidempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -147,7 +147,7 @@ func TestOutcomes(t *testing.T) {
 	call(order{Card: secret})                            // no_key
 	call(order{OrderID: "fails", Card: secret})          // handler_error
 	call(order{OrderID: "declined", Card: secret})       // new (recorded)
-	call(order{OrderID: "declined", Card: secret})       // stored_error
+	call(order{OrderID: "declined", Card: secret})       // recorded_error
 	store.Fault = faultstore.On(faultstore.OpPut, 0, faultstore.FailBefore)
 	call(order{OrderID: "o-2", Card: secret}) // store_error
 	store.Fault = faultstore.On(faultstore.OpUpdate, 0, faultstore.FailBefore)
@@ -161,7 +161,7 @@ func TestOutcomes(t *testing.T) {
 	_, _ = fenced(t.Context(), order{OrderID: "o-4", Card: secret}) // fenced_out
 
 	assert.Equal(t, map[string]int64{
-		"new": 2, "replay": 1, "payload_mismatch": 1, "no_key": 1, "handler_error": 1, "stored_error": 1,
+		"new": 2, "replay": 1, "payload_mismatch": 1, "no_key": 1, "handler_error": 1, "recorded_error": 1,
 		"store_error": 1, "completion_failed": 1, "in_progress": 1, "fenced_out": 1,
 	}, tel.counts(t))
 
@@ -181,7 +181,7 @@ func TestOutcomes(t *testing.T) {
 			assert.True(t, r.AsBool())
 		}
 	}
-	assert.Equal(t, []string{"new", "replay", "payload_mismatch", "no_key", "handler_error", "new", "stored_error",
+	assert.Equal(t, []string{"new", "replay", "payload_mismatch", "no_key", "handler_error", "new", "recorded_error",
 		"store_error", "completion_failed", "in_progress", "fenced_out"}, outcomes)
 	assertNoKeyMaterial(t, tel)
 
