@@ -154,6 +154,23 @@ type LocalReader interface {
 	ReadLocal(key string, now time.Time) *Record
 }
 
+// An Admin is a store that operators' tools read and release records
+// through, as the retrysafe command does. Every store of this module is
+// one.
+type Admin interface {
+	// List calls page with the records whose key starts with keyPrefix,
+	// without their responses, about pageSize at a time (0: the store's
+	// default), until there are none left or page returns an error, which
+	// List returns.
+	List(ctx context.Context, keyPrefix string, pageSize int, page func([]*Record) error) error
+
+	// DeleteRecord deletes the record for seen.Key if it is still the
+	// record seen (docs/protocol.md, the operator's release). It returns
+	// ErrChanged when the record changed since, ErrNotFound when there is
+	// none, and deletes nothing then.
+	DeleteRecord(ctx context.Context, seen *Record) error
+}
+
 var (
 	// ErrNotFound is returned by Store.Get when no record exists for the key.
 	ErrNotFound = errors.New("persistence: record not found")
@@ -167,11 +184,10 @@ var (
 	// is gone, or it has completed.
 	ErrFenced = errors.New("persistence: record is owned by another invocation")
 
-	// ErrChanged is returned by the stores' DeleteRecord methods, which
-	// operators' tools use to delete a record they have read, when the
-	// stored record is no longer that record: it completed, its lease was
-	// renewed, or another invocation took the key over. Nothing was
-	// deleted.
+	// ErrChanged is returned by Admin.DeleteRecord, which operators'
+	// tools use to delete a record they have read, when the stored record
+	// is no longer that record: it completed, its lease was renewed, or
+	// another invocation took the key over. Nothing was deleted.
 	ErrChanged = errors.New("persistence: the record changed since it was read")
 
 	// ErrResponseOmitted is returned (possibly wrapped) by Store.Update when

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/retrysafe/retrysafe/persistence"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -91,13 +90,9 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		name:           where,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,
-		get:            s.Get,
-		list: func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
-			return s.List(ctx, client, prefix, int32(min(pageSize, 1<<30)), page)
-		},
-		del:     s.DeleteRecord,
-		explain: func(err error) error { return explainDynamoDB(where, err) },
-		close:   func() error { return nil },
+		records:        s,
+		explain:        func(err error) error { return explainDynamoDB(where, err) },
+		close:          func() error { return nil },
 	}, nil
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retrysafe/retrysafe/persistence"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
 
@@ -72,13 +71,9 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 		name:           name,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,
-		get:            s.Get,
-		list: func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
-			return s.List(ctx, prefix, int64(pageSize), page)
-		},
-		del:     s.DeleteRecord,
-		explain: func(err error) error { return explainRedis(name, err) },
-		close:   client.Close,
+		records:        s,
+		explain:        func(err error) error { return explainRedis(name, err) },
+		close:          client.Close,
 	}, nil
 }
 

@@ -18,10 +18,8 @@ import (
 // reads and writes of its records, with the layout the flags describe,
 // and errors that say which store failed and what a failure means.
 type store struct {
-	name string // in messages
-	get  func(ctx context.Context, key string) (*persistence.Record, error)
-	list func(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error
-	del  func(ctx context.Context, seen *persistence.Record) error
+	name    string // in messages
+	records records
 	// explain adds what an error of the store means; the errors that
 	// commands act on, persistence.ErrNotFound and ErrChanged, pass as
 	// they are.
@@ -31,23 +29,29 @@ type store struct {
 	requestTimeout, timeout time.Duration
 }
 
+// records are a store of the library's, as operators' tools use it.
+type records interface {
+	persistence.Admin
+	Get(ctx context.Context, key string) (*persistence.Record, error)
+}
+
 // Get reads the record for key: persistence.ErrNotFound without one.
 func (s *store) Get(ctx context.Context, key string) (*persistence.Record, error) {
-	rec, err := s.get(ctx, key)
+	rec, err := s.records.Get(ctx, key)
 	return rec, s.explained(ctx, err)
 }
 
 // List calls page with the records whose key starts with prefix, a page
 // at a time, without their responses.
 func (s *store) List(ctx context.Context, prefix string, pageSize int, page func([]*persistence.Record) error) error {
-	return s.explained(ctx, s.list(ctx, prefix, pageSize, page))
+	return s.explained(ctx, s.records.List(ctx, prefix, pageSize, page))
 }
 
 // DeleteRecord deletes the record seen if it is still that record:
 // persistence.ErrChanged otherwise, persistence.ErrNotFound when it is
 // gone.
 func (s *store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
-	return s.explained(ctx, s.del(ctx, seen))
+	return s.explained(ctx, s.records.DeleteRecord(ctx, seen))
 }
 
 func (s *store) String() string { return s.name }

@@ -99,6 +99,15 @@ type allOldClient struct {
 	keyAttrs []string
 }
 
+// Query and Scan pass through, for List.
+func (c *allOldClient) Query(ctx context.Context, in *awsdynamodb.QueryInput, optFns ...func(*awsdynamodb.Options)) (*awsdynamodb.QueryOutput, error) {
+	return c.peek.Query(ctx, in, optFns...)
+}
+
+func (c *allOldClient) Scan(ctx context.Context, in *awsdynamodb.ScanInput, optFns ...func(*awsdynamodb.Options)) (*awsdynamodb.ScanOutput, error) {
+	return c.peek.Scan(ctx, in, optFns...)
+}
+
 func (c *allOldClient) PutItem(ctx context.Context, in *awsdynamodb.PutItemInput, optFns ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error) {
 	out, err := c.Client.PutItem(ctx, in, optFns...)
 	var failed *types.ConditionalCheckFailedException

@@ -14,18 +14,21 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// ListClient is the part of the DynamoDB API that [Store.List] uses;
-// *dynamodb.Client satisfies it.
+// ListClient is the part of the DynamoDB API that [Store.List] uses, on
+// top of [Client]: *dynamodb.Client satisfies it.
 type ListClient interface {
 	dynamodb.QueryAPIClient
 	dynamodb.ScanAPIClient
 }
 
-var _ ListClient = (*dynamodb.Client)(nil)
+var (
+	_ ListClient        = (*dynamodb.Client)(nil)
+	_ persistence.Admin = (*Store)(nil)
+)
 
-// List reads the store's records through client a page at a time, for
-// operators' tools, and calls page with the records of each page, until
-// there are no more or page returns an error, which List returns.
+// List implements persistence.Admin: it reads the store's records a page
+// at a time, for operators' tools. The store's client must be a
+// [ListClient] as well.
 //
 // With Options.SortKeyAttr set, List queries the static partition key, so
 // it reads only the records of the store; otherwise it scans the table.
@@ -38,9 +41,10 @@ var _ ListClient = (*dynamodb.Client)(nil)
 // The records come without their responses, which a request leaves out
 // so that listing does not transfer them: [Store.Get] reads a whole
 // record. An item that does not decode as a record fails List.
-func (s *Store) List(ctx context.Context, client ListClient, keyPrefix string, pageSize int32, page func([]*persistence.Record) error) error {
-	if client == nil {
-		return fmt.Errorf("persistence/dynamodb: List: nil client")
+func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
+	client, ok := s.client.(ListClient)
+	if !ok {
+		return fmt.Errorf("persistence/dynamodb: List: the store's client, a %T, cannot Query and Scan (ListClient)", s.client)
 	}
 	if pageSize < 0 {
 		return fmt.Errorf("persistence/dynamodb: List: negative page size %d", pageSize)
@@ -54,7 +58,8 @@ func (s *Store) List(ctx context.Context, client ListClient, keyPrefix string, p
 	}
 	req.projection = strings.Join(projection, ", ")
 	if pageSize > 0 {
-		req.limit = &pageSize
+		limit := int32(min(pageSize, 1<<30))
+		req.limit = &limit
 	}
 	next := s.scanPage
 	if s.opts.SortKeyAttr != "" {

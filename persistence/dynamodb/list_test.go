@@ -16,10 +16,10 @@ import (
 
 // listed returns the keys of the records List finds, and the number of
 // pages it read.
-func listed(t *testing.T, store *dynamodb.Store, client dynamodb.ListClient, prefix string, pageSize int32) (keys []string, pages int, recs map[string]*persistence.Record) {
+func listed(t *testing.T, store *dynamodb.Store, prefix string, pageSize int) (keys []string, pages int, recs map[string]*persistence.Record) {
 	t.Helper()
 	recs = map[string]*persistence.Record{}
-	err := store.List(t.Context(), client, prefix, pageSize, func(page []*persistence.Record) error {
+	err := store.List(t.Context(), prefix, pageSize, func(page []*persistence.Record) error {
 		pages++
 		for _, rec := range page {
 			keys = append(keys, rec.Key)
@@ -43,7 +43,6 @@ func TestList(t *testing.T) {
 		t.Run(layout.name, func(t *testing.T) {
 			eachServer(t, func(t *testing.T, srv server) {
 				_, store, _ := srv.setup(t, layout.optFns...)
-				client := srv.NewClient()
 				now := time.Now().Truncate(time.Second)
 				var want []string
 				for i, key := range []string{"orders#1", "orders#2", "orders#3", "refunds#1", "refunds#2"} {
@@ -60,7 +59,7 @@ func TestList(t *testing.T) {
 					want = append(want, key)
 				}
 
-				keys, pages, recs := listed(t, store, client, "", 2)
+				keys, pages, recs := listed(t, store, "", 2)
 				require.Equal(t, want, keys)
 				require.GreaterOrEqual(t, pages, 3, "pages of 2 items")
 				orders1 := recs["orders#1"]
@@ -71,11 +70,11 @@ func TestList(t *testing.T) {
 				require.Equal(t, persistence.StatusInProgress, recs["orders#2"].Status)
 				require.Equal(t, now.Add(30*time.Second), recs["orders#2"].InProgressExpiresAt)
 
-				keys, _, _ = listed(t, store, client, "refunds#", 0)
+				keys, _, _ = listed(t, store, "refunds#", 0)
 				require.Equal(t, []string{"refunds#1", "refunds#2"}, keys)
 
 				stop := errors.New("stop")
-				err := store.List(t.Context(), client, "", 1, func([]*persistence.Record) error { return stop })
+				err := store.List(t.Context(), "", 1, func([]*persistence.Record) error { return stop })
 				require.ErrorIs(t, err, stop)
 			})
 		})

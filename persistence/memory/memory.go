@@ -7,6 +7,9 @@ package memory
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +51,7 @@ func New(optFns ...func(*Options)) *Store {
 var (
 	_ persistence.Store       = (*Store)(nil)
 	_ persistence.LocalReader = (*Store)(nil)
+	_ persistence.Admin       = (*Store)(nil)
 )
 
 // Reservations sweep the store: they inspect records at random and drop
@@ -192,6 +196,40 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return persistence.ErrFenced
 	}
 	delete(s.records, key)
+	return nil
+}
+
+// List implements persistence.Admin: it calls page with the records
+// whose key starts with keyPrefix, without their responses, in the order
+// of their keys, pageSize at a time (0: all in one page).
+func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
+	if pageSize < 0 {
+		return fmt.Errorf("memory: List: negative page size %d", pageSize)
+	}
+	s.mu.Lock()
+	var recs []*persistence.Record
+	for key, rec := range s.records {
+		if strings.HasPrefix(key, keyPrefix) {
+			c := *rec
+			c.Response = nil
+			recs = append(recs, &c)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(recs, func(a, b *persistence.Record) int { return strings.Compare(a.Key, b.Key) })
+	if pageSize == 0 {
+		pageSize = max(len(recs), 1)
+	}
+	for len(recs) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(pageSize, len(recs))
+		if err := page(recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
 	return nil
 }
 

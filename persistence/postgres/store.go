@@ -36,7 +36,10 @@ type Store struct {
 	listSQL, listRangeSQL, listStuckSQL  string
 }
 
-var _ persistence.Store = (*Store)(nil)
+var (
+	_ persistence.Store = (*Store)(nil)
+	_ persistence.Admin = (*Store)(nil)
+)
 
 // New returns a Store that keeps records in table through db, usually a
 // *pgxpool.Pool:

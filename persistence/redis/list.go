@@ -11,9 +11,8 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// List reads the store's records a page at a time, for operators' tools,
-// and calls page with the records of each page, until there are no more
-// or page returns an error, which List returns.
+// List implements persistence.Admin: it reads the store's records a page
+// at a time, for operators' tools.
 //
 // It scans the keys that start with Options.KeyPrefix followed by
 // keyPrefix (SCAN with MATCH and TYPE hash, asking for pageSize keys a
@@ -27,7 +26,7 @@ import (
 // that listing does not transfer them: [Store.Get] reads a whole record.
 // Reads go to each shard's primary, as every operation of the store does
 // with a client that does not route reads to replicas.
-func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int64, page func([]*persistence.Record) error) error {
+func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
 	if pageSize < 0 {
 		return fmt.Errorf("persistence/redis: List: negative page size %d", pageSize)
 	}
@@ -39,7 +38,7 @@ func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int64, page
 	for _, node := range nodes {
 		var cursor uint64
 		for {
-			keys, next, err := node.ScanType(ctx, cursor, match, pageSize, "hash").Result()
+			keys, next, err := node.ScanType(ctx, cursor, match, int64(pageSize), "hash").Result()
 			if err != nil {
 				return fmt.Errorf("persistence/redis: List: scan: %w", err)
 			}

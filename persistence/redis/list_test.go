@@ -15,7 +15,7 @@ import (
 )
 
 // listed returns the records List finds, by key, and their sorted keys.
-func listed(t *testing.T, store *redisstore.Store, prefix string, pageSize int64) ([]string, map[string]*persistence.Record) {
+func listed(t *testing.T, store *redisstore.Store, prefix string, pageSize int) ([]string, map[string]*persistence.Record) {
 	t.Helper()
 	recs := map[string]*persistence.Record{}
 	require.NoError(t, store.List(t.Context(), prefix, pageSize, func(page []*persistence.Record) error {

@@ -115,7 +115,10 @@ type Store struct {
 	wait   replicaWait
 }
 
-var _ persistence.Store = (*Store)(nil)
+var (
+	_ persistence.Store = (*Store)(nil)
+	_ persistence.Admin = (*Store)(nil)
+)
 
 // New returns a Store that keeps records through client: a *redis.Client
 // (single node, or Sentinel with redis.NewFailoverClient), a

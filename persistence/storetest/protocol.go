@@ -1,9 +1,9 @@
 package storetest
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -191,20 +191,13 @@ func completion(w protocol.Write, key, mine string, prior *persistence.Record, n
 	return rec
 }
 
-// recordDeleter is a store with the operator's release of
-// docs/protocol.md: a delete conditioned on the record being the one the
-// operator read.
-type recordDeleter interface {
-	DeleteRecord(ctx context.Context, seen *persistence.Record) error
-}
-
 // testOperatorRelease: the operator's release deletes the record it read,
 // in progress or completed, and nothing else: not a record that changed
 // since (renewed, completed, taken over), and not one that is gone.
 func testOperatorRelease(t *testing.T, s persistence.Store) {
-	d, ok := s.(recordDeleter)
+	d, ok := s.(persistence.Admin)
 	if !ok {
-		t.Skip("the store has no DeleteRecord")
+		t.Skip("the store does not implement persistence.Admin")
 	}
 	now := now()
 	seenInProgress := func(t *testing.T) *persistence.Record {
@@ -271,5 +264,56 @@ func testOperatorRelease(t *testing.T, s persistence.Store) {
 				checkRecord(t, "the record after a refused DeleteRecord", got, after)
 			}
 		})
+	}
+}
+
+// testAdminList checks persistence.Admin's List, for the stores that
+// implement it: the records under a key prefix, in pages, without their
+// responses.
+func testAdminList(t *testing.T, s persistence.Store) {
+	admin, ok := s.(persistence.Admin)
+	if !ok {
+		t.Skip("the store does not implement persistence.Admin")
+	}
+	now := now()
+	prefix := newKey(t) + "/"
+	want := map[string]*persistence.Record{}
+	for i := range 5 {
+		rec := inProgress(fmt.Sprintf("%s%d", prefix, i), now)
+		mustPut(t, s, rec, now)
+		if i%2 == 0 {
+			rec = completed(rec, now, []byte(`{"listed":false}`))
+			mustUpdate(t, s, rec)
+		}
+		listed := *rec
+		listed.Response = nil
+		want[rec.Key] = &listed
+	}
+	mustPut(t, s, inProgress(prefix[:len(prefix)-1]+"-other", now), now)
+
+	got := map[string]*persistence.Record{}
+	pages := 0
+	err := admin.List(ctx(t), prefix, 2, func(page []*persistence.Record) error {
+		pages++
+		for _, rec := range page {
+			got[rec.Key] = rec
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("List(%q) found %d records, want %d: %v", prefix, len(got), len(want), got)
+	}
+	for key, rec := range want {
+		checkRecord(t, "a listed record, without its response", got[key], rec)
+	}
+	if pages < 3 {
+		t.Errorf("List with pages of 2 read %d pages of 5 records", pages)
+	}
+	stop := errors.New("stop")
+	if err := admin.List(ctx(t), prefix, 2, func([]*persistence.Record) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("List: %v, want the page function's error", err)
 	}
 }

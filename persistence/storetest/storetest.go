@@ -71,6 +71,7 @@ var cases = []struct {
 	{"ParallelPutsOneWinner", testParallelPuts},
 	{"LocalReads", testLocalReads},
 	{"OperatorRelease", testOperatorRelease},
+	{"AdminList", testAdminList},
 }
 
 // now is the suite's reference time: a whole second, so that stores that keep
