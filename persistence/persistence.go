@@ -1,17 +1,19 @@
 // Package persistence defines the storage contract of the idempotency
-// library: the Record kept for each idempotency key, and the Store that
-// reserves, reads, completes and releases records.
+// library: the [Record] kept for each idempotency key, and the [Store]
+// that reserves, reads, completes and releases records.
 //
 // A Store is deliberately small: four methods, each one request to the
-// backing service. All policy (when to retry, what a conflict means, how a
-// response is encoded) lives in package idempotency; a Store only has to make
-// each method atomic. Stores that hold their records in the process may
-// also implement LocalReader, so that completed keys are answered without
-// a write. The conformance suite in package storetest checks an
-// implementation against this contract.
+// backing service, each atomic. All policy (when to retry, what a
+// conflict means, how a response is encoded) lives in package
+// idempotency. What each write does to the record in each state it can
+// find is the table of docs/protocol.md, which package storetest runs
+// against a store. Stores that hold their records in the process may also
+// implement [LocalReader], stores that commit writes of a function's own
+// with a completion [Committer], and stores that operators' tools read
+// [Admin].
 //
-// This package imports only the standard library, so stores can be written
-// without depending on the rest of the library.
+// The package imports only the standard library, so that stores can be
+// written without depending on the rest of the library.
 package persistence
 
 import (
@@ -114,39 +116,27 @@ type Store interface {
 	// ErrNotFound for them.
 	Get(ctx context.Context, key string) (*Record, error)
 
-	// Update replaces the record for rec.Key with rec, but only if the
-	// stored record is the caller's own reservation: it carries rec.Token
-	// and is in progress. A renewal (rec in progress) and a completion
-	// (rec completed) both need it, so that a write applied late can never
-	// reopen a completed key nor overwrite another call's record. When the
-	// stored record is the caller's own completed record and rec completes
-	// it, an earlier attempt applied it: Update writes nothing and
-	// succeeds. In every other case it writes nothing and returns ErrFenced
-	// (including when the record no longer exists). docs/protocol.md has
-	// the table.
-	//
-	// The stored record it replaces is the caller's own, as its Put wrote
-	// it for the same key, token and payload hash, or an earlier renewal of
-	// it: a store may write only what differs (the DynamoDB store does). A
-	// store with a size limit that cannot fit rec.Response writes the
-	// record without it and returns ErrResponseOmitted.
+	// Update replaces the record for rec.Key with rec (a renewal, or a
+	// completion) if it is the caller's own reservation: it carries
+	// rec.Token and is in progress. A completion that finds the caller's
+	// own completed record writes nothing and succeeds. Otherwise Update
+	// writes nothing and returns ErrFenced. A store that cannot fit
+	// rec.Response completes the record without it and returns
+	// ErrResponseOmitted.
 	Update(ctx context.Context, rec *Record) error
 
-	// Delete removes the record for key, but only if it is the caller's
-	// own reservation: it carries token and is in progress. It returns
-	// ErrFenced, and deletes nothing, for any other record, the caller's
-	// own completed record included. Deleting a record that does not exist
-	// succeeds, so a retried Delete whose first reply was lost is not an
-	// error.
+	// Delete removes the record for key if it is the caller's own
+	// reservation: it carries token and is in progress. It succeeds when
+	// there is no record, and returns ErrFenced, deleting nothing, for any
+	// other record.
 	Delete(ctx context.Context, key, token string) error
 }
 
 // LocalReader is implemented by stores that hold records, or a cache of
-// them, in the process: the memory store and the local cache. Such a store
-// can be read before a reservation at no cost, and a key that has already
-// completed can then be answered without the reservation write. Stores
-// that would make a request to read must not implement it, since the read
-// would add a request to every call.
+// them, in the process: the memory store and the local cache. The library
+// reads them before a reservation, so that a completed key is answered
+// without the write. A store that would make a request to read must not
+// implement it.
 type LocalReader interface {
 	// ReadLocal returns a copy of the record for key that the store holds
 	// in the process, if it is completed and live at now; otherwise nil.

@@ -148,14 +148,45 @@
 // # net/http servers
 //
 // Middleware answers as the table above says, with the same rules, and
-// these of its own. Its options are the adapters' (WithReturnErrors lets
-// the handler's panics go on to a recovery middleware), the core's, and
-// WithRequestScope and WithMaxBodySize; idempotency.WithTransactions is
-// refused, because the response goes out before a commit could fail.
-// Requests have no deadline, so a reservation is a lease
+// these of its own, for any Go HTTP server (ECS, EKS, App Runner, Lambda
+// Web Adapter; chi, gorilla/mux and echo take the same
+// func(http.Handler) http.Handler). Without idempotency.WithKeyPrefix, its
+// prefix is DefaultMiddlewarePrefix. It takes the options of kind
+// idempotency.MiddlewareOption: this package's, WithRequestScope and
+// WithMaxBodySize of its own, and the core's but those that select keys
+// from typed inputs and idempotency.WithTransactions, since the response
+// goes to the client as the handler writes it, before a commit could fail.
+//
+// The body of a request that carries a key is read whole (at most
+// WithMaxBodySize bytes, else 413 with ProblemBodyTooLarge), fingerprinted,
+// and given to the handler unchanged, as Body and GetBody. The handler
+// writes to a ResponseWriter that sends its response as it writes it and
+// records it, status, headers, body and trailers: the headers the handler
+// sets, not those that handlers around the middleware set before it ran,
+// which belong to each response. The writer implements Unwrap, so
+// http.ResponseController reaches the server's writer.
+//
+// A response that cannot be recorded whole is not replayed: when the
+// handler flushes (streaming), or hijacks the connection (a protocol
+// upgrade), the request has executed, so its key is completed without the
+// response, and retries get 500 with ProblemResponseNotStored. A handler
+// that panics releases the key: it is answered 500 with
+// ProblemHandlerFailed when it had written nothing, with the headers the
+// response had before it ran, and otherwise its connection is aborted
+// (http.ErrAbortHandler), so that the client does not take a part for the
+// whole. WithReturnErrors lets the panic go on to a recovery middleware
+// instead.
+//
+// Servers give requests no deadline, so a reservation is a lease
 // (idempotency.DefaultLease) renewed while the handler runs
-// (idempotency.WithLease sets it): a long handler keeps its key, and the
-// key of a server that dies is free within one lease.
+// (idempotency.WithLease sets it): a handler that runs for minutes keeps
+// its key, and the key of a server that dies is free within one lease. A
+// deadline in the request's context bounds the lease, as on Lambda. The
+// handler's context is the request's, which net/http cancels when the
+// client goes away: a side effect that must finish even then should be
+// detached from it (context.WithoutCancel), since the client's retry will
+// ask for its result. When POWERTOOLS_IDEMPOTENCY_DISABLED is true,
+// Middleware returns the handler itself.
 //
 // # Clients
 //
