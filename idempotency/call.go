@@ -129,6 +129,13 @@ func (c *call) storeCommit(ctx context.Context, rec *persistence.Record, writes 
 	return err
 }
 
+func (c *call) storeCommitTx(ctx context.Context, tx persistence.Tx, rec *persistence.Record) error {
+	start := c.clock()
+	err := tx.Commit(ctx, rec)
+	c.request(ctx, "commit", start, err)
+	return err
+}
+
 // clock reads the time for an event, when someone observes.
 func (c *call) clock() time.Time {
 	if !c.observed() {

@@ -145,7 +145,7 @@ func (e *KeyError) Is(target error) bool { return target == ErrNoKey }
 // delete fails too does the reservation hold the key until its in-progress
 // expiry. Err is the store's error.
 type StoreError struct {
-	Op  string // "put" or "get"
+	Op  string // "put", "get", or "begin" (a transaction, WithTransactions)
 	Key string
 	Err error
 }

@@ -30,6 +30,10 @@ type Guard struct {
 	cfg      *config
 	prefix   string
 	disabled bool
+	// inTx is set when the function's writes run in a transaction of the
+	// store (WithTransactions over a persistence.TxStore); with
+	// WithTransactions otherwise, they are staged.
+	inTx bool
 	// flightID is what the flights of the Guard's keys are kept under.
 	flightID any
 	// storeName and storeSystem name the store's type and system, for
@@ -66,14 +70,16 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	if store == nil {
 		return nil, errors.New(cfg.name + ": nil persistence.Store")
 	}
-	if cfg.transactions && !persistence.Commits(store) {
-		return nil, fmt.Errorf("%s: idempotency.WithTransactions: the store, a %T, does not commit staged writes (persistence.Committer)", cfg.name, store)
+	staged, inTx := persistence.Commits(store)
+	if cfg.transactions && !staged && !inTx {
+		return nil, fmt.Errorf("%s: idempotency.WithTransactions: the store, a %T, commits no writes with a completion (persistence.Committer, persistence.TxStore)", cfg.name, store)
 	}
 	local, _ := store.(persistence.LocalReader)
 	g := &Guard{
 		store:    store,
 		local:    local,
 		cfg:      cfg,
+		inTx:     cfg.transactions && inTx,
 		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
 		disabled: core.Disabled(),
 	}

@@ -333,19 +333,14 @@ func WithLease(d time.Duration) Option {
 	}}}
 }
 
-// WithTransactions runs the function with a context in which it can stage
-// writes of its own (for DynamoDB, dynamodb.Stage), which then commit
-// together with the completion of its key, atomically: both happen, or
-// neither. A side effect in the same database as the records (a ledger
-// entry, an order, a balance) then happens exactly once, even when the
-// function dies between the side effect and its completion: nothing of it
-// is written until the commit. If the function returns an error, nothing
-// it staged is written. A commit that fails returns a [*CommitError]
-// instead of the result.
-//
-// The store must commit staged writes ([persistence.Committer]; the
-// DynamoDB store does, through a local cache too): with another, wrapping
-// fails.
+// WithTransactions commits the function's own writes in the store's
+// database with the completion of its key, atomically, so that a side
+// effect there happens exactly once. The function stages its writes
+// (DynamoDB: dynamodb.Stage, a [persistence.Committer]), or writes in the
+// transaction its context carries (PostgreSQL: postgres.Tx, a
+// [persistence.TxStore]). A function that fails writes nothing, and a
+// commit that fails returns a [*CommitError] instead of the result.
+// Wrapping fails with a store that does neither.
 func WithTransactions() TransactionOption {
 	return transactionOption{spec{name: "WithTransactions", set: func(_ *core.Config, s *settings) { s.transactions = true }}}
 }

@@ -20,6 +20,21 @@ import (
 // outcome.
 func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Context) ([]byte, error)) (Result, error) {
 	rec := h.rec
+	fnCtx := withRecord(ctx, rec)
+	var (
+		staging *persistence.Staging
+		tx      persistence.Tx
+	)
+	switch {
+	case g.inTx:
+		var err error
+		if fnCtx, tx, err = g.beginTx(ctx, c, fnCtx, rec); err != nil {
+			g.land(rec.Key, h.flight, nil, time.Time{})
+			return Result{}, err
+		}
+	case g.cfg.transactions:
+		fnCtx, staging = persistence.NewStagingContext(fnCtx)
+	}
 	l := g.startLease(ctx, c, h)
 	var outcome *persistence.Record
 	returned := false
@@ -30,16 +45,12 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 			// let the panic go on with its own stack.
 			l.stop()
 			c.report(ctx, Event{Kind: EventRan, Key: rec.Key, Err: errPanicked, Start: start, Duration: time.Since(start)})
+			g.rollback(ctx, tx)
 			g.release(ctx, c, rec)
 			c.end(ctx, errPanicked)
 		}
 		g.land(rec.Key, h.flight, outcome, time.Time{})
 	}()
-	fnCtx := withRecord(ctx, rec)
-	var staging *persistence.Staging
-	if g.cfg.transactions {
-		fnCtx, staging = persistence.NewStagingContext(fnCtx)
-	}
 	resp, err := fn(fnCtx)
 	returned = true
 	l.stop()
@@ -47,6 +58,9 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 	var writes []any
 	if staging != nil {
 		writes = staging.Close() // nothing staged from now on is written
+	}
+	if tx != nil && err != nil {
+		g.rollback(ctx, tx) // the function's writes go with its error
 	}
 
 	switch {
@@ -57,8 +71,14 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 	case err != nil:
 		g.release(ctx, c, rec)
 		return Result{}, err
+	case tx != nil:
+		outcome, err = g.commit(ctx, c, rec, resp, func(ctx context.Context) error { return c.storeCommitTx(ctx, tx, rec) })
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Response: resp}, nil
 	case len(writes) > 0:
-		outcome, err = g.commit(ctx, c, rec, resp, writes)
+		outcome, err = g.commit(ctx, c, rec, resp, func(ctx context.Context) error { return c.storeCommit(ctx, rec, writes) })
 		if err != nil {
 			return Result{}, err
 		}
@@ -86,13 +106,14 @@ func (g *Guard) recordError(ctx context.Context, c *call, rec *persistence.Recor
 	return g.settle(ctx, c, rec, errorRecord, func(ctx context.Context) error { return c.storeUpdate(ctx, rec) })
 }
 
-// commit stores the function's result with the writes it staged, in one
-// atomic step (docs/protocol.md, commit; WithTransactions). Unlike
+// commit stores the function's result with the writes it made, staged or
+// in the store's transaction, in one atomic step (docs/protocol.md,
+// commit; WithTransactions). Unlike
 // complete, it returns a *CommitError when the commit fails: the result
 // belongs to writes that did not happen, or may not have.
-func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, resp []byte, writes []any) (*persistence.Record, error) {
+func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, resp []byte, write func(context.Context) error) (*persistence.Record, error) {
 	g.completed(rec, resp)
-	completed, err := g.settle(ctx, c, rec, commitment, func(ctx context.Context) error { return c.storeCommit(ctx, rec, writes) })
+	completed, err := g.settle(ctx, c, rec, commitment, write)
 	switch {
 	case err == nil:
 		return completed, nil
@@ -100,6 +121,35 @@ func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, re
 		return nil, &CommitError{Key: rec.Key, Err: err}
 	}
 	return nil, &CommitError{Key: rec.Key, Unknown: true, Err: err}
+}
+
+// beginTx begins the store's transaction that the function's writes run
+// in, and returns the function's context carrying it. If it cannot, the
+// function does not run: the key is released, and the call fails with a
+// *StoreError.
+func (g *Guard) beginTx(ctx context.Context, c *call, fnCtx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
+	start := c.clock()
+	fnCtx, tx, err := g.store.(persistence.TxStore).BeginTx(fnCtx, rec)
+	c.request(ctx, "begin", start, err)
+	if err != nil {
+		g.release(ctx, c, rec)
+		c.setOutcome(OutcomeStoreError)
+		return nil, nil, &StoreError{Op: "begin", Key: rec.Key, Err: err}
+	}
+	return fnCtx, tx, nil
+}
+
+// rollback ends tx without writing anything of it; tx may be nil.
+func (g *Guard) rollback(ctx context.Context, tx persistence.Tx) {
+	if tx == nil {
+		return
+	}
+	wctx, cancel := g.finalContext(ctx)
+	defer cancel()
+	if err := tx.Rollback(wctx); err != nil {
+		// The server ends a transaction whose connection goes away.
+		g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: rolling back the function's transaction failed", slog.Any("error", err))
+	}
 }
 
 // completed makes rec the completed record of the function's result: the

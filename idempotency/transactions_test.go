@@ -225,7 +225,7 @@ func TestTransactionsCrashBeforeTheCommit(t *testing.T) {
 func TestTransactionsNeedACommittingStore(t *testing.T) {
 	var c counter
 	_, err := idempotency.Wrap(c.handle, memory.New(), idempotency.WithTransactions())
-	assert.ErrorContains(t, err, "does not commit staged writes")
+	assert.ErrorContains(t, err, "commits no writes with a completion")
 	_, err = idempotency.Wrap(c.handle, memory.NewCache(memory.New(), 8), idempotency.WithTransactions())
 	assert.Error(t, err, "a cache over a store that does not commit")
 	_, err = idempotency.Wrap(c.handle, memory.NewCache(newLedgerStore(), 8), idempotency.WithTransactions())

@@ -39,21 +39,54 @@ type Committer interface {
 	Commit(ctx context.Context, rec *Record, writes []any) error
 }
 
+// A TxStore is a Store whose transactions a function's own writes run in
+// (idempotency.WithTransactions): the library begins one before the
+// function runs, the function writes in it (for PostgreSQL,
+// postgres.Tx(ctx)), and the record's completion commits with those
+// writes, or neither does. The reservation stays outside it, so that a
+// concurrent duplicate sees it at once.
+type TxStore interface {
+	Store
+
+	// BeginTx begins the transaction of the call that holds rec's key,
+	// and returns ctx carrying it for the function.
+	BeginTx(ctx context.Context, rec *Record) (context.Context, Tx, error)
+}
+
+// A Tx is a transaction that TxStore.BeginTx began.
+type Tx interface {
+	// Commit completes rec in the transaction, as Update does, and
+	// commits it with the function's writes. Its errors are those of
+	// Committer.Commit: ErrFenced, a *CommitCanceledError when nothing
+	// was written, any other error when the outcome is unknown. When the
+	// record is the caller's own completed record already, it commits
+	// nothing and succeeds.
+	Commit(ctx context.Context, rec *Record) error
+
+	// Rollback ends the transaction and writes nothing of it. It does
+	// nothing after Commit.
+	Rollback(ctx context.Context) error
+}
+
 // An Unwrapper is a Store that decorates another, which Unwrap returns.
 type Unwrapper interface {
 	Unwrap() Store
 }
 
-// Commits reports whether store commits staged writes: it is a Committer,
-// and so is every store it decorates.
-func Commits(store Store) bool {
+// Commits reports how store commits a function's writes with the
+// completion of its key: staged, when it is a Committer and so is every
+// store it decorates; in a transaction, when it is a TxStore and so is
+// every store it decorates. The store underneath decides: a decorator (a
+// cache) passes both on.
+func Commits(store Store) (staged, tx bool) {
+	staged, tx = true, true
 	for {
-		if _, ok := store.(Committer); !ok {
-			return false
-		}
+		_, s := store.(Committer)
+		_, t := store.(TxStore)
+		staged, tx = staged && s, tx && t
 		u, ok := store.(Unwrapper)
 		if !ok {
-			return true
+			return staged, tx
 		}
 		store = u.Unwrap()
 	}

@@ -34,6 +34,7 @@ var (
 	_ persistence.Store       = (*Cache)(nil)
 	_ persistence.LocalReader = (*Cache)(nil)
 	_ persistence.Committer   = (*Cache)(nil)
+	_ persistence.TxStore     = (*Cache)(nil)
 	_ persistence.Unwrapper   = (*Cache)(nil)
 )
 
@@ -123,6 +124,33 @@ func (c *Cache) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	}
 	err := committer.Commit(ctx, rec, writes)
 	c.completed(rec, err)
+	return err
+}
+
+// BeginTx begins a transaction of the store, which must be a
+// persistence.TxStore (persistence.Commits tells); its Commit caches the
+// record once it is completed.
+func (c *Cache) BeginTx(ctx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
+	txStore, ok := c.store.(persistence.TxStore)
+	if !ok {
+		return ctx, nil, fmt.Errorf("memory: Cache.BeginTx: the cached store, a %T, does not run transactions", c.store)
+	}
+	ctx, tx, err := txStore.BeginTx(ctx, rec)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return ctx, cachedTx{tx, c}, nil
+}
+
+// cachedTx caches the record its commit completes.
+type cachedTx struct {
+	persistence.Tx
+	c *Cache
+}
+
+func (t cachedTx) Commit(ctx context.Context, rec *persistence.Record) error {
+	err := t.Tx.Commit(ctx, rec)
+	t.c.completed(rec, err)
 	return err
 }
 
