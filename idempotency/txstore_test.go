@@ -24,7 +24,7 @@ type txStore struct {
 	ledger map[string]int // entries by order, committed
 	// beginErr and commitErr, when set, are what BeginTx and Commit return.
 	beginErr, commitErr error
-	rollbacks             int
+	rollbacks           int
 }
 
 func newTxStore() *txStore { return &txStore{Store: memory.New(), ledger: map[string]int{}} }
