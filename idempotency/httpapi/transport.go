@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
 // Defaults of Transport.
@@ -146,7 +147,7 @@ func (t *Transport) resolve() (policy, error) {
 	p.elapsed = cmp.Or(t.MaxElapsed, min(DefaultMaxElapsed, window/2))
 	var problems []string
 	switch {
-	case !validHeaderName(p.header):
+	case !httpkey.IsToken(p.header):
 		problems = append(problems, fmt.Sprintf("Header %q is not a valid header name", p.header))
 	case p.attempts < 1:
 		problems = append(problems, fmt.Sprintf("MaxAttempts %d is not positive", p.attempts))
@@ -159,7 +160,7 @@ func (t *Transport) resolve() (policy, error) {
 		problems = append(problems, fmt.Sprintf("BaseDelay %v is more than MaxDelay %v", p.first, p.ceiling))
 	}
 	for _, m := range t.Methods {
-		if !isToken(m) {
+		if !httpkey.IsToken(m) {
 			problems = append(problems, fmt.Sprintf("Methods: %q is not a valid method", m))
 		}
 	}
@@ -287,25 +288,11 @@ func keyFor(ctx context.Context) (string, error) {
 	if !ok {
 		return `"` + NewKey() + `"`, nil
 	}
-	if key == "" || len(key) > MaxKeyLength {
-		return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey must have 1 to %d characters, not %d", MaxKeyLength, len(key))
+	quoted, err := httpkey.Quote(key)
+	if err != nil {
+		return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey: %w", err)
 	}
-	var b strings.Builder
-	b.Grow(len(key) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case c < 0x20 || c > 0x7e:
-			return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey must be printable ASCII; it has %q at byte %d", c, i)
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String(), nil
+	return quoted, nil
 }
 
 // retry decides whether the answer to an attempt calls for another, and
