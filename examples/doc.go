@@ -5,7 +5,7 @@
 //     Idempotency-Key (package payment);
 //   - examples/httpserver: the same API as a net/http server behind
 //     httpapi.Middleware, and a client that retries it through
-//     httpapi.Transport (package paymentserver);
+//     httpclient.Transport (package paymentserver);
 //   - examples/function: an idempotent function inside a handler, keyed
 //     by a JMESPath expression, with payload validation (package
 //     confirmation);

@@ -18,7 +18,8 @@ func withRecord(ctx context.Context, rec *persistence.Record) context.Context {
 // KeyFromContext returns the idempotency key of the call that ctx belongs
 // to, inside a wrapped handler. Forward it to a downstream API as that API's
 // own idempotency key (a payment provider's, say), so that the whole chain
-// is idempotent.
+// is idempotent. It returns the key of the server's record of the call,
+// unlike httpclient.WithKey, which sets the key that a client sends.
 func KeyFromContext(ctx context.Context) (string, bool) {
 	rec, ok := ctx.Value(recordContextKey{}).(*persistence.Record)
 	if !ok {

@@ -3,6 +3,8 @@
 #   - persistence imports only the standard library;
 #   - the core (idempotency) imports no concrete store, and its root package
 #     does not need aws-lambda-go;
+#   - the HTTP client (idempotency/httpclient) needs neither aws-lambda-go
+#     nor the server side (idempotency/httpapi);
 #   - concrete stores never import the core;
 #   - no package of the library links the testing package (the conformance
 #     suite, persistence/storetest, excepted), nor imports unsafe;
@@ -25,6 +27,9 @@ if bad=$(deps ./idempotency/... | grep -E "^$module/persistence/(memory|dynamodb
 fi
 if bad=$(deps ./idempotency | grep -E "^github.com/aws/aws-lambda-go"); then
 	echo "the idempotency package must not need aws-lambda-go, but imports:"; echo "$bad"; fail=1
+fi
+if bad=$(deps ./idempotency/httpclient | grep -E "^(github.com/aws/aws-lambda-go|$module/idempotency/httpapi)(/|$)"); then
+	echo "idempotency/httpclient must import neither aws-lambda-go nor httpapi, but imports:"; echo "$bad"; fail=1
 fi
 for store in $(go list ./persistence/... | grep -vx "$module/persistence"); do
 	if bad=$(deps "$store" | grep -E "^$module/idempotency"); then

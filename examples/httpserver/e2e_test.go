@@ -3,7 +3,7 @@ package main
 // End-to-end tests of the httpserver example: the server, as main runs it
 // (its configuration from the environment, through the SDK's loader),
 // on free ports of 127.0.0.1, against DynamoDB tables in dynalite, and
-// clients that retry through httpapi.Transport over a network that loses
+// clients that retry through httpclient.Transport over a network that loses
 // requests and replies (lossyproxy). They skip without Node.js and
 // dynalite, unless IDEMPOTENCY_REQUIRE_INTEGRATION=1.
 //
@@ -27,7 +27,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/examples/payments/payment/paymenttest"
-	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/idempotency/httpclient"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
@@ -120,7 +120,7 @@ func TestLossyNetwork(t *testing.T) {
 	var senders []*http.Client
 	for c := range clients {
 		paymentOf[c] = make([]string, keys)
-		senders = append(senders, &http.Client{Transport: &httpapi.Transport{
+		senders = append(senders, &http.Client{Transport: &httpclient.Transport{
 			Base:        &http.Transport{MaxIdleConnsPerHost: workers},
 			MaxAttempts: 40,
 			BaseDelay:   10 * time.Millisecond,
@@ -130,7 +130,7 @@ func TestLossyNetwork(t *testing.T) {
 	lossyproxy.Drive(seed, clients, keys, workers, len(proxies), func(c, k, proxy int) {
 		key := fmt.Sprintf("e2e-%d-%d", seed, k)
 		body := fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":"cus_%d"}`, 100+k, k)
-		req, err := http.NewRequestWithContext(httpapi.ContextWithKey(t.Context(), key), "POST", proxies[proxy].URL+"/payments", strings.NewReader(body))
+		req, err := http.NewRequestWithContext(httpclient.WithKey(t.Context(), key), "POST", proxies[proxy].URL+"/payments", strings.NewReader(body))
 		require.NoError(t, err)
 		resp, err := senders[c].Do(req)
 		if !assert.NoError(t, err, key) {

@@ -1,11 +1,10 @@
 // Package httpapi gives HTTP APIs the Idempotency-Key semantics of the IETF
 // draft "The Idempotency-Key HTTP Header Field"
 // (draft-ietf-httpapi-idempotency-key-header) and of Stripe, on AWS Lambda
-// and on any Go HTTP server, and gives their clients a transport that
-// retries safely: a client sends a unique key with a request that must not
-// happen twice, and every retry with that key gets the first request's
-// response, or a clear HTTP answer (on Lambda, instead of a function error
-// that API Gateway would turn into a 502).
+// and on any Go HTTP server: a client sends a unique key with a request
+// that must not happen twice, and every retry with that key gets the first
+// request's response, or a clear HTTP answer (on Lambda, instead of a
+// function error that API Gateway would turn into a 502).
 //
 // There is one adapter per Lambda event type: [WrapAPIGateway] (REST APIs,
 // and HTTP APIs with payload format 1.0), [WrapAPIGatewayV2] (HTTP APIs),
@@ -21,10 +20,6 @@
 //
 //	idem := idempotency.Must(httpapi.Middleware(store, httpapi.WithRequestScope(callerOf)))
 //	mux.Handle("POST /orders", idem(http.HandlerFunc(createOrder)))
-//
-// [Transport] is the client's side, an http.RoundTripper:
-//
-//	client := &http.Client{Transport: &httpapi.Transport{}}
 //
 // The options that select keys from typed inputs and shape typed results
 // ([idempotency.WithKey], [idempotency.WithPayloadValidation],
@@ -190,20 +185,9 @@
 //
 // # Clients
 //
-// Transport gives POST and PATCH requests a key (a random UUID, or the one
-// of ContextWithKey) and sends them again, with the same key, when the
-// answer says it is safe and useful:
-//
-//	Answer                                      Transport
-//	connection error (refused, reset, closed)   retries after a backoff
-//	502, 503, 504                               retries after Retry-After, or a backoff
-//	409 (key-in-use), 429                       retries after Retry-After, or a backoff
-//	a certificate that does not verify          returns the error
-//	anything else (2xx, 400, 401, 403, 404,     returns the response
-//	  422, 500, ...)
-//	the request's context ends                  returns its error
-//
-// within MaxAttempts and MaxElapsed, which must stay at most half of the
-// server's KeyWindow (24 hours by default). Replayed and Attempts tell the
-// caller whether the answer was a replay and how many attempts it took.
+// Package [github.com/retrysafe/retrysafe/idempotency/httpclient] retries
+// requests with the same key when the answer was lost, or is a 409
+// (key-in-use), 429, 502, 503 or 504, after their Retry-After. It keeps
+// its retries within half of the server's window (24 hours by default),
+// and tells whether an answer was a replay.
 package httpapi

@@ -5,11 +5,13 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
-// MaxKeyLength is the longest idempotency key accepted, in characters, as
+// MaxKeyLength is the longest idempotency key accepted, 255 characters, as
 // Stripe allows. Longer keys are answered with ProblemInvalidKey.
-const MaxKeyLength = 255
+const MaxKeyLength = httpkey.MaxLength
 
 // parseKey returns the idempotency key carried by the values of the key
 // header (one per header line, or several lines joined with commas). With

@@ -17,18 +17,19 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/idempotency/httpclient"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// Clients that retry through Transport, over a network that loses
-// requests and replies (lossyproxy), to two server processes behind
+// Clients that retry through httpclient.Transport, over a network that
+// loses requests and replies (lossyproxy), to two server processes behind
 // Middleware: every key's side effect happens exactly once, counted by
 // the handler, and every client gets the one answer of its key.
 //
 // LOSSY_SEED replays the random choices of a run: the test logs its seed.
-func TestTransportThroughLossyNetwork(t *testing.T) {
+func TestMiddlewareThroughLossyNetwork(t *testing.T) {
 	const (
 		keys    = 200
 		clients = 4 // each sends every key, in an order of its own
@@ -71,7 +72,7 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 		var senders []*http.Client
 		for c := range clients {
 			results[c] = make([]result, keys)
-			senders = append(senders, &http.Client{Transport: &httpapi.Transport{
+			senders = append(senders, &http.Client{Transport: &httpclient.Transport{
 				Base: &http.Transport{MaxIdleConnsPerHost: workers},
 				// With two in five attempts lost, 40 attempts that all fail
 				// happen once in 10^16.
@@ -82,7 +83,7 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 		}
 		lossyproxy.Drive(seed, clients, keys, workers, len(proxies), func(c, k, proxy int) {
 			key := "order-" + strconv.Itoa(k)
-			req, err := http.NewRequestWithContext(httpapi.ContextWithKey(t.Context(), key), "POST", proxies[proxy].URL+"/orders",
+			req, err := http.NewRequestWithContext(httpclient.WithKey(t.Context(), key), "POST", proxies[proxy].URL+"/orders",
 				strings.NewReader(strconv.Quote(key)))
 			require.NoError(t, err)
 			resp, err := senders[c].Do(req)
@@ -92,7 +93,7 @@ func TestTransportThroughLossyNetwork(t *testing.T) {
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			assert.NoError(t, err)
-			results[c][k] = result{strconv.Itoa(resp.StatusCode) + " " + string(body), httpapi.Replayed(resp), httpapi.Attempts(resp)}
+			results[c][k] = result{strconv.Itoa(resp.StatusCode) + " " + string(body), httpclient.Replayed(resp), httpclient.Attempts(resp)}
 		})
 
 		replays, attempts := 0, 0

@@ -12,14 +12,15 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/core"
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Defaults of the adapters.
 const (
 	// DefaultHeader is the request header that carries the idempotency
-	// key, as named by the IETF draft and Stripe.
-	DefaultHeader = "Idempotency-Key"
+	// key, Idempotency-Key, as named by the IETF draft and Stripe.
+	DefaultHeader = httpkey.Header
 	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
 	// WithMaxRetryAfter).
 	DefaultMaxRetryAfter = 2 * time.Second
@@ -215,7 +216,7 @@ func (c *settings) keyed(method string) bool {
 // Default DefaultHeader. It is matched without regard to case.
 func WithHeader(name string) Option {
 	return option{spec: spec{name: "WithHeader", repeatable: false, set: func(c *core.Config, s *settings) {
-		if !validHeaderName(name) {
+		if !httpkey.IsToken(name) {
 			fail(c, "WithHeader(%q): not a valid header name", name)
 			return
 		}
@@ -236,7 +237,7 @@ func WithMethods(methods ...string) Option {
 		}
 		upper := make([]string, 0, len(methods))
 		for _, m := range methods {
-			if !isToken(m) {
+			if !httpkey.IsToken(m) {
 				fail(c, "WithMethods: %q is not a valid method", m)
 				return
 			}
@@ -265,7 +266,7 @@ func WithOptionalKey() Option {
 func WithFingerprintHeaders(names ...string) Option {
 	return option{spec: spec{name: "WithFingerprintHeaders", repeatable: true, set: func(c *core.Config, s *settings) {
 		for _, name := range names {
-			if !validHeaderName(name) {
+			if !httpkey.IsToken(name) {
 				fail(c, "WithFingerprintHeaders: %q is not a valid header name", name)
 				return
 			}
@@ -380,25 +381,4 @@ func WithMaxRetryAfter(max time.Duration) Option {
 // answered 500 all the same.
 func WithReturnErrors() Option {
 	return option{spec: spec{name: "WithReturnErrors", repeatable: false, set: func(_ *core.Config, s *settings) { s.returnErrors = true }}}
-}
-
-// validHeaderName reports whether name is a valid HTTP field name.
-func validHeaderName(name string) bool { return isToken(name) }
-
-// isToken reports whether s is an RFC 9110 token, the syntax of field
-// names and methods.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

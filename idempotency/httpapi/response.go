@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
 // HeaderReplayed is the response header that marks a replayed response,
-// with the value "true", as Stripe does.
-const HeaderReplayed = "Idempotent-Replayed"
+// Idempotent-Replayed, with the value "true", as Stripe does.
+const HeaderReplayed = httpkey.HeaderReplayed
 
 // response is what a replay needs of a response, whatever its type, and
 // the form in which it is stored: the members of the Lambda proxy response

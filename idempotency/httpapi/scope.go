@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
 // ErrNoScope is matched (with errors.Is) by the errors of scope functions
@@ -38,7 +39,7 @@ type ScopeFunc func(ctx context.Context, r *Request) (string, error)
 // it on authenticated routes), or a tenant header that the caller is
 // authorized for.
 func ScopeHeader(name string) ScopeFunc {
-	valid := validHeaderName(name)
+	valid := httpkey.IsToken(name)
 	return func(_ context.Context, r *Request) (string, error) {
 		if !valid {
 			return "", fmt.Errorf("httpapi: ScopeHeader(%q): not a valid header name", name)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/idempotency/httpclient"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
@@ -167,14 +168,14 @@ func TestMiddlewareStores(t *testing.T) {
 		// clients that retry what still gets 409: one run, one answer.
 		a = serve(t, open(), handler, idempotency.WithWait(10*time.Second))
 		b = serve(t, open(), handler, idempotency.WithWait(10*time.Second))
-		transport := &httpapi.Transport{BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond, MaxAttempts: 20}
+		transport := &httpclient.Transport{BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond, MaxAttempts: 20}
 		burst := &http.Client{Transport: transport}
 		bodies := make([][]byte, 16)
 		var wg sync.WaitGroup
 		for i := range bodies {
 			wg.Go(func() {
 				url := []string{a, b}[i%2] + "/orders"
-				req, err := http.NewRequestWithContext(httpapi.ContextWithKey(t.Context(), "k3"), "POST", url, strings.NewReader(`{"burst":true}`))
+				req, err := http.NewRequestWithContext(httpclient.WithKey(t.Context(), "k3"), "POST", url, strings.NewReader(`{"burst":true}`))
 				require.NoError(t, err)
 				resp, err := burst.Do(req)
 				if !assert.NoError(t, err) {

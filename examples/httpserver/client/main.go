@@ -1,6 +1,6 @@
 // Command client makes payments through the payments API of the
 // httpserver example (or of the payments example, behind API Gateway)
-// with httpapi.Transport: each payment gets an Idempotency-Key, and is
+// with httpclient.Transport: each payment gets an Idempotency-Key, and is
 // sent again with it when the network loses the answer or the server says
 // to come back, so that it is charged once.
 //
@@ -27,6 +27,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/payments/payment"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/idempotency/httpclient"
 )
 
 func main() {
@@ -59,14 +60,14 @@ func run(ctx context.Context, args []string, out io.Writer, base http.RoundTripp
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &httpapi.Transport{Base: base}, Timeout: 2 * time.Minute}
+	client := &http.Client{Transport: &httpclient.Transport{Base: base}, Timeout: 2 * time.Minute}
 	for range *n {
 		k := *key
 		if k == "" {
-			k = httpapi.NewKey()
+			k = httpclient.NewKey()
 		}
 		for range *repeat {
-			line, err := pay(httpapi.ContextWithKey(ctx, k), client, strings.TrimSuffix(*url, "/")+"/payments", body)
+			line, err := pay(httpclient.WithKey(ctx, k), client, strings.TrimSuffix(*url, "/")+"/payments", body)
 			if err != nil {
 				return err
 			}
@@ -99,5 +100,5 @@ func pay(ctx context.Context, client *http.Client, url string, body []byte) (str
 	if what == "" {
 		what = answer.Type
 	}
-	return fmt.Sprintf("%d %s replayed=%t attempts=%d", resp.StatusCode, what, httpapi.Replayed(resp), httpapi.Attempts(resp)), nil
+	return fmt.Sprintf("%d %s replayed=%t attempts=%d", resp.StatusCode, what, httpclient.Replayed(resp), httpclient.Attempts(resp)), nil
 }

@@ -1,4 +1,4 @@
-package httpapi_test
+package httpclient_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/idempotency/httpclient"
 )
 
 // fakeServer is a Base for Transport that answers from a script, without
@@ -97,7 +97,7 @@ func newPost(t *testing.T, ctx context.Context, body string) *http.Request {
 var uuidV4 = regexp.MustCompile(`^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$`)
 
 func TestTransportKeys(t *testing.T) {
-	send := func(tr *httpapi.Transport, req *http.Request) (attempt, *http.Response) {
+	send := func(tr *httpclient.Transport, req *http.Request) (attempt, *http.Response) {
 		t.Helper()
 		s := &fakeServer{script: []func(*http.Request) (*http.Response, error){reply(201)}}
 		tr.Base = s
@@ -111,10 +111,10 @@ func TestTransportKeys(t *testing.T) {
 		for _, method := range []string{"POST", "PATCH", "post"} {
 			req := newPost(t, t.Context(), `{"amount":1}`)
 			req.Method = method
-			got, resp := send(&httpapi.Transport{}, req)
+			got, resp := send(&httpclient.Transport{}, req)
 			assert.Regexp(t, uuidV4, got.key, "a quoted UUID v4, the draft's form")
 			assert.Equal(t, `{"amount":1}`, got.body)
-			assert.Equal(t, 1, httpapi.Attempts(resp))
+			assert.Equal(t, 1, httpclient.Attempts(resp))
 			assert.Empty(t, req.Header.Get("Idempotency-Key"), "the caller's request is left as it was")
 			keys[got.key] = true
 		}
@@ -124,35 +124,35 @@ func TestTransportKeys(t *testing.T) {
 		for _, method := range []string{"GET", "PUT", "DELETE", "HEAD"} {
 			req := newPost(t, t.Context(), "")
 			req.Method = method
-			got, resp := send(&httpapi.Transport{}, req)
+			got, resp := send(&httpclient.Transport{}, req)
 			assert.Empty(t, got.key)
-			assert.Zero(t, httpapi.Attempts(resp), "not retried")
+			assert.Zero(t, httpclient.Attempts(resp), "not retried")
 		}
 		req := newPost(t, t.Context(), "")
 		req.Method = "PUT"
-		got, _ := send(&httpapi.Transport{Methods: []string{"put"}}, req)
+		got, _ := send(&httpclient.Transport{Methods: []string{"put"}}, req)
 		assert.Regexp(t, uuidV4, got.key)
 	})
 	t.Run("the request's own key", func(t *testing.T) {
 		req := newPost(t, t.Context(), "")
 		req.Header.Set("Idempotency-Key", "order-1")
-		got, _ := send(&httpapi.Transport{}, req)
+		got, _ := send(&httpclient.Transport{}, req)
 		assert.Equal(t, "order-1", got.key, "as the caller wrote it")
 		req = newPost(t, t.Context(), "")
 		req.Header.Set("X-Request-Key", "order-1")
-		got, _ = send(&httpapi.Transport{Header: "X-Request-Key"}, req)
+		got, _ = send(&httpclient.Transport{Header: "X-Request-Key"}, req)
 		assert.Empty(t, got.key, "the configured header only")
 	})
-	t.Run("ContextWithKey", func(t *testing.T) {
-		got, _ := send(&httpapi.Transport{}, newPost(t, httpapi.ContextWithKey(t.Context(), `ord_1 "a\b"`), ""))
+	t.Run("WithKey", func(t *testing.T) {
+		got, _ := send(&httpclient.Transport{}, newPost(t, httpclient.WithKey(t.Context(), `ord_1 "a\b"`), ""))
 		assert.Equal(t, `"ord_1 \"a\\b\""`, got.key)
 		for _, bad := range []string{"", strings.Repeat("k", 256), "ключ", "a\nb"} {
 			s := &fakeServer{script: []func(*http.Request) (*http.Response, error){reply(201)}}
 			body := &closeRecorder{Reader: strings.NewReader("x")}
-			req := newPost(t, httpapi.ContextWithKey(t.Context(), bad), "")
+			req := newPost(t, httpclient.WithKey(t.Context(), bad), "")
 			req.Body = body
-			_, err := (&httpapi.Transport{Base: s}).RoundTrip(req)
-			assert.ErrorContains(t, err, "ContextWithKey", "%q", bad)
+			_, err := (&httpclient.Transport{Base: s}).RoundTrip(req)
+			assert.ErrorContains(t, err, "the key from WithKey", "%q", bad)
 			assert.Empty(t, s.seen(), "nothing was sent")
 			assert.True(t, body.closed, "the body is closed, as RoundTrip must")
 		}
@@ -160,7 +160,7 @@ func TestTransportKeys(t *testing.T) {
 	t.Run("NewKey", func(t *testing.T) {
 		seen := map[string]bool{}
 		for range 1000 {
-			k := httpapi.NewKey()
+			k := httpclient.NewKey()
 			require.Regexp(t, uuidV4, `"`+k+`"`)
 			seen[k] = true
 		}
@@ -207,7 +207,7 @@ func TestTransportRetries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &fakeServer{script: tc.script()}
-				resp, err := (&httpapi.Transport{Base: s}).RoundTrip(newPost(t, t.Context(), `{"amount":1}`))
+				resp, err := (&httpclient.Transport{Base: s}).RoundTrip(newPost(t, t.Context(), `{"amount":1}`))
 				seen := s.seen()
 				if tc.err {
 					require.Error(t, err)
@@ -217,7 +217,7 @@ func TestTransportRetries(t *testing.T) {
 					body, err := io.ReadAll(resp.Body)
 					require.NoError(t, err)
 					assert.Equal(t, strconv.Itoa(tc.status), string(body), "the last answer's body, unread")
-					assert.Equal(t, len(seen), httpapi.Attempts(resp))
+					assert.Equal(t, len(seen), httpclient.Attempts(resp))
 				}
 				require.Len(t, seen, len(tc.waits)+1)
 				for _, a := range seen {
@@ -241,7 +241,7 @@ func TestTransportRetries(t *testing.T) {
 func TestTransportFinalAnswers(t *testing.T) {
 	for _, status := range []int{200, 201, 400, 401, 403, 404, 422, 500} {
 		s := &fakeServer{script: []func(*http.Request) (*http.Response, error){reply(status, "Retry-After", "1")}}
-		resp, err := (&httpapi.Transport{Base: s}).RoundTrip(newPost(t, t.Context(), "{}"))
+		resp, err := (&httpclient.Transport{Base: s}).RoundTrip(newPost(t, t.Context(), "{}"))
 		require.NoError(t, err)
 		assert.Equal(t, status, resp.StatusCode)
 		assert.Len(t, s.seen(), 1, "%d is final", status)
@@ -251,7 +251,7 @@ func TestTransportFinalAnswers(t *testing.T) {
 func TestTransportBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &fakeServer{script: []func(*http.Request) (*http.Response, error){fail(errReset)}}
-		tr := &httpapi.Transport{Base: s, MaxAttempts: 100, BaseDelay: time.Second, MaxDelay: 4 * time.Second, MaxElapsed: 20 * time.Second}
+		tr := &httpclient.Transport{Base: s, MaxAttempts: 100, BaseDelay: time.Second, MaxDelay: 4 * time.Second, MaxElapsed: 20 * time.Second}
 		start := time.Now()
 		_, err := tr.RoundTrip(newPost(t, t.Context(), ""))
 		require.ErrorIs(t, err, errReset)
@@ -263,18 +263,18 @@ func TestTransportBudget(t *testing.T) {
 		}
 	})
 	for name, tc := range map[string]struct {
-		tr   httpapi.Transport
+		tr   httpclient.Transport
 		want string
 	}{
-		"half the window":        {httpapi.Transport{MaxElapsed: 12*time.Hour + time.Second}, "MaxElapsed 12h0m1s is more than half the KeyWindow 24h0m0s"},
-		"half a short window":    {httpapi.Transport{KeyWindow: time.Minute, MaxElapsed: 31 * time.Second}, "more than half the KeyWindow 1m0s"},
-		"negative attempts":      {httpapi.Transport{MaxAttempts: -1}, "MaxAttempts -1 is not positive"},
-		"negative window":        {httpapi.Transport{KeyWindow: -time.Hour}, "must be positive"},
-		"base above max":         {httpapi.Transport{BaseDelay: time.Minute}, "BaseDelay 1m0s is more than MaxDelay 5s"},
-		"invalid method":         {httpapi.Transport{Methods: []string{"POST", "P ST"}}, `"P ST" is not a valid method`},
-		"invalid header":         {httpapi.Transport{Header: "Idempotency Key"}, "not a valid header name"},
-		"not replayable body":    {httpapi.Transport{}, "cannot be sent again"},
-		"MaxElapsed of a window": {httpapi.Transport{KeyWindow: 10 * time.Minute, MaxElapsed: 10 * time.Minute}, "more than half"},
+		"half the window":        {httpclient.Transport{MaxElapsed: 12*time.Hour + time.Second}, "MaxElapsed 12h0m1s is more than half the KeyWindow 24h0m0s"},
+		"half a short window":    {httpclient.Transport{KeyWindow: time.Minute, MaxElapsed: 31 * time.Second}, "more than half the KeyWindow 1m0s"},
+		"negative attempts":      {httpclient.Transport{MaxAttempts: -1}, "MaxAttempts -1 is not positive"},
+		"negative window":        {httpclient.Transport{KeyWindow: -time.Hour}, "must be positive"},
+		"base above max":         {httpclient.Transport{BaseDelay: time.Minute}, "BaseDelay 1m0s is more than MaxDelay 5s"},
+		"invalid method":         {httpclient.Transport{Methods: []string{"POST", "P ST"}}, `"P ST" is not a valid method`},
+		"invalid header":         {httpclient.Transport{Header: "Idempotency Key"}, "not a valid header name"},
+		"not replayable body":    {httpclient.Transport{}, "cannot be sent again"},
+		"MaxElapsed of a window": {httpclient.Transport{KeyWindow: 10 * time.Minute, MaxElapsed: 10 * time.Minute}, "more than half"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := &fakeServer{script: []func(*http.Request) (*http.Response, error){reply(201)}}
@@ -288,11 +288,11 @@ func TestTransportBudget(t *testing.T) {
 			_, err := tc.tr.RoundTrip(req)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.True(t, strings.HasPrefix(err.Error(), "httpapi: Transport: "), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), "httpclient: Transport: "), err.Error())
 			assert.Empty(t, s.seen(), "nothing was sent")
 			assert.True(t, body.closed)
 			if name == "not replayable body" {
-				assert.ErrorIs(t, err, httpapi.ErrBodyNotReplayable)
+				assert.ErrorIs(t, err, httpclient.ErrBodyNotReplayable)
 			}
 		})
 	}
@@ -300,9 +300,9 @@ func TestTransportBudget(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &fakeServer{script: []func(*http.Request) (*http.Response, error){reply(503, "Retry-After", "20")}}
 			start := time.Now()
-			resp, err := (&httpapi.Transport{Base: s, KeyWindow: time.Minute}).RoundTrip(newPost(t, t.Context(), ""))
+			resp, err := (&httpclient.Transport{Base: s, KeyWindow: time.Minute}).RoundTrip(newPost(t, t.Context(), ""))
 			require.NoError(t, err)
-			assert.Equal(t, 2, httpapi.Attempts(resp), "a third attempt would start 40s in, past half the window")
+			assert.Equal(t, 2, httpclient.Attempts(resp), "a third attempt would start 40s in, past half the window")
 			assert.Equal(t, 20*time.Second, time.Since(start))
 		})
 	})
@@ -316,7 +316,7 @@ func TestTransportHonoursTheContext(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		start := time.Now()
-		_, err := (&httpapi.Transport{Base: s}).RoundTrip(newPost(t, ctx, ""))
+		_, err := (&httpclient.Transport{Base: s}).RoundTrip(newPost(t, ctx, ""))
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, time.Second, time.Since(start), "the wait ends with the context")
 		assert.Len(t, s.seen(), 1)
@@ -327,17 +327,17 @@ func TestTransportHonoursTheContext(t *testing.T) {
 			<-req.Context().Done() // a server that never answers
 			return nil, req.Context().Err()
 		}}}
-		_, err = (&httpapi.Transport{Base: s}).RoundTrip(newPost(t, ctx, ""))
+		_, err = (&httpclient.Transport{Base: s}).RoundTrip(newPost(t, ctx, ""))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Len(t, s.seen(), 1, "no attempt after the deadline")
 	})
 }
 
 func TestReplayedAndAttempts(t *testing.T) {
-	assert.False(t, httpapi.Replayed(nil))
-	assert.False(t, httpapi.Replayed(&http.Response{Header: http.Header{}}))
-	assert.True(t, httpapi.Replayed(&http.Response{Header: http.Header{"Idempotent-Replayed": {"true"}}}))
-	assert.Zero(t, httpapi.Attempts(nil))
-	assert.Zero(t, httpapi.Attempts(&http.Response{}))
-	assert.Zero(t, httpapi.Attempts(&http.Response{Request: newPost(t, t.Context(), "")}))
+	assert.False(t, httpclient.Replayed(nil))
+	assert.False(t, httpclient.Replayed(&http.Response{Header: http.Header{}}))
+	assert.True(t, httpclient.Replayed(&http.Response{Header: http.Header{"Idempotent-Replayed": {"true"}}}))
+	assert.Zero(t, httpclient.Attempts(nil))
+	assert.Zero(t, httpclient.Attempts(&http.Response{}))
+	assert.Zero(t, httpclient.Attempts(&http.Response{Request: newPost(t, t.Context(), "")}))
 }

@@ -1,12 +1,10 @@
-package httpapi
+package httpclient
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
 // Defaults of Transport.
@@ -35,67 +34,17 @@ const (
 	DefaultMaxDelay = 5 * time.Second
 )
 
-// ErrBodyNotReplayable is matched (with errors.Is) by the error of
-// Transport for a request whose body it could not send again: its GetBody
-// is nil, as for bodies that http.NewRequest does not know how to copy.
-// Nothing was sent.
-var ErrBodyNotReplayable = errors.New("httpapi: Transport: the request has a body but no GetBody, so it cannot be sent again; " +
+// ErrBodyNotReplayable is the error of [Transport] for a request with a
+// body and without GetBody, which it could not send again. Nothing was
+// sent.
+var ErrBodyNotReplayable = errors.New("httpclient: Transport: the request has a body but no GetBody, so it cannot be sent again; " +
 	"make it with http.NewRequest and a *bytes.Buffer, *bytes.Reader or *strings.Reader body, or set GetBody")
 
-// Transport is an http.RoundTripper that makes requests that must not
-// happen twice safe to retry, the client side of Middleware and of the
-// Lambda adapters (and of any server with the IETF draft's or Stripe's
-// Idempotency-Key semantics). It gives each POST and PATCH request an
-// idempotency key, unless it carries one, and sends it again with the same
-// key when the answer was lost or says to try again later:
-//
-//	client := &http.Client{Transport: &httpapi.Transport{}}
-//	resp, err := client.Post(url, "application/json", strings.NewReader(body))
-//
-// The key is the request's own Idempotency-Key header when it has one, as
-// the caller wrote it; else the key that ContextWithKey put in the
-// request's context (to keep it with the operation, so that the operation
-// can be retried later, after a restart, with the same key); else a new
-// random UUID (NewKey). Keys are sent as the draft's quoted strings.
-//
-// A request is sent again, after a backoff, when:
-//
-//	Answer                                  Wait before the next attempt
-//	an error of the connection              backoff (the request may or may not have reached the server)
-//	502, 503, 504                           Retry-After if given, else backoff
-//	409 (a request with the key in flight)  Retry-After if given, else backoff
-//	429                                     Retry-After if given, else backoff
-//
-// Any other answer is final, 400, 401, 403, 404, 422 and 500 among them,
-// and so is an error that another attempt cannot change (a certificate
-// that does not verify) or the end of the request's context. Retry-After
-// is honoured as seconds or as an HTTP date (counted from the response's
-// Date). The backoff is exponential with jitter: BaseDelay, doubled for
-// each retry, at most MaxDelay, and a random half of it taken off.
-//
-// Attempts stop after MaxAttempts, or when the next one would start more
-// than MaxElapsed after the first, or when the request's context ends; the
-// last answer is then returned (its error, or its response with the body
-// unread). Choose the budget from what the caller can wait, well inside
-// the server's key window (KeyWindow, how long the server remembers a
-// key): a retry that arrives after the server forgot the key runs the
-// request a second time. Transport refuses a MaxElapsed of more than half
-// the KeyWindow, to leave room for what it does not see: the time a
-// request takes to reach the server, clocks that differ, a server
-// configured with a shorter window than the one it was told, and a caller
-// that retries the whole operation again with the same key
-// (ContextWithKey) after its budget ran out.
-//
-// Bodies must be replayable: a request with a body and without GetBody
-// fails with ErrBodyNotReplayable, before anything is sent. Requests with
-// other methods go to Base unchanged, and are not retried. Replayed tells
-// whether the answer was a stored one, and Attempts how many attempts it
-// took. net/http's own Transport sends a request with an Idempotency-Key
-// header again by itself, once, when a kept-alive connection breaks before
-// the answer begins: Attempts does not count those.
-//
-// The zero value is ready to use, with the defaults. A Transport is safe
-// for concurrent use; do not change its fields while it is used.
+// Transport is an [http.RoundTripper] that sends POST and PATCH requests
+// with an idempotency key, and sends them again with the same key when the
+// answer was lost or says to try again later. The zero value is ready to
+// use, with the defaults. A Transport is safe for concurrent use, and its
+// fields must not change while it is used.
 type Transport struct {
 	// Base sends each attempt. Default http.DefaultTransport.
 	Base http.RoundTripper
@@ -107,20 +56,21 @@ type Transport struct {
 	Header string
 
 	// MaxAttempts is how many times a request is sent at most, the first
-	// time included. Default DefaultMaxAttempts; 1 never retries.
+	// time included. Default DefaultMaxAttempts. 1 never retries.
 	MaxAttempts int
 	// MaxElapsed is how long after the first attempt the last may start.
 	// Default DefaultMaxElapsed, or half the KeyWindow if that is shorter.
 	// It must be at most half the KeyWindow.
 	MaxElapsed time.Duration
 	// KeyWindow is how long the server remembers a key. Default
-	// idempotency.DefaultHTTPExpiry, the window of Middleware and of the Lambda adapters.
+	// [idempotency.DefaultHTTPExpiry], the window of the servers of
+	// package httpapi.
 	KeyWindow time.Duration
 	// BaseDelay is the backoff before the first retry. Default
 	// DefaultBaseDelay.
 	BaseDelay time.Duration
 	// MaxDelay caps the backoff. Default DefaultMaxDelay. It does not cap
-	// a Retry-After: an answer that asks for more time than the budget has
+	// a Retry-After. An answer that asks for more time than the budget has
 	// left is final.
 	MaxDelay time.Duration
 }
@@ -146,7 +96,7 @@ func (t *Transport) resolve() (policy, error) {
 	p.elapsed = cmp.Or(t.MaxElapsed, min(DefaultMaxElapsed, window/2))
 	var problems []string
 	switch {
-	case !validHeaderName(p.header):
+	case !httpkey.IsToken(p.header):
 		problems = append(problems, fmt.Sprintf("Header %q is not a valid header name", p.header))
 	case p.attempts < 1:
 		problems = append(problems, fmt.Sprintf("MaxAttempts %d is not positive", p.attempts))
@@ -159,12 +109,12 @@ func (t *Transport) resolve() (policy, error) {
 		problems = append(problems, fmt.Sprintf("BaseDelay %v is more than MaxDelay %v", p.first, p.ceiling))
 	}
 	for _, m := range t.Methods {
-		if !isToken(m) {
+		if !httpkey.IsToken(m) {
 			problems = append(problems, fmt.Sprintf("Methods: %q is not a valid method", m))
 		}
 	}
 	if len(problems) > 0 {
-		return policy{}, errors.New("httpapi: Transport: " + strings.Join(problems, "; "))
+		return policy{}, errors.New("httpclient: Transport: " + strings.Join(problems, "; "))
 	}
 	return p, nil
 }
@@ -177,48 +127,18 @@ func (t *Transport) keyed(method string) bool {
 	return slices.ContainsFunc(t.Methods, func(m string) bool { return strings.EqualFold(m, method) })
 }
 
-type clientKey struct{}
-
 type attemptKey struct{}
 
-// ContextWithKey returns a context that makes Transport send the request
-// made with it with key as its idempotency key, unless the request carries
-// one: keep the key with the operation (in the database row of the order
-// that the request creates, say), so that the operation can be sent again
-// with the same key later, by a process that restarted. A key is 1 to
-// MaxKeyLength printable ASCII characters, which the draft's quoted form
-// can carry; the request fails before it is sent if it is not.
-func ContextWithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, clientKey{}, key)
-}
-
-// NewKey returns a new idempotency key: a random (version 4) UUID, from
-// crypto/rand.
-func NewKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])  // never fails (crypto/rand)
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	hex.Encode(s[9:13], b[4:6])
-	hex.Encode(s[14:18], b[6:8])
-	hex.Encode(s[19:23], b[8:10])
-	hex.Encode(s[24:], b[10:])
-	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
-	return string(s[:])
-}
-
-// Replayed reports whether resp is a replay: the stored answer to an
-// earlier request with the same key (Idempotent-Replayed: true), not the
-// answer of a run of this request.
+// Replayed reports whether resp is the stored answer to an earlier request
+// with the same key (Idempotent-Replayed: true), not the answer of a run
+// of this request.
 func Replayed(resp *http.Response) bool {
-	return resp != nil && resp.Header.Get(HeaderReplayed) == "true"
+	return resp != nil && resp.Header.Get(httpkey.HeaderReplayed) == "true"
 }
 
-// Attempts returns how many attempts of Transport resp is the answer to:
-// 1 when it is the first attempt's, 0 when the request did not go
-// through a Transport that retries it.
+// Attempts returns how many attempts of [Transport] resp is the answer to.
+// It is 1 for the first attempt's answer, and 0 when the request did not
+// go through a Transport that retries it.
 func Attempts(resp *http.Response) int {
 	if resp == nil || resp.Request == nil {
 		return 0
@@ -256,7 +176,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
 			if try.Body, err = req.GetBody(); err != nil {
-				return nil, fmt.Errorf("httpapi: Transport: the body for attempt %d: %w", attempt, err)
+				return nil, fmt.Errorf("httpclient: Transport: the body for attempt %d: %w", attempt, err)
 			}
 		}
 		resp, err := p.base.RoundTrip(try)
@@ -274,38 +194,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, fmt.Errorf("httpapi: Transport: waiting to send attempt %d: %w", attempt+1, context.Cause(ctx))
+			return nil, fmt.Errorf("httpclient: Transport: waiting to send attempt %d: %w", attempt+1, context.Cause(ctx))
 		case <-timer.C:
 		}
 	}
-}
-
-// keyFor returns the key of a request without one, in the header form:
-// the one ContextWithKey put in ctx, or a new one.
-func keyFor(ctx context.Context) (string, error) {
-	key, ok := ctx.Value(clientKey{}).(string)
-	if !ok {
-		return `"` + NewKey() + `"`, nil
-	}
-	if key == "" || len(key) > MaxKeyLength {
-		return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey must have 1 to %d characters, not %d", MaxKeyLength, len(key))
-	}
-	var b strings.Builder
-	b.Grow(len(key) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case c < 0x20 || c > 0x7e:
-			return "", fmt.Errorf("httpapi: Transport: the key from ContextWithKey must be printable ASCII; it has %q at byte %d", c, i)
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String(), nil
 }
 
 // retry decides whether the answer to an attempt calls for another, and
