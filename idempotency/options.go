@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -20,7 +21,7 @@ const (
 	// DefaultHTTPExpiry is how long the HTTP adapters and the retrying
 	// HTTP client remember a key instead: Stripe's 24 hours, what clients
 	// of an Idempotency-Key API expect.
-	DefaultHTTPExpiry = 24 * time.Hour
+	DefaultHTTPExpiry = httpkey.Expiry
 	// DefaultLease is how long a reservation holds its key when the context
 	// has no deadline (servers, background jobs), unless renewed: the call
 	// renews it while its function runs, so a long call keeps its key, and

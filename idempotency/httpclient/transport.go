@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
@@ -92,7 +91,7 @@ func (t *Transport) resolve() (policy, error) {
 		first:    cmp.Or(t.BaseDelay, DefaultBaseDelay),
 		ceiling:  cmp.Or(t.MaxDelay, DefaultMaxDelay),
 	}
-	window := cmp.Or(t.KeyWindow, idempotency.DefaultHTTPExpiry)
+	window := cmp.Or(t.KeyWindow, httpkey.Expiry)
 	p.elapsed = cmp.Or(t.MaxElapsed, min(DefaultMaxElapsed, window/2))
 	var problems []string
 	switch {

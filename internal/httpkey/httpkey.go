@@ -6,6 +6,7 @@ package httpkey
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 const (
@@ -17,6 +18,9 @@ const (
 	HeaderReplayed = "Idempotent-Replayed"
 	// MaxLength is the longest key, in characters, as Stripe allows.
 	MaxLength = 255
+	// Expiry is how long a server remembers a key: Stripe's 24 hours,
+	// what clients of an Idempotency-Key API expect.
+	Expiry = 24 * time.Hour
 )
 
 // IsToken reports whether s is an RFC 9110 token, the syntax of field
