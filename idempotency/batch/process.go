@@ -43,8 +43,9 @@ const (
 	// it reaches the dead-letter queue or the stream's retry limit.
 	ReasonRecordedError = "recorded_error"
 	// ReasonGroupFailed: an earlier record of the same ordering group (FIFO
-	// message group, Kinesis partition key, DynamoDB item) failed in this
-	// batch, so this one did not run, to keep the group in order.
+	// message group, Kinesis partition key, DynamoDB item, Kafka
+	// topic-partition) failed in this batch, so this one did not run, to
+	// keep the group in order.
 	ReasonGroupFailed = "group_failed"
 	// ReasonNotStarted: the invocation's context was done (its deadline had
 	// passed) before the record's turn came.
@@ -63,7 +64,7 @@ type meta struct {
 
 // source describes one kind of batch event.
 type source[R any] struct {
-	name       string // "sqs", "kinesis", "dynamodb", in log lines
+	name       string // "sqs", "kinesis", "dynamodb", "kafka", in log lines
 	fnName     string // the function that builds the handler: "SQS"
 	idName     string // what the item identifier is, in messages
 	defaultKey string // the key expression without WithKey
