@@ -236,12 +236,14 @@ func TestOrdering(t *testing.T) {
 
 				// The failure clears and the other invocation completes c-1
 				// (here: its reservation is gone). SQS redelivers the failed
-				// messages; a stream resumes at the lowest failed sequence
-				// number, so b-2 and b-3 come again too.
+				// messages, and Kafka each failed partition from its lowest
+				// failed offset; a Kinesis or DynamoDB stream resumes at the
+				// lowest failed sequence number, so b-2 and b-3 come again
+				// too.
 				rc.setFailing("a-2", false)
 				require.NoError(t, store.Delete(t.Context(), recordKey(t, "c-1"), "another-invocation"))
 				again := []spec{records[2], records[4], records[5], records[6]}
-				if h.name != "sqs-fifo" {
+				if h.name != "sqs-fifo" && h.name != "kafka" {
 					again = records[2:]
 				}
 				failed, err = deliver(t.Context(), again)
@@ -376,6 +378,10 @@ func TestOptions(t *testing.T) {
 	assert.Error(t, err)
 	_, err = batch.DynamoDB(nil, store)
 	assert.Error(t, err)
+	_, err = batch.Kafka(nil, store)
+	assert.Error(t, err)
+	_, err = batch.Kafka(func(context.Context, events.KafkaRecord) error { return nil }, store, idempotency.WithKey("decoded_headers.*"))
+	assert.ErrorContains(t, err, "order of object members")
 	assert.Panics(t, func() { idempotency.Must(batch.SQS(fn, store, idempotency.WithKey("["))) })
 }
 

@@ -1,14 +1,17 @@
-// Package batch processes the records of SQS, Kinesis Data Streams and
-// DynamoDB Streams batches once each, and reports only the failed ones to
-// Lambda, so that only they are retried.
+// Package batch processes the records of SQS, Kinesis Data Streams,
+// DynamoDB Streams and Kafka (Amazon MSK and self-managed Apache Kafka)
+// batches once each, and reports only the failed ones to Lambda, so that
+// only they are retried.
 //
 // Queues and streams deliver at least once: SQS delivers a message again
 // when its visibility timeout passes, and Lambda retries a whole batch when
-// one record fails. SQS, Kinesis and DynamoDB build a Lambda handler from a
-// function that processes one record. The function is made idempotent with
-// idempotency.Wrap, with one key per record, and the handler returns the
-// partial batch response Lambda expects (events.SQSEventResponse,
-// events.KinesisEventResponse, events.DynamoDBEventResponse):
+// one record fails. SQS, Kinesis, DynamoDB and Kafka build a Lambda handler
+// from a function that processes one record. The function is made
+// idempotent with idempotency.Wrap, with one key per record, and the
+// handler returns the partial batch response Lambda expects
+// (events.SQSEventResponse, events.KinesisEventResponse,
+// events.DynamoDBEventResponse, and KafkaEventResponse, which aws-lambda-go
+// does not define):
 //
 //	store, _ := dynamodb.New(client, os.Getenv("IDEMPOTENCY_TABLE"))
 //	handler, err := batch.SQS(processOrder, store,
@@ -23,14 +26,17 @@
 // FunctionResponseTypes (in AWS SAM, FunctionResponseTypes:
 // [ReportBatchItemFailures] on the SQS, Kinesis or DynamoDB event).
 // Without it Lambda ignores the response: a batch with failed records
-// counts as a success and they are not retried.
+// counts as a success and they are not retried. Kafka event source
+// mappings offer it among their error handling controls, in provisioned
+// mode (https://docs.aws.amazon.com/lambda/latest/dg/kafka-retry-configurations.html).
 //
 // # Choosing the key
 //
 // By default a record's key is its delivery identity: the messageId of an
-// SQS message, the eventID of a Kinesis or DynamoDB stream record. It stays
-// the same however often Lambda or SQS delivers the record, so it protects
-// against every redelivery, and every record has one. But a producer that
+// SQS message, the eventID of a Kinesis or DynamoDB stream record, the
+// topic, partition and offset of a Kafka record. It stays the same however
+// often Lambda or SQS delivers the record, so it protects against every
+// redelivery, and every record has one. But a producer that
 // sends the same order twice (after a timeout, say) creates a new message
 // with a new ID, which the default key does not recognise. A key taken
 // from the payload, such as "powertools_json(body).order_id", recognises
@@ -39,6 +45,36 @@
 //
 // The whole record is never a good key for SQS: its receiptHandle and
 // ApproximateReceiveCount change on each delivery.
+//
+// A Kafka offset names one record only while its topic lives, in one
+// cluster: offsets start again at 0 when a topic is deleted and created
+// again, and a function that reads topics of one name from two clusters
+// sees each offset twice. A record at an offset seen before is skipped as
+// completed until the first one's key expires. A key from the payload
+// avoids both.
+//
+// # Kafka records
+//
+// Lambda sends a Kafka record's key and value in base64, and its header
+// values as arrays of bytes. Key expressions search the record as Lambda
+// sends it, so that an expression written for Powertools, such as
+// powertools_json(powertools_base64(value)).order_id, works unchanged.
+// They also see its decoded parts, under the names of Powertools'
+// KafkaEventRecord:
+//
+//   - decoded_value and decoded_key: the value and the key as text, so
+//     that powertools_json(decoded_value).order_id selects the order_id
+//     of a JSON value;
+//   - json_value: the value as JSON, so that json_value.order_id does too;
+//   - decoded_headers: an object of the header values as text, so that
+//     decoded_headers."idempotency-key" selects a header (the last, when
+//     several have its name).
+//
+// A decoded part is null when it is not UTF-8 text, or (json_value) not
+// JSON: a key of it alone fails the record as a bad record. To key on a
+// binary value, select value itself. The parts are decoded only when an
+// expression reads them, and the record function receives the record as
+// Lambda sent it.
 //
 // # What happens to each record
 //
@@ -64,10 +100,10 @@
 // every record, each is reported on its own rather than as an error, so
 // that records that did succeed are not delivered again. The handler
 // returns an error only when a failed record has no identifier (an SQS
-// message without messageId, a stream record without sequence number):
-// Lambda cannot retry such a record alone, and treats an empty
-// identifier as a failure of the whole batch anyway. An empty
-// BatchItemFailures list means the whole batch succeeded.
+// message without messageId, a stream record without sequence number, a
+// Kafka record without topic): Lambda cannot retry such a record alone,
+// and treats an empty identifier as a failure of the whole batch anyway.
+// An empty BatchItemFailures list means the whole batch succeeded.
 //
 // Each failed record is logged once, at warning or error level, with its
 // identifier (item_identifier) and a reason attribute (ReasonHandlerError,
@@ -88,20 +124,25 @@
 //     unit of order that Lambda keeps with a ParallelizationFactor.
 //   - DynamoDB Streams: the item, dynamodb.Keys; the stream keeps each
 //     item's changes in order.
+//   - Kafka: the topic-partition, the unit of order of a topic. The
+//     records of each topic-partition run in the event's order; the
+//     topic-partitions of a batch run by topic, then partition number.
 //
 // For the streams, Lambda resumes the shard at the lowest reported
 // sequence number, whatever else is reported (every failed record is
-// reported, as Powertools does). Records after it that succeeded come
-// again, and are skipped as completed. Powertools' batch processor runs
-// every stream record whatever failed before it, so a later change of an
-// item can be applied before an earlier one that failed; here it cannot.
+// reported, as Powertools does), and a Kafka partition at its lowest
+// reported offset. Records after it that succeeded come again, and are
+// skipped as completed. Powertools' batch processor runs every stream or
+// Kafka record whatever failed before it, so a later change of an item can
+// be applied before an earlier one that failed; here it cannot.
 //
 // Skipping completed records relies on their keys being remembered until
 // they come again: choose an expiry (idempotency.WithExpiry, one hour by
 // default) longer than a failing record can hold the batch up, that is
 // longer than the queue's visibility timeout times its maxReceiveCount, or
-// than a stream's MaximumRecordAgeInSeconds (or its retries with
-// MaximumRetryAttempts). After the expiry a redelivered record runs again.
+// than the MaximumRecordAgeInSeconds of a stream's or Kafka's event source
+// mapping (or its retries with MaximumRetryAttempts). After the expiry a
+// redelivered record runs again.
 //
 // # Parallelism
 //

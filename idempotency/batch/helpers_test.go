@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,11 +26,11 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// The tests run one scenario against the three event types through a
+// The tests run one scenario against the four event types through a
 // harness per type. Records are described by a spec; each harness builds
 // its event type from the real sample event of aws-lambda-go
-// (testdata/events at the module root), with the spec's payload, and maps
-// record numbers to that type's item identifier.
+// (testdata/events at the module root, testdata here for Kafka), with the
+// spec's payload, and maps record numbers to that type's item identifier.
 
 const prefix = "batch-test"
 
@@ -172,6 +173,15 @@ func loadEvent(t testing.TB, name string, v any) {
 	require.NoError(t, json.Unmarshal(b, v))
 }
 
+// loadKafkaEvent decodes the sample Kafka event of aws-lambda-go, which
+// testdata here holds.
+func loadKafkaEvent(t testing.TB, event *events.KafkaEvent) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "kafka-event.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, event))
+}
+
 // baseOpts adds the tests' key prefix and a silent logger to opts, unless
 // opts set their own.
 func baseOpts(opts []idempotency.BatchOption) []idempotency.BatchOption {
@@ -306,9 +316,87 @@ func dynamoDBHarness() harness {
 	}
 }
 
+// kafkaHarness builds Kafka events: a spec's group is a partition of the
+// sample's topic, numbered in order of first appearance (a record without
+// group has a partition of its own), its number the record's offset, and
+// its payload the base64 value. An item identifier is written
+// "<topic>-<partition>@<offset>", as the log lines write it. The event
+// keeps the records of a partition in batch order; the handler takes the
+// partitions in order of their numbers, so a batch whose groups do not
+// interleave runs in batch order.
+func kafkaHarness() harness {
+	var (
+		mu         sync.Mutex
+		partitions = map[string]int64{} // by group
+		numbers    = map[int]int64{}    // record number to partition
+	)
+	const topic = "AWSKafkaTopic" // the sample's
+	partition := func(s spec) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		group := s.group
+		if group == "" {
+			group = fmt.Sprintf("#%d", s.n)
+		}
+		p, ok := partitions[group]
+		if !ok {
+			p = int64(len(partitions))
+			partitions[group] = p
+		}
+		numbers[s.n] = p
+		return p
+	}
+	id := func(n int) string {
+		mu.Lock()
+		defer mu.Unlock()
+		p, ok := numbers[n]
+		if !ok {
+			return fmt.Sprintf("record %d was never delivered", n)
+		}
+		return fmt.Sprintf("%s-%d@%d", topic, p, n)
+	}
+	return harness{
+		name: "kafka", key: "powertools_json(decoded_value).order_id", id: id, ordered: true,
+		build: func(t testing.TB, rc *recorder, store persistence.Store, opts ...idempotency.BatchOption) func(context.Context, []spec) ([]string, error) {
+			var sample events.KafkaEvent
+			loadKafkaEvent(t, &sample)
+			handler, err := batch.Kafka(func(ctx context.Context, r events.KafkaRecord) error {
+				value, err := base64.StdEncoding.DecodeString(r.Value)
+				if err != nil {
+					return err
+				}
+				tp := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
+				return rc.process(ctx, run{order: orderOf(value), id: fmt.Sprintf("%s@%d", tp, r.Offset), group: tp})
+			}, store, baseOpts(opts)...)
+			require.NoError(t, err)
+			return func(ctx context.Context, specs []spec) ([]string, error) {
+				event := sample
+				event.Records = map[string][]events.KafkaRecord{}
+				for _, s := range specs {
+					r := sample.Records["AWSKafkaTopic-0"][0]
+					r.Topic = topic
+					r.Partition = partition(s)
+					r.Offset = int64(s.n)
+					r.Key = base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "key-%d", s.n))
+					r.Value = base64.StdEncoding.EncodeToString([]byte(s.payload()))
+					tp := fmt.Sprintf("%s-%d", topic, r.Partition)
+					event.Records[tp] = append(event.Records[tp], r)
+				}
+				resp, err := handler(ctx, event)
+				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
+				out := make([]string, len(resp.BatchItemFailures))
+				for i, f := range resp.BatchItemFailures {
+					out[i] = fmt.Sprintf("%s@%d", f.ItemIdentifier.Partition, f.ItemIdentifier.Offset)
+				}
+				return out, err
+			}
+		},
+	}
+}
+
 // harnesses are the event types, with SQS as a standard and a FIFO queue.
 func harnesses() []harness {
-	return []harness{sqsHarness(false), sqsHarness(true), kinesisHarness(), dynamoDBHarness()}
+	return []harness{sqsHarness(false), sqsHarness(true), kinesisHarness(), dynamoDBHarness(), kafkaHarness()}
 }
 
 // recordKey returns the idempotency key of an order, as the batch derives

@@ -20,10 +20,11 @@ type settingsKey struct{}
 //
 // Records that must stay in order are never run concurrently, nor out of
 // order: the records of one SQS FIFO message group, of one Kinesis
-// partition key, or of one DynamoDB item run one after another in batch
-// order, while different groups run in parallel (as Lambda itself runs
-// the message groups of a FIFO queue, or the partition keys of a shard with
-// a ParallelizationFactor). On a standard queue, records with the same
+// partition key, of one DynamoDB item, or of one Kafka topic-partition run
+// one after another in batch order, while different groups run in parallel
+// (as Lambda itself runs the message groups of a FIFO queue, or the
+// partition keys of a shard with a ParallelizationFactor). On a standard
+// queue, records with the same
 // idempotency key in one batch also run one after the other, so that the
 // second is skipped as completed instead of failing as in progress.
 //

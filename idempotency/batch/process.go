@@ -43,8 +43,9 @@ const (
 	// it reaches the dead-letter queue or the stream's retry limit.
 	ReasonRecordedError = "recorded_error"
 	// ReasonGroupFailed: an earlier record of the same ordering group (FIFO
-	// message group, Kinesis partition key, DynamoDB item) failed in this
-	// batch, so this one did not run, to keep the group in order.
+	// message group, Kinesis partition key, DynamoDB item, Kafka
+	// topic-partition) failed in this batch, so this one did not run, to
+	// keep the group in order.
 	ReasonGroupFailed = "group_failed"
 	// ReasonNotStarted: the invocation's context was done (its deadline had
 	// passed) before the record's turn came.
@@ -63,11 +64,14 @@ type meta struct {
 
 // source describes one kind of batch event.
 type source[R any] struct {
-	name       string // "sqs", "kinesis", "dynamodb", in log lines
+	name       string // "sqs", "kinesis", "dynamodb", "kafka", in log lines
 	fnName     string // the function that builds the handler: "SQS"
 	idName     string // what the item identifier is, in messages
 	defaultKey string // the key expression without WithKey
 	describe   func(*R) meta
+	// view, when set, returns what key expressions search instead of the
+	// record itself.
+	view func(*R) any
 }
 
 type status uint8
@@ -176,6 +180,18 @@ func newProcessor[R any](src *source[R], fn func(context.Context, R) error, stor
 // identifier: Lambda cannot retry it alone, and would fail the whole batch
 // for an empty identifier anyway.
 func (p *processor[R]) process(ctx context.Context, records []R) ([]string, error) {
+	failed, metas, err := p.run(ctx, records)
+	ids := make([]string, len(failed))
+	for i, j := range failed {
+		ids[i] = metas[j].id
+	}
+	return ids, err
+}
+
+// run is process for sources whose item identifiers are not strings: it
+// returns the indexes of the failed records, in batch order, and what it
+// knows of each record.
+func (p *processor[R]) run(ctx context.Context, records []R) ([]int, []meta, error) {
 	metas := make([]meta, len(records))
 	for i := range records {
 		metas[i] = p.src.describe(&records[i])
@@ -191,7 +207,7 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 		p.runParallel(ctx, records, metas, results)
 	}
 
-	failedIDs := make([]string, 0, len(records))
+	failedIdxs := make([]int, 0, len(records))
 	var counts [failed + 1]int
 	missing := 0
 	for i, st := range results {
@@ -202,7 +218,7 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 		}
 		counts[st]++
 		if st == failed {
-			failedIDs = append(failedIDs, metas[i].id)
+			failedIdxs = append(failedIdxs, i)
 			if metas[i].id == "" {
 				missing++
 			}
@@ -216,10 +232,10 @@ func (p *processor[R]) process(ctx context.Context, records []R) ([]string, erro
 		slog.String("source", p.src.name), slog.Int("records", len(records)),
 		slog.Int("processed", counts[processed]), slog.Int("skipped", counts[skipped]), slog.Int("failed", counts[failed]))
 	if missing > 0 {
-		return failedIDs, fmt.Errorf("idempotency/batch: %d failed %s records have no %s, so Lambda cannot retry them alone; failing the whole batch",
+		return failedIdxs, metas, fmt.Errorf("idempotency/batch: %d failed %s records have no %s, so Lambda cannot retry them alone; failing the whole batch",
 			missing, p.src.name, p.src.idName)
 	}
-	return failedIDs, nil
+	return failedIdxs, metas, nil
 }
 
 // runParallel runs lanes of records on up to p.parallelism goroutines.
@@ -275,7 +291,7 @@ func (p *processor[R]) lanes(records []R, metas []meta) [][]int {
 // keyMaterial returns the canonical form of the record's selected key, or
 // false when it has none (the record then fails on its own lane).
 func (p *processor[R]) keyMaterial(rec *R) (string, bool) {
-	v, err := p.laneKey.SearchValue(*rec)
+	v, err := p.laneKey.SearchValue(p.searched(rec))
 	if err != nil || v == nil {
 		return "", false
 	}
@@ -361,7 +377,8 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 // without payload validation), which Guard.Do hashes as idempotency.Wrap
 // does, or why rec has no key, as an *idempotency.KeyError.
 func (p *processor[R]) derive(rec R) (key, payload string, err error) {
-	material, noKey, err := core.AppendMaterial(nil, p.key, rec)
+	in := p.searched(&rec)
+	material, noKey, err := core.AppendMaterial(nil, p.key, in)
 	switch {
 	case err != nil:
 		return "", "", &idempotency.KeyError{Expression: p.key.String(), Err: err}
@@ -369,13 +386,22 @@ func (p *processor[R]) derive(rec R) (key, payload string, err error) {
 		return "", "", &idempotency.KeyError{Expression: p.key.String()}
 	}
 	if p.validation != nil {
-		v, _, err := core.AppendMaterial(nil, p.validation, rec)
+		v, _, err := core.AppendMaterial(nil, p.validation, in)
 		if err != nil {
 			return "", "", &idempotency.KeyError{Expression: p.validation.String(), Err: fmt.Errorf("payload validation: %w", err)}
 		}
 		payload = string(v)
 	}
 	return string(material), payload, nil
+}
+
+// searched returns what the key expressions search for rec: the source's
+// view of it, or the record itself.
+func (p *processor[R]) searched(rec *R) any {
+	if p.src.view != nil {
+		return p.src.view(rec)
+	}
+	return *rec
 }
 
 // fail logs why the record failed and returns failed.
