@@ -187,7 +187,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 			":p":      inProgressValue,
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, retryConflicts...)
 	if err == nil {
 		return nil
 	}
@@ -241,7 +241,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 		return err
 	}
 	in, omitted := s.updateInput(rec)
-	_, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, in, retryConflicts...)
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {
@@ -325,7 +325,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		ConditionExpression:       &s.deleteCond,
 		ExpressionAttributeNames:  s.deleteNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{valuePlaceholders[attrToken]: str(token), ":p": inProgressValue},
-	})
+	}, retryConflicts...)
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {
