@@ -60,7 +60,8 @@ var _ persistence.Store = (*Store)(nil)
 // New sends no request. It returns an error if client is nil, table is
 // shorter than 3 characters (DynamoDB's minimum), or the options are
 // invalid: two attributes with one name, StaticPKValue without SortKeyAttr,
-// or MaxItemSize outside 1 to 400 KB.
+// MaxItemSize outside 1 to 400 KB, or a GlobalTable that is none of its
+// values.
 func New(client Client, table string, optFns ...func(*Options)) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("persistence/dynamodb: nil client")
