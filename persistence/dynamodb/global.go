@@ -114,10 +114,10 @@ func (e *GlobalTableError) Is(target error) bool { return target == ErrGlobalTab
 // A table is a global table of strong consistency when DescribeTable says
 // MultiRegionConsistency STRONG, and of eventual consistency when it lists
 // replicas otherwise (tables made global before the consistency modes
-// existed do not say EVENTUAL). A table of version 2017.11.29 (legacy)
-// lists no replicas: DescribeTable cannot tell it from a table in one
-// Region, which is why a description of eventual consistency is accepted
-// for a table without replicas.
+// existed do not say EVENTUAL). A global table of version 2017.11.29
+// (legacy) is described by DescribeGlobalTable, and may list no replicas
+// here, which is one reason a description of eventual consistency is
+// accepted for a table without replicas.
 func checkGlobalTable(table string, desc *types.TableDescription, described GlobalTable) error {
 	e := &GlobalTableError{Table: table, Described: described}
 	for _, r := range desc.Replicas {
