@@ -80,6 +80,11 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDeniedException":
 			// The check is a courtesy: an operator allowed to read the
 			// records but not to describe the table goes on without it.
+		case errors.Is(err, ddbstore.ErrGlobalTable):
+			// A global table that the flags do not describe: that is the
+			// function's choice to state (Options.GlobalTable). The
+			// command reserves nothing and commits nothing, and its
+			// deletes are conditioned on the record it read.
 		case errors.Is(err, ddbstore.ErrKeySchema):
 			return nil, fmt.Errorf("%s: %w; give the key attributes of the function's store (--key-attr, --sort-key-attr)", where, err)
 		default:

@@ -77,15 +77,22 @@ func (e *TransactionTooLargeError) Error() string {
 // when DynamoDB proves that nothing was written: a write's own condition
 // failed (with the reasons DynamoDB gave per item), the request was
 // refused whatever the data (see refusals; a server without transactions
-// gives a *TransactionsUnsupportedError), or (with a
-// *TransactionTooLargeError, before sending it) it is over DynamoDB's
-// limits. Other failures are returned wrapped: their outcome is unknown.
+// gives a *TransactionsUnsupportedError), or, before it is sent, the table
+// runs no transactions (Options.GlobalTable is GlobalTableStrong: a
+// *TransactionsUnsupportedError) or it is over DynamoDB's limits (a
+// *TransactionTooLargeError). Other failures are returned wrapped: their
+// outcome is unknown.
 func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
 	if len(writes) == 0 {
 		return s.Update(ctx, rec)
 	}
 	if err := checkKey(rec.Key); err != nil {
 		return err
+	}
+	if s.opts.GlobalTable == GlobalTableStrong {
+		return canceled(&TransactionsUnsupportedError{Err: fmt.Errorf(
+			"persistence/dynamodb: commit %q: table %q is a global table of multi-Region strong consistency (Options.GlobalTable), which runs no transactions",
+			rec.Key, s.table)})
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
 	for i, w := range writes {
@@ -118,7 +125,7 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
 		ClientRequestToken: aws.String(clientRequestToken(rec)),
-	})
+	}, retryConflicts...)
 	if err == nil {
 		return omitted
 	}
@@ -170,17 +177,20 @@ var refusals = map[string]bool{
 // TransactionsUnsupportedError is the reason Commit gives, in a
 // *persistence.CommitCanceledError, when the server does not run
 // transactions (it answers TransactWriteItems with
-// UnknownOperationException, as dynalite does). Nothing was written.
+// UnknownOperationException, as dynalite does), or when the table is a
+// global table of multi-Region strong consistency, which runs none
+// (Options.GlobalTable). Nothing was written.
 type TransactionsUnsupportedError struct {
-	Err error // the server's answer
+	Err error // the server's answer, or why Commit did not send the transaction
 }
 
 // Error implements error.
 func (e *TransactionsUnsupportedError) Error() string {
-	return "persistence/dynamodb: the server does not run transactions (TransactWriteItems): turn idempotency.WithTransactions off, or use a DynamoDB table that supports them: " + e.Err.Error()
+	return "persistence/dynamodb: no transactions (TransactWriteItems) here: turn idempotency.WithTransactions off, or use a DynamoDB table that supports them: " + e.Err.Error()
 }
 
-// Unwrap returns the server's answer.
+// Unwrap returns the server's answer, or why Commit did not send the
+// transaction.
 func (e *TransactionsUnsupportedError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, persistence.ErrNoTransactions) true.

@@ -43,10 +43,41 @@
 //
 // Store.List reads the records page by page (a Query of the static
 // partition key with a sort key, a Scan otherwise), Store.DeleteRecord
-// deletes a record only if it is still the one read, and CheckTable
-// checks a table's key schema: the retrysafe command is built on them.
-// They need dynamodb:Query or dynamodb:Scan, dynamodb:DeleteItem and
-// dynamodb:GetItem, and dynamodb:DescribeTable.
+// deletes a record only if it is still the one read, Store.Sweep deletes
+// expired records from tables without time to live, and CheckTable
+// checks a table's key schema and replication: the retrysafe command is
+// built on them. They need dynamodb:Query or dynamodb:Scan,
+// dynamodb:DeleteItem and dynamodb:GetItem, and dynamodb:DescribeTable.
+//
+// # Global tables
+//
+// A global table replicates its items across AWS Regions in one of two
+// consistency modes, and Options.GlobalTable says which, for CheckTable to
+// check:
+//
+//   - Multi-Region strong consistency (MRSC, GlobalTableStrong): every
+//     conditional write is checked against the latest version of the item
+//     in every Region, so the guarantees hold across Regions, at the cost
+//     of a write replicated to another Region before it is acknowledged.
+//     Such a table runs no transactions (Commit refuses staged writes
+//     before sending them) and has no time to live (Store.Sweep deletes
+//     expired records). A write that races one from another Region on the
+//     same item is rejected with ReplicatedWriteConflictException, which
+//     the SDK for Go does not retry: the store adds it to the retryable
+//     errors of the client's retryer for each write it sends, which then
+//     retries it within its own bounds (attempts, backoff with jitter,
+//     retry quota, the context). Every write of the protocol can be sent
+//     again (docs/protocol.md, Lost replies, retries, and late writes).
+//   - Multi-Region eventual consistency (MREC, the default mode of global
+//     tables): each Region checks conditions against its own copy and
+//     resolves conflicts by last writer wins, so two Regions can each
+//     reserve one key and both run the function. CheckTable refuses such
+//     a table unless the options state a choice: each key written in one
+//     Region, its home (GlobalTableHomeRegion), or the risk accepted
+//     (GlobalTableLastWriterWins).
+//
+// docs/guarantees.md (Global tables) says what each mode and choice
+// means for the guarantees, with AWS's documentation.
 //
 // # Items
 //

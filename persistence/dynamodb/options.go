@@ -86,6 +86,14 @@ type Options struct {
 	// (DynamoDB's 400 KB). A smaller value caps the read capacity a replay
 	// costs.
 	MaxItemSize int
+
+	// GlobalTable describes the table's replication across AWS Regions:
+	// empty for a table in one Region, or one of GlobalTableStrong,
+	// GlobalTableHomeRegion and GlobalTableLastWriterWins for a global
+	// table. CheckTable checks it against the table. With
+	// GlobalTableStrong, Commit refuses staged writes without sending
+	// them, since such a table runs no transactions. Default "".
+	GlobalTable GlobalTable
 }
 
 const (
@@ -138,6 +146,11 @@ func resolveOptions(optFns []func(*Options)) (Options, error) {
 		o.MaxItemSize = MaxItemSizeLimit
 	case o.MaxItemSize < 0 || o.MaxItemSize > MaxItemSizeLimit:
 		return o, fmt.Errorf("persistence/dynamodb: Options.MaxItemSize %d is outside 1 to %d (DynamoDB's item size limit)", o.MaxItemSize, MaxItemSizeLimit)
+	}
+
+	if !o.GlobalTable.valid() {
+		return o, fmt.Errorf("persistence/dynamodb: Options.GlobalTable %q is none of GlobalTableStrong (%q), GlobalTableHomeRegion (%q) and GlobalTableLastWriterWins (%q)",
+			o.GlobalTable, GlobalTableStrong, GlobalTableHomeRegion, GlobalTableLastWriterWins)
 	}
 
 	names := []struct{ field, value string }{

@@ -60,7 +60,8 @@ var _ persistence.Store = (*Store)(nil)
 // New sends no request. It returns an error if client is nil, table is
 // shorter than 3 characters (DynamoDB's minimum), or the options are
 // invalid: two attributes with one name, StaticPKValue without SortKeyAttr,
-// or MaxItemSize outside 1 to 400 KB.
+// MaxItemSize outside 1 to 400 KB, or a GlobalTable that is none of its
+// values.
 func New(client Client, table string, optFns ...func(*Options)) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("persistence/dynamodb: nil client")
@@ -187,7 +188,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 			":p":      inProgressValue,
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, retryConflicts...)
 	if err == nil {
 		return nil
 	}
@@ -241,7 +242,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 		return err
 	}
 	in, omitted := s.updateInput(rec)
-	_, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, in, retryConflicts...)
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {
@@ -325,7 +326,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		ConditionExpression:       &s.deleteCond,
 		ExpressionAttributeNames:  s.deleteNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{valuePlaceholders[attrToken]: str(token), ":p": inProgressValue},
-	})
+	}, retryConflicts...)
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {

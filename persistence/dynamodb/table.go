@@ -119,6 +119,15 @@ var ErrKeySchema = errors.New("persistence/dynamodb: key schema mismatch")
 // ErrKeySchema; a missing table's wraps the SDK's
 // *types.ResourceNotFoundException; other failures are returned wrapped.
 // It needs dynamodb:DescribeTable.
+//
+// It also checks that the table is replicated across Regions as
+// Options.GlobalTable says, and returns a *GlobalTableError (matching
+// ErrGlobalTable) if not. A global table of eventual consistency (MREC) is
+// refused unless the options state how its keys are written
+// (GlobalTableHomeRegion or GlobalTableLastWriterWins), since two Regions
+// can each reserve one key. A global table of strong consistency (MRSC)
+// must be described as one (GlobalTableStrong), so that the store refuses
+// the transactions it does not run.
 func CheckTable(ctx context.Context, client dynamodb.DescribeTableAPIClient, table string, optFns ...func(*Options)) error {
 	opts, err := resolveOptions(optFns)
 	if err != nil {
@@ -131,7 +140,10 @@ func CheckTable(ctx context.Context, client dynamodb.DescribeTableAPIClient, tab
 	if out.Table == nil {
 		return fmt.Errorf("persistence/dynamodb: describe table %q: no table description", table)
 	}
-	return checkKeySchema(table, out.Table, keySchema(&opts))
+	if err := checkKeySchema(table, out.Table, keySchema(&opts)); err != nil {
+		return err
+	}
+	return checkGlobalTable(table, out.Table, opts.GlobalTable)
 }
 
 // keySchema returns the key schema of a table for a Store with opts.

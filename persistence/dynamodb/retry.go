@@ -1,0 +1,38 @@
+package dynamodb
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// replicatedWriteConflict is the error code of DynamoDB's
+// ReplicatedWriteConflictException: a write to an item of a global table of
+// strong consistency that a request in another Region is modifying.
+// DynamoDB rejected the write, and the SDK for Go does not retry it.
+const replicatedWriteConflict = "ReplicatedWriteConflictException"
+
+// retryConflicts are the options of each write the store sends: they make
+// the client's retryer retry ReplicatedWriteConflictException as well, with
+// its own bounds: its attempts (4 by default for DynamoDB), its backoff with
+// jitter, its retry quota, and the request's context. A client that is not
+// the SDK's may ignore them.
+//
+// The client's retryer, rather than a loop of the store's: one policy then
+// decides every retry of a request, so that the retries of a conflict and
+// those of throttling do not multiply; the retry quota, which holds retries
+// back when many requests fail, counts them; and the application's own
+// settings (RetryMaxAttempts, a Retryer of its own) apply. The store does
+// not build the client, but each operation takes options, which the SDK
+// applies to a copy of the client's for that request only.
+//
+// DynamoDB rejected the write, so a retry is the same write sent again,
+// which docs/protocol.md allows for every write: a reservation finds its
+// own earlier attempt (whose reply was lost) and holds the key, a
+// completion or a release finds its own effect (done).
+var retryConflicts = []func(*dynamodb.Options){retryReplicatedWriteConflicts}
+
+func retryReplicatedWriteConflicts(o *dynamodb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = retry.AddWithErrorCodes(o.Retryer, replicatedWriteConflict)
+	}
+}

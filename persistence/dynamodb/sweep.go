@@ -1,0 +1,118 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Sweep deletes up to limit records that have expired at now (their expiry
+// is before now), and returns how many it deleted. It is for tables
+// without time to live: global tables of multi-Region strong consistency,
+// which do not support it, and tables where it is off. Run it on a
+// schedule, and again while it deletes limit records. The store's client
+// must be a [ListClient] as well.
+//
+// Deleting an expired record changes nothing for the library, which treats
+// it as absent (docs/protocol.md, the states). Records in progress past
+// their in-progress expiry but not their expiry are kept: their invocation
+// may still complete them. now is the sweeper's clock, as it is the
+// caller's in a reservation: a clock ahead by δ deletes records up to δ
+// before they expire.
+//
+// Sweep reads the records as List does (a Query of the static partition
+// key with Options.SortKeyAttr, a Scan of the table otherwise), filtered
+// on the expiry, until it has deleted limit records or read them all:
+// each call reads from the start, and a scan reads every item, expired or
+// not. It deletes each expired record with a DeleteItem conditioned on its
+// being expired still, so that a record taken over since it was read is
+// kept, and not counted. On a global table of eventual consistency, run it
+// in the Region where the keys are written: a delete in another Region can
+// win over a reservation that has not reached it yet (last writer wins).
+// It needs dynamodb:Query or dynamodb:Scan, and dynamodb:DeleteItem.
+func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, error) {
+	client, ok := s.client.(ListClient)
+	if !ok {
+		return 0, fmt.Errorf("persistence/dynamodb: Sweep: the store's client, a %T, cannot Query and Scan (ListClient)", s.client)
+	}
+	if limit <= 0 {
+		return 0, fmt.Errorf("persistence/dynamodb: Sweep: the limit must be positive, not %d", limit)
+	}
+	// The expiry is stored in whole seconds: "stored < now rounded up" is
+	// "expired at now", as in the reservation's condition.
+	names := map[string]string{"#e": s.opts.ExpiryAttr, "#k": s.opts.KeyAttr}
+	projection := "#k"
+	if s.opts.SortKeyAttr != "" {
+		names["#s"] = s.opts.SortKeyAttr
+		projection += ", #s"
+	}
+	values := map[string]types.AttributeValue{":now": number(ceilUnix(now))}
+	filter := "#e < :now"
+	page := func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+		if s.opts.SortKeyAttr == "" {
+			out, err := client.Scan(ctx, &dynamodb.ScanInput{
+				TableName:                 &s.table,
+				FilterExpression:          &filter,
+				ProjectionExpression:      &projection,
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: values,
+				ExclusiveStartKey:         start,
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return out.Items, out.LastEvaluatedKey, nil
+		}
+		cond := "#k = :pk"
+		out, err := client.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &s.table,
+			KeyConditionExpression:    &cond,
+			FilterExpression:          &filter,
+			ProjectionExpression:      &projection,
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": values[":now"], ":pk": s.staticPK},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return out.Items, out.LastEvaluatedKey, nil
+	}
+
+	deleteNames := map[string]string{"#e": s.opts.ExpiryAttr}
+	var deleted int64
+	var start map[string]types.AttributeValue
+	for {
+		items, last, err := page(start)
+		if err != nil {
+			return deleted, fmt.Errorf("persistence/dynamodb: sweeping table %q: %w", s.table, err)
+		}
+		for _, key := range items {
+			_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName:                 &s.table,
+				Key:                       key,
+				ConditionExpression:       &filter,
+				ExpressionAttributeNames:  deleteNames,
+				ExpressionAttributeValues: values,
+			}, retryConflicts...)
+			var failed *types.ConditionalCheckFailedException
+			switch {
+			case errors.As(err, &failed):
+				continue // taken over, or deleted, since it was read
+			case err != nil:
+				return deleted, fmt.Errorf("persistence/dynamodb: sweeping table %q: %w", s.table, err)
+			}
+			if deleted++; deleted == int64(limit) {
+				return deleted, nil
+			}
+		}
+		if len(last) == 0 {
+			return deleted, nil
+		}
+		start = last
+	}
+}
