@@ -22,8 +22,9 @@ type Report struct {
 	FinalKeys int
 
 	// Counts counts the injected faults, the store calls by operation and
-	// result ("call_put_ok"), the replies by outcome ("reply_final_ok") and
-	// the outcomes of abandoned invocations ("late_...").
+	// result ("call_put_ok", "call_renew_held"), the writes applied late
+	// ("applied_late_renew_ok"), the replies by outcome ("reply_final_ok")
+	// and the outcomes of abandoned invocations ("late_...").
 	Counts map[string]int
 	// Events counts the library's events, as its observer reported them.
 	Events map[string]int
@@ -89,7 +90,8 @@ func (r *Report) add(v verdict) {
 func (r *Report) Faults() map[string]int {
 	f := map[string]int{}
 	for k, n := range r.Counts {
-		if !strings.HasPrefix(k, "call_") && !strings.HasPrefix(k, "reply_") && !strings.HasPrefix(k, "late_") && k != countCutOff {
+		if !strings.HasPrefix(k, "call_") && !strings.HasPrefix(k, "reply_") && !strings.HasPrefix(k, "late_") &&
+			!strings.HasPrefix(k, countAppliedLate) && k != countCutOff {
 			f[k] = n
 		}
 	}
@@ -99,6 +101,10 @@ func (r *Report) Faults() map[string]int {
 // countCutOff counts the store calls of killed invocations that the harness
 // kept from the store.
 const countCutOff = "cut_off_after_kill"
+
+// countAppliedLate prefixes the counts of the writes applied late, by
+// operation and result ("applied_late_renew_ok").
+const countAppliedLate = "applied_late_"
 
 // String formats the report for a test log.
 func (r *Report) String() string {
@@ -126,6 +132,7 @@ func (r *Report) String() string {
 	section("replies", pick("reply_"))
 	section("late outcomes", pick("late_"))
 	section("store calls", pick("call_"))
+	section("writes applied late", pick(countAppliedLate))
 	fmt.Fprintf(&b, "store calls of killed invocations kept from the store: %d\n", r.Counts[countCutOff])
 	fmt.Fprintf(&b, "in-progress answers caused by a reservation whose handler never ran: %d\n", r.BlockedByUnused)
 	section("library events", r.Events)
