@@ -51,15 +51,17 @@ func (s unfenced) Update(ctx context.Context, rec *persistence.Record) error {
 	return s.Store.Update(ctx, rec)
 }
 
-// forgetful loses every record it completes.
+// forgetful acknowledges every completion without storing it: the
+// reservation stays in progress until it lapses. (Deleting the completed
+// record instead would need a release that applies to a completed record,
+// which the protocol refuses.)
 type forgetful struct{ persistence.Store }
 
 func (s forgetful) Update(ctx context.Context, rec *persistence.Record) error {
-	err := s.Store.Update(ctx, rec)
-	if err == nil || errors.Is(err, persistence.ErrResponseOmitted) {
-		_ = s.Delete(ctx, rec.Key, rec.Token)
+	if rec.Status == persistence.StatusCompleted {
+		return nil
 	}
-	return err
+	return s.Store.Update(ctx, rec)
 }
 
 // corrupting replays a response that is not the stored one.
