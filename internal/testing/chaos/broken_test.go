@@ -221,10 +221,7 @@ func TestCheckerFindsBrokenStores(t *testing.T) {
 			}
 			report, err := Run(t.Context(), cfg, backend, WrapDriver{}, GuardDriver{})
 			require.NoError(t, err)
-			found := map[string]int{}
-			for _, v := range report.Violations {
-				found[v.Check]++
-			}
+			found := report.ViolationsByCheck()
 			t.Logf("violations by check: %v", found)
 			n := 0
 			for _, c := range tc.want {
@@ -299,10 +296,7 @@ func TestCheckerFindsANonAtomicCommit(t *testing.T) {
 	tx := DynamoDBLocalTransactions(t).(*dynamoBackend)
 	report, err := Run(t.Context(), cfg, nonAtomicBackend{tx}, WrapDriver{}, GuardDriver{})
 	require.NoError(t, err)
-	found := map[string]int{}
-	for _, v := range report.Violations {
-		found[v.Check]++
-	}
+	found := report.ViolationsByCheck()
 	t.Logf("violations by check: %v", found)
 	require.Positive(t, found[checkExactlyOnce], "the checker missed the bug; report:\n%s", report)
 

@@ -98,6 +98,15 @@ func (r *Report) Faults() map[string]int {
 	return f
 }
 
+// ViolationsByCheck counts the violations by the check that found them.
+func (r *Report) ViolationsByCheck() map[string]int {
+	m := map[string]int{}
+	for _, v := range r.Violations {
+		m[v.Check]++
+	}
+	return m
+}
+
 // countCutOff counts the store calls of killed invocations that the harness
 // kept from the store.
 const countCutOff = "cut_off_after_kill"
@@ -147,6 +156,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "first %s error: %s\n", k, r.Errors[k])
 	}
 	fmt.Fprintf(&b, "violations: %d\n", len(r.Violations))
+	if len(r.Violations) > 0 {
+		section("violations by check", r.ViolationsByCheck())
+	}
 	for i, v := range r.Violations {
 		if i == 20 {
 			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Violations)-i)
