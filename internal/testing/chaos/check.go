@@ -347,7 +347,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 			if c.Renewal && applied(c.Result) && c.Start.After(r.update.End) {
 				late := ""
 				if c.Late {
-					late = " (held back, applied late)"
+					late = " (held back " + c.heldWhere() + ", applied late)"
 				}
 				fail(checkReopened, "a renewal of invocation %s%s applied at %s, after its completion was stored at %s: the completed record was made in progress again, until %s",
 					r.inv.ID, late, c.Start.Format(timeFormat), r.update.End.Format(timeFormat), c.InProgressUntil.Format(timeFormat))
@@ -556,7 +556,7 @@ func timeline(k *keyLog, losses []time.Time) string {
 	for _, c := range k.calls {
 		op := c.opName()
 		if c.Late {
-			op = "LATE " + op + " (held back, applied now)"
+			op = "LATE " + op + " (held back " + c.heldWhere() + ", applied now)"
 		}
 		text := fmt.Sprintf("%s %s -> %s (ended %s)", c.Inv, op, c.Result, c.End.Format(timeFormat))
 		switch {

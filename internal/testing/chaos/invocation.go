@@ -230,8 +230,10 @@ type storeCall struct {
 	// Late is set for a write that was held back and reached the store
 	// after its sender had its answer (see late.go): Start and End are
 	// when it was applied, Result what the store said to it; the other
-	// fields are those of the call it belongs to.
-	Late bool
+	// fields are those of the call it belongs to. HTTP is set when it was
+	// an HTTP attempt held back while the SDK retried it, rather than the
+	// call itself.
+	Late, HTTP bool
 	// Now is the time Put was given (the writer's clock).
 	Now time.Time
 	// InProgressUntil and ExpiresAt are those of the record written.
@@ -241,6 +243,14 @@ type storeCall struct {
 	Result          result
 	// OtherToken is the token of the record a conflict or a Get returned.
 	OtherToken string
+}
+
+// heldWhere says where a late write was held back, for reports.
+func (c *storeCall) heldWhere() string {
+	if c.HTTP {
+		return "as an HTTP attempt"
+	}
+	return "at the store interface"
 }
 
 // opName names the call's operation in reports: "renew" for a renewal.

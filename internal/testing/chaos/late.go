@@ -41,23 +41,24 @@ func (inv *invocation) heldByStore(ctx context.Context, held *faultstore.Held) {
 	if pc := pendingFrom(ctx); pc != nil {
 		pc.held.Store(true)
 	}
-	inv.holdLate(ctx, func(ctx context.Context, _ storeCall) result {
+	inv.holdLate(ctx, false, func(ctx context.Context, _ storeCall) result {
 		return classifyStoreError(held.Apply(ctx))
 	})
 }
 
-// holdLate schedules a write held back during the store call of ctx:
-// apply performs it, and returns its result as the store gave it. It runs
+// holdLate schedules a write held back during the store call of ctx, as
+// an HTTP attempt of it (http) or the call itself: apply performs it, and
+// returns its result as the store gave it. It runs
 // on the goroutine of the store call, which the invocation's goroutine
 // runs or waits for (a lease renewal: the call stops its renewals, waiting
 // for one under way, before it returns), so the wait groups it adds to are
 // above zero.
-func (inv *invocation) holdLate(ctx context.Context, apply func(context.Context, storeCall) result) {
+func (inv *invocation) holdLate(ctx context.Context, http bool, apply func(context.Context, storeCall) result) {
 	var c storeCall
 	if pc := pendingFrom(ctx); pc != nil {
 		c = pc.call
 	}
-	c.Inv, c.Late = inv.id, true
+	c.Inv, c.Late, c.HTTP = inv.id, true, http
 	inv.mu.Lock()
 	delay := time.Duration(inv.rng.Int64N(int64(inv.h.cfg.Timeout/2) + 1))
 	afterEnd := inv.rng.IntN(2) == 0
@@ -81,6 +82,10 @@ func (inv *invocation) holdLate(ctx context.Context, apply func(context.Context,
 		k.mu.Lock()
 		k.calls = append(k.calls, c)
 		k.mu.Unlock()
-		inv.h.count(countAppliedLate + c.opName() + "_" + string(c.Result))
+		level := ""
+		if c.HTTP {
+			level = "http_"
+		}
+		inv.h.count(countAppliedLate + level + c.opName() + "_" + string(c.Result))
 	})
 }

@@ -23,8 +23,9 @@ type Report struct {
 
 	// Counts counts the injected faults, the store calls by operation and
 	// result ("call_put_ok", "call_renew_held"), the writes applied late
-	// ("applied_late_renew_ok"), the replies by outcome ("reply_final_ok")
-	// and the outcomes of abandoned invocations ("late_...").
+	// ("applied_late_renew_ok", "applied_late_http_renew_ok"), the replies
+	// by outcome ("reply_final_ok") and the outcomes of abandoned
+	// invocations ("late_...").
 	Counts map[string]int
 	// Events counts the library's events, as its observer reported them.
 	Events map[string]int
@@ -112,7 +113,8 @@ func (r *Report) ViolationsByCheck() map[string]int {
 const countCutOff = "cut_off_after_kill"
 
 // countAppliedLate prefixes the counts of the writes applied late, by
-// operation and result ("applied_late_renew_ok").
+// operation and result, "http_" first for HTTP attempts
+// ("applied_late_renew_ok", "applied_late_http_renew_ok").
 const countAppliedLate = "applied_late_"
 
 // String formats the report for a test log.

@@ -269,7 +269,7 @@ func (t *httpFaults) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.h.count(faultHTTPLate)
 		f.Add("", dynalite.ForwardedLate, 1)
 		f.OnHold = func(ctx context.Context, held *dynalite.HeldRequest) {
-			inv.holdLate(ctx, func(ctx context.Context, c storeCall) result {
+			inv.holdLate(ctx, true, func(ctx context.Context, c storeCall) result {
 				return classifyReply(held.Forward(ctx), c, inv.k.req.Large)
 			})
 		}
