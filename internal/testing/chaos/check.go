@@ -358,13 +358,36 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 	// Every side effect beyond the first is explained by a distinct earlier
 	// one whose result was not stored (the documented limits), or by a loss
 	// of the store's data or the key's expiry after an earlier one.
-	var withEffect []*reservation
+	//
+	// Earlier is by reservation, in the order their Puts ended, except that
+	// a reservation whose result was not stored goes before a stored one
+	// whose Put ended after its own began: its Put may have applied first
+	// (a slow Put whose reply came after its lease ended, when the other
+	// had taken the lapsed key over), and a key whose result is stored
+	// takes no reservation before its expiry.
+	var byPut []*reservation
 	for _, r := range res {
 		if r.effect != nil && isSideEffect(r.effect) {
-			withEffect = append(withEffect, r)
+			byPut = append(byPut, r)
 			if !r.completed {
 				v.exposed[exposure(r)]++
 			}
+		}
+	}
+	var withEffect []*reservation
+	placed := map[*reservation]bool{}
+	for i, r := range byPut {
+		if r.completed {
+			for _, u := range byPut[i+1:] {
+				if !u.completed && !placed[u] && u.put.Start.Before(r.put.End) {
+					withEffect = append(withEffect, u)
+					placed[u] = true
+				}
+			}
+		}
+		if !placed[r] {
+			withEffect = append(withEffect, r)
+			placed[r] = true
 		}
 	}
 	used := make([]bool, len(withEffect))

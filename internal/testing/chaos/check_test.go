@@ -374,6 +374,20 @@ func TestCheckKey(t *testing.T) {
 		},
 		want: []string{checkExclusion},
 	}, {
+		name: "a slow reservation that applied first, lapsed before its reply, and was taken over",
+		build: func(b *logBuilder) {
+			// i1's Put applied at once and its reply came at 100, after its
+			// lease ended at 30; i2 took the lapsed key over at 56.
+			i1 := b.reserve("i1", 0, 30)
+			b.k.calls[len(b.k.calls)-1].End = ms(100)
+			i1.HandlerStart = ms(101)
+			b.complete("i2", 55, 300, resultOK)
+			b.effect("i1", 130)
+			b.update("i1", 131, resultFenced)
+			b.final("i2", 55, "ok i2")
+		},
+		explained: map[string]int{"completion_fenced": 1},
+	}, {
 		name: "in progress until a time no reservation wrote",
 		build: func(b *logBuilder) {
 			b.reserve("i1", 0, 100)
