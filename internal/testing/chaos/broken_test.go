@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,20 +51,17 @@ func (s unfenced) Update(ctx context.Context, rec *persistence.Record) error {
 	return s.Store.Update(ctx, rec)
 }
 
-// forgetful loses every record it completes.
+// forgetful acknowledges every completion without storing it: the
+// reservation stays in progress until it lapses. (Deleting the completed
+// record instead would need a release that applies to a completed record,
+// which the protocol refuses.)
 type forgetful struct{ persistence.Store }
 
 func (s forgetful) Update(ctx context.Context, rec *persistence.Record) error {
-	err := s.Store.Update(ctx, rec)
-	if err == nil || errors.Is(err, persistence.ErrResponseOmitted) {
-		// As an operator's release would: the completed record goes.
-		if got, err := s.Get(ctx, rec.Key); err == nil {
-			_ = s.Store.(interface {
-				DeleteRecord(context.Context, *persistence.Record) error
-			}).DeleteRecord(ctx, got)
-		}
+	if rec.Status == persistence.StatusCompleted {
+		return nil
 	}
-	return err
+	return s.Store.Update(ctx, rec)
 }
 
 // corrupting replays a response that is not the stored one.
@@ -93,6 +91,65 @@ func (s neverLapses) Put(ctx context.Context, rec *persistence.Record, now time.
 	return s.Store.Put(ctx, rec, now)
 }
 
+// tokenFenced is a store whose fenced writes check the owner token alone,
+// not the status: a renewal that arrives after its own completion makes
+// the completed record in progress again.
+type tokenFenced struct {
+	mu      sync.Mutex
+	records map[string]persistence.Record
+}
+
+func (s *tokenFenced) Name() string                             { return "token-fenced" }
+func (s *tokenFenced) NewStore(*Env) (persistence.Store, error) { return s, nil }
+func (s *tokenFenced) Disruptions() []Disruption                { return nil }
+
+func (s *tokenFenced) Put(_ context.Context, rec *persistence.Record, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.records[rec.Key]; ok && old.Live(now) {
+		return &persistence.ConflictError{Existing: &old}
+	}
+	s.records[rec.Key] = *rec
+	return nil
+}
+
+func (s *tokenFenced) Get(_ context.Context, key string) (*persistence.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[key]
+	if !ok {
+		return nil, persistence.ErrNotFound
+	}
+	return &old, nil
+}
+
+func (s *tokenFenced) Update(_ context.Context, rec *persistence.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.records[rec.Key]; !ok || old.Token != rec.Token {
+		return persistence.ErrFenced
+	}
+	r := *rec
+	if len(r.Response) > storeResponseLimit {
+		r.Response, r.ResponseOmitted = nil, true
+		s.records[rec.Key] = r
+		return persistence.ErrResponseOmitted
+	}
+	s.records[rec.Key] = r
+	return nil
+}
+
+func (s *tokenFenced) Delete(_ context.Context, key, token string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[key]
+	if ok && old.Token != token {
+		return persistence.ErrFenced
+	}
+	delete(s.records, key)
+	return nil
+}
+
 func TestCheckerFindsBrokenStores(t *testing.T) {
 	base := Config{
 		Seed:        1,
@@ -108,11 +165,12 @@ func TestCheckerFindsBrokenStores(t *testing.T) {
 		Replays:     2,
 	}
 	for _, tc := range []struct {
-		name  string
-		wrap  func(persistence.Store) persistence.Store
-		rates Rates
-		tune  func(*Config)
-		want  []string // any of these checks
+		name    string
+		wrap    func(persistence.Store) persistence.Store
+		rates   Rates
+		tune    func(*Config)
+		backend func() Backend // instead of the memory store behind wrap
+		want    []string       // any of these checks
 	}{{
 		name:  "no exclusion",
 		wrap:  func(s persistence.Store) persistence.Store { return noExclusion{s} },
@@ -141,6 +199,12 @@ func TestCheckerFindsBrokenStores(t *testing.T) {
 		// The library itself refuses to report a lapsed reservation as in
 		// progress (it answers StoreError), so keys starve.
 		want: []string{checkBlocking, checkLiveness},
+	}, {
+		name:    "renewals fenced on the token alone",
+		backend: func() Backend { return &tokenFenced{records: map[string]persistence.Record{}} },
+		rates:   Rates{LateWrite: 0.3},
+		tune:    func(c *Config) { c.Lease, c.LeasedEnvs = 40*time.Millisecond, 2 },
+		want:    []string{checkReopened, checkAtMostOnce, checkExclusion, checkExplained},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -149,13 +213,15 @@ func TestCheckerFindsBrokenStores(t *testing.T) {
 			if tc.tune != nil {
 				tc.tune(&cfg)
 			}
-			backend := brokenBackend{Backend: Memory(), wrap: tc.wrap}
+			var backend Backend
+			if tc.backend != nil {
+				backend = tc.backend()
+			} else {
+				backend = brokenBackend{Backend: Memory(), wrap: tc.wrap}
+			}
 			report, err := Run(t.Context(), cfg, backend, WrapDriver{}, GuardDriver{})
 			require.NoError(t, err)
-			found := map[string]int{}
-			for _, v := range report.Violations {
-				found[v.Check]++
-			}
+			found := report.ViolationsByCheck()
 			t.Logf("violations by check: %v", found)
 			n := 0
 			for _, c := range tc.want {
@@ -167,14 +233,16 @@ func TestCheckerFindsBrokenStores(t *testing.T) {
 }
 
 // The same runs over the correct memory store find nothing: the checker
-// does not flag the documented limits.
+// does not flag the documented limits, nor what writes applied late do to
+// a store that follows the protocol.
 func TestCheckerAcceptsTheMemoryStore(t *testing.T) {
 	cfg := Config{
 		Seed: 2, Clients: 4, Keys: 15, Envs: 3, SkewBound: 5 * time.Millisecond,
 		Timeout: 80 * time.Millisecond, Work: 2 * time.Millisecond, Overrun: 60 * time.Millisecond,
+		Lease: 40 * time.Millisecond, LeasedEnvs: 1,
 		Replays: 2, Rates: Rates{
 			Duplicate: 0.3, Overrun: 0.15, KillAfter: 0.15, KillBefore: 0.1, LateEffect: 0.05,
-			StoreFault: 0.1, Panic: 0.05, HandlerError: 0.05, FailAfter: 0.05, Decline: 0.1, Large: 0.1,
+			StoreFault: 0.1, LateWrite: 0.1, Panic: 0.05, HandlerError: 0.05, FailAfter: 0.05, Decline: 0.1, Large: 0.1,
 		},
 	}
 	report, err := Run(t.Context(), cfg, Memory(), WrapDriver{}, GuardDriver{})
@@ -182,6 +250,8 @@ func TestCheckerAcceptsTheMemoryStore(t *testing.T) {
 	require.Empty(t, report.Violations, "report:\n%s", report)
 	require.Positive(t, report.Repeated, "the faults should have caused repetitions within the limits")
 	require.Equal(t, report.Keys, report.FinalKeys)
+	require.Positive(t, report.Events["renewed"], "leases were renewed")
+	require.Positive(t, report.Counts[faultStoreLate], "writes were applied late")
 }
 
 // nonAtomicBackend is the transactional DynamoDB Local backend with a
@@ -226,10 +296,7 @@ func TestCheckerFindsANonAtomicCommit(t *testing.T) {
 	tx := DynamoDBLocalTransactions(t).(*dynamoBackend)
 	report, err := Run(t.Context(), cfg, nonAtomicBackend{tx}, WrapDriver{}, GuardDriver{})
 	require.NoError(t, err)
-	found := map[string]int{}
-	for _, v := range report.Violations {
-		found[v.Check]++
-	}
+	found := report.ViolationsByCheck()
 	t.Logf("violations by check: %v", found)
 	require.Positive(t, found[checkExactlyOnce], "the checker missed the bug; report:\n%s", report)
 

@@ -49,6 +49,12 @@ const (
 	// checkUnexpected: an outcome the library does not document (an
 	// unexpected error type, a panic that is not the handler's).
 	checkUnexpected = "unexpected_outcome"
+	// checkReopened: a renewal that reached the store after its own
+	// invocation's completion had been stored applied: it made the
+	// completed record in progress again (docs/protocol.md: a renewal of
+	// an own completed record is refused), so that once it lapses a call
+	// can take the key over and run the handler again.
+	checkReopened = "reopened"
 )
 
 // Violation is a breach of the invariant.
@@ -97,13 +103,31 @@ type verdict struct {
 // handler run.
 type reservation struct {
 	inv       *invRecord
-	put       storeCall  // the Put that acquired the key
-	update    *storeCall // the last completion write, if any
-	released  *storeCall // the first release that may have been applied, if any
+	put       storeCall    // the Put that acquired the key
+	renewals  []*storeCall // the renewals that applied
+	update    *storeCall   // the last completion write, or the one applied late
+	released  *storeCall   // the first release that may have been applied, if any
 	effect    *effect
 	completed bool // the completion write succeeded (possibly without the response)
 	omitted   bool
 }
+
+// until returns the in-progress expiry that the reservation's record
+// certainly had at t: its Put's, or that of the last renewal that had
+// applied by then. A renewal still under way at t is left out: a takeover
+// is judged against the earliest expiry the record may have had.
+func (r *reservation) until(t time.Time) time.Time {
+	u := r.put.InProgressUntil
+	for _, c := range r.renewals {
+		if c.End.Before(t) && c.InProgressUntil.After(u) {
+			u = c.InProgressUntil
+		}
+	}
+	return u
+}
+
+// applied reports whether a call's result says its write took effect.
+func applied(r result) bool { return r == resultOK || r == resultOmitted }
 
 // checkKey checks the log of one key. losses are the times at which the
 // store lost its data; skew is the run's clock skew bound. In
@@ -163,26 +187,46 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 	// Reservations: the invocations whose handler ran.
 	var res []*reservation
 	for _, inv := range k.invs {
-		var put, update, released *storeCall
+		var put, update, lateDone, released *storeCall
+		var renewals []*storeCall
 		for i := range calls[inv.ID] {
 			c := &calls[inv.ID][i]
 			switch c.Op {
 			case faultstore.OpPut:
-				if !inv.HandlerStart.IsZero() && c.Start.Before(inv.HandlerStart) {
+				if !c.Late && !inv.HandlerStart.IsZero() && c.Start.Before(inv.HandlerStart) {
 					put = c
 				}
 			case faultstore.OpUpdate, faultstore.OpCommit:
-				update = c
+				switch {
+				case c.Renewal:
+					if applied(c.Result) {
+						renewals = append(renewals, c)
+					}
+				case c.Late:
+					// A completion held back that applied late completed
+					// the record then.
+					if applied(c.Result) {
+						lateDone = c
+					}
+				default:
+					update = c
+				}
 			case faultstore.OpDelete:
 				// Any release may have been applied: one that failed lost
 				// its reply, and one that was fenced may be the store
 				// client's retry of an attempt that deleted the record, a
 				// retry that found the record of the invocation that took
-				// the key over since.
-				if released == nil {
+				// the key over since. One held back applied, if at all,
+				// when its late write did, and only a late write that
+				// the store did not refuse may have deleted the record.
+				mayHave := c.Result != resultHeld && (!c.Late || c.Result == resultOK || c.Result == resultFailed)
+				if mayHave && (released == nil || c.Start.Before(released.Start)) {
 					released = c
 				}
 			}
+		}
+		if lateDone != nil && (update == nil || !applied(update.Result)) {
+			update = lateDone
 		}
 		e := effects[inv.ID]
 		switch {
@@ -216,9 +260,9 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 			fail(checkReservation, "invocation %s: the handler ran without a reservation (no Put before it)", inv.ID)
 			continue
 		}
-		r := &reservation{inv: inv, put: *put, update: update, released: released, effect: e}
+		r := &reservation{inv: inv, put: *put, renewals: renewals, update: update, released: released, effect: e}
 		if update != nil {
-			r.completed = update.Result == resultOK || update.Result == resultOmitted
+			r.completed = applied(update.Result)
 			r.omitted = update.Result == resultOmitted
 		}
 		res = append(res, r)
@@ -237,8 +281,9 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 		// landed: b's own (b.put.Now), or that of another writer whose
 		// write removed a's record (the memory store sweeps lapsed records
 		// by the clock of the writer that triggers the sweep; Redis expires
-		// keys by its own clock).
-		if b.put.End.Add(skew + storeRounding).After(a.put.InProgressUntil) {
+		// keys by its own clock). Renewals that had applied moved a's
+		// in-progress expiry.
+		if b.put.End.Add(skew + storeRounding).After(a.until(b.put.Start)) {
 			return true
 		}
 		if a.released != nil && !a.released.Start.After(b.put.End) {
@@ -247,10 +292,12 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 		if lossBetween(a.put.Start, b.put.End) {
 			return true
 		}
+		// A Put that was held back did not reach the store during its
+		// call; its late write, a call of its own, may have.
 		for _, c := range k.calls {
 			if c.Op == faultstore.OpPut && c.Inv != a.inv.ID && c.Inv != b.inv.ID &&
 				(c.Result == resultOK || c.Result == resultFailed) &&
-				c.Now.Add(storeRounding).After(a.put.InProgressUntil) &&
+				c.Now.Add(storeRounding).After(a.until(c.Start)) &&
 				!c.Start.After(b.put.End) && !c.End.Before(a.put.Start) {
 				return true
 			}
@@ -265,7 +312,7 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 		if b.put.Start.Before(a.put.End) && justified(b, a) {
 			continue // the calls overlapped, and b's write may have landed first
 		}
-		state := "in progress until " + a.put.InProgressUntil.Format(timeFormat)
+		state := "in progress until " + a.until(b.put.Start).Format(timeFormat)
 		if a.completed {
 			state = "completed"
 		}
@@ -288,16 +335,59 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 		}
 	}
 
+	// Reopened: a renewal that applied after its own completion had been
+	// stored. The protocol refuses it whatever else happened (a lost
+	// record is absent, and another call's record is not its own), so
+	// nothing excuses it.
+	for _, r := range res {
+		if !r.completed {
+			continue
+		}
+		for _, c := range calls[r.inv.ID] {
+			if c.Renewal && applied(c.Result) && c.Start.After(r.update.End) {
+				late := ""
+				if c.Late {
+					late = " (held back " + c.heldWhere() + ", applied late)"
+				}
+				fail(checkReopened, "a renewal of invocation %s%s applied at %s, after its completion was stored at %s: the completed record was made in progress again, until %s",
+					r.inv.ID, late, c.Start.Format(timeFormat), r.update.End.Format(timeFormat), c.InProgressUntil.Format(timeFormat))
+			}
+		}
+	}
+
 	// Every side effect beyond the first is explained by a distinct earlier
 	// one whose result was not stored (the documented limits), or by a loss
 	// of the store's data or the key's expiry after an earlier one.
-	var withEffect []*reservation
+	//
+	// Earlier is by reservation, in the order their Puts ended, except that
+	// a reservation whose result was not stored goes before a stored one
+	// whose Put ended after its own began: its Put may have applied first
+	// (a slow Put whose reply came after its lease ended, when the other
+	// had taken the lapsed key over), and a key whose result is stored
+	// takes no reservation before its expiry.
+	var byPut []*reservation
 	for _, r := range res {
 		if r.effect != nil && isSideEffect(r.effect) {
-			withEffect = append(withEffect, r)
+			byPut = append(byPut, r)
 			if !r.completed {
 				v.exposed[exposure(r)]++
 			}
+		}
+	}
+	var withEffect []*reservation
+	placed := map[*reservation]bool{}
+	for i, r := range byPut {
+		if r.completed {
+			for _, u := range byPut[i+1:] {
+				if !u.completed && !placed[u] && u.put.Start.Before(r.put.End) {
+					withEffect = append(withEffect, u)
+					placed[u] = true
+				}
+			}
+		}
+		if !placed[r] {
+			withEffect = append(withEffect, r)
+			placed[r] = true
 		}
 	}
 	used := make([]bool, len(withEffect))
@@ -337,7 +427,8 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 	// (or its deadline passed while the store applied it).
 	omitted := false
 	for _, c := range k.calls {
-		if (c.Op == faultstore.OpUpdate || c.Op == faultstore.OpCommit) && (c.Result == resultOmitted || c.Result == resultFailed && k.req.Large) {
+		if (c.Op == faultstore.OpUpdate || c.Op == faultstore.OpCommit) && !c.Renewal &&
+			(c.Result == resultOmitted || c.Result == resultFailed && k.req.Large) {
 			omitted = true
 		}
 	}
@@ -410,10 +501,11 @@ func checkKey(k *keyLog, losses []time.Time, skew time.Duration, tx bool) verdic
 		}
 		// Any Put may have written it: one that failed may have been
 		// applied, and one that conflicted may have been retried by the
-		// store client after its first attempt was applied.
+		// store client after its first attempt was applied; so may any
+		// renewal.
 		written, ran := false, false
 		for _, c := range k.calls {
-			if c.Op == faultstore.OpPut {
+			if c.Op == faultstore.OpPut || c.Renewal {
 				if d := r.Until.Sub(c.InProgressUntil); d > -storeRounding && d < storeRounding {
 					written = true
 					ran = ran || handlerRan[c.Inv]
@@ -459,7 +551,11 @@ func timeline(k *keyLog, losses []time.Time) string {
 		lines = append(lines, line{at, fmt.Sprintf(format, args...)})
 	}
 	for _, inv := range k.invs {
-		add(inv.Start, "%s starts in env %d (skew %v), deadline %s, dup=%v", inv.ID, inv.Env, inv.Skew, inv.Deadline.Format(timeFormat), inv.Dup)
+		lease := ""
+		if inv.Lease > 0 {
+			lease = fmt.Sprintf(", lease %v", inv.Lease)
+		}
+		add(inv.Start, "%s starts in env %d (skew %v%s), deadline %s, dup=%v", inv.ID, inv.Env, inv.Skew, lease, inv.Deadline.Format(timeFormat), inv.Dup)
 		if !inv.HandlerStart.IsZero() {
 			add(inv.HandlerStart, "%s handler starts", inv.ID)
 		}
@@ -481,11 +577,17 @@ func timeline(k *keyLog, losses []time.Time) string {
 		add(e.At, "%s %s (answer %q, after deadline: %v)", e.Inv, what, e.Answer, e.AfterDeadline)
 	}
 	for _, c := range k.calls {
-		text := fmt.Sprintf("%s %s -> %s (ended %s)", c.Inv, c.Op, c.Result, c.End.Format(timeFormat))
-		switch c.Op {
-		case faultstore.OpPut:
+		op := c.opName()
+		if c.Late {
+			op = "LATE " + op + " (held back " + c.heldWhere() + ", applied now)"
+		}
+		text := fmt.Sprintf("%s %s -> %s (ended %s)", c.Inv, op, c.Result, c.End.Format(timeFormat))
+		switch {
+		case c.Op == faultstore.OpPut:
 			text += fmt.Sprintf(" now=%s in_progress_until=%s token=%.8s", c.Now.Format(timeFormat), c.InProgressUntil.Format(timeFormat), c.Token)
-		case faultstore.OpUpdate, faultstore.OpCommit, faultstore.OpDelete:
+		case c.Renewal:
+			text += fmt.Sprintf(" in_progress_until=%s token=%.8s", c.InProgressUntil.Format(timeFormat), c.Token)
+		case c.Op == faultstore.OpUpdate, c.Op == faultstore.OpCommit, c.Op == faultstore.OpDelete:
 			text += fmt.Sprintf(" token=%.8s", c.Token)
 		}
 		if c.OtherToken != "" {

@@ -64,6 +64,20 @@ func (b *logBuilder) commit(id string, at, until int, committed bool, r result) 
 		ExpiresAt: ms(at + 6).Add(time.Hour), Start: ms(at + 6), End: ms(at + 7), Result: r})
 }
 
+// renew adds a renewal by id over [at, at+1] to until, with result r;
+// late makes it a write held back, which applied then.
+func (b *logBuilder) renew(id string, at, until int, r result, late bool) {
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: faultstore.OpUpdate, Token: id, Renewal: true, Late: late,
+		InProgressUntil: ms(until), ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: r})
+}
+
+// late adds the late write of id's completion, applied over [at, at+1]
+// with result r.
+func (b *logBuilder) late(id string, op faultstore.Op, at int, r result) {
+	b.k.calls = append(b.k.calls, storeCall{Inv: id, Op: op, Token: id, Late: true,
+		ExpiresAt: ms(at).Add(time.Hour), Start: ms(at), End: ms(at + 1), Result: r})
+}
+
 func (b *logBuilder) final(id string, at int, answer string) {
 	b.k.replies = append(b.k.replies, reply{Inv: id, Start: ms(at), End: ms(at + 1), Final: true, Answer: answer})
 }
@@ -272,6 +286,107 @@ func TestCheckKey(t *testing.T) {
 			b.commit("i1", 0, 100, false, resultOK)
 		},
 		want: []string{checkExactlyOnce},
+	}, {
+		name: "a renewal moves the in-progress expiry",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.renew("i1", 30, 130, resultOK, false)
+			b.inProgress("i2", 110, 130) // the renewal wrote it
+			b.reserve("i2", 125, 300)    // ends at 126; 126 + 10 + 1 > 130
+		},
+	}, {
+		name: "a takeover before the renewed expiry",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.renew("i1", 30, 130, resultOK, false)
+			b.renew("i1", 60, 160, resultFailed, false) // may not have applied
+			b.reserve("i2", 110, 300)
+		},
+		want: []string{checkExclusion},
+	}, {
+		name: "a renewal held back moves nothing until it applies",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.renew("i1", 30, 130, resultHeld, false)
+			b.reserve("i2", 101, 300)
+			b.renew("i1", 150, 130, resultFenced, true)
+		},
+	}, {
+		name: "a renewal applied late to its own lapsed reservation",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.renew("i1", 30, 130, resultHeld, false)
+			b.renew("i1", 105, 130, resultOK, true)
+			b.reserve("i2", 110, 300)
+		},
+		want: []string{checkExclusion},
+	}, {
+		name: "a renewal applied after its own completion reopens the key",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.renew("i1", 30, 130, resultHeld, false)
+			b.effect("i1", 40)
+			b.update("i1", 45, resultOK)
+			b.final("i1", 0, "ok i1")
+			b.renew("i1", 60, 130, resultOK, true)
+			// The reopened record lapses; a retry takes the key over.
+			b.complete("i2", 140, 400, resultOK)
+			b.final("i2", 140, "ok i2")
+		},
+		want: []string{checkReopened, checkExclusion, checkAtMostOnce, checkExplained, checkConsistency},
+	}, {
+		name: "a renewal applied late, refused after the completion",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.renew("i1", 30, 130, resultHeld, false)
+			b.effect("i1", 40)
+			b.update("i1", 45, resultOK)
+			b.final("i1", 0, "ok i1")
+			b.renew("i1", 60, 130, resultFenced, true)
+			b.final("i2", 140, "ok i1")
+		},
+	}, {
+		name: "a completion held back completes the key when it applies",
+		build: func(b *logBuilder) {
+			b.complete("i1", 0, 100, resultHeld)
+			b.final("i1", 0, "ok i1")
+			b.late("i1", faultstore.OpUpdate, 50, resultOK)
+			b.final("i2", 60, "ok i1")
+			b.final("i3", 200, "ok i9") // after the late completion: only i1's result
+		},
+		want: []string{checkAnswer, checkConsistency},
+	}, {
+		name: "a completion held back and refused leaves the side effect exposed",
+		build: func(b *logBuilder) {
+			b.complete("i1", 0, 100, resultHeld)
+			b.complete("i2", 101, 400, resultOK)
+			b.late("i1", faultstore.OpUpdate, 150, resultFenced)
+			b.final("i2", 101, "ok i2")
+		},
+		explained: map[string]int{"completion_failed": 1},
+	}, {
+		name: "a release held back frees the key only when it applies",
+		build: func(b *logBuilder) {
+			b.reserve("i1", 0, 100)
+			b.k.calls = append(b.k.calls, storeCall{Inv: "i1", Op: faultstore.OpDelete, Token: "i1", Start: ms(10), End: ms(11), Result: resultHeld})
+			b.reserve("i2", 20, 300)
+			b.late("i1", faultstore.OpDelete, 30, resultOK)
+		},
+		want: []string{checkExclusion},
+	}, {
+		name: "a slow reservation that applied first, lapsed before its reply, and was taken over",
+		build: func(b *logBuilder) {
+			// i1's Put applied at once and its reply came at 100, after its
+			// lease ended at 30; i2 took the lapsed key over at 56.
+			i1 := b.reserve("i1", 0, 30)
+			b.k.calls[len(b.k.calls)-1].End = ms(100)
+			i1.HandlerStart = ms(101)
+			b.complete("i2", 55, 300, resultOK)
+			b.effect("i1", 130)
+			b.update("i1", 131, resultFenced)
+			b.final("i2", 55, "ok i2")
+		},
+		explained: map[string]int{"completion_fenced": 1},
 	}, {
 		name: "in progress until a time no reservation wrote",
 		build: func(b *logBuilder) {

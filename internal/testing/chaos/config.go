@@ -36,6 +36,15 @@ type Config struct {
 	SkewBound time.Duration
 	// Timeout is each invocation's deadline, the Lambda function timeout.
 	Timeout time.Duration
+	// Lease is the lease (idempotency.WithLease) of the deployments in
+	// leased environments: their reservations hold the key for a lease at
+	// a time, renewed while the handler works, instead of until the
+	// deadline. It should be shorter than Timeout.
+	Lease time.Duration
+	// LeasedEnvs is the number of environments that use Lease: every other
+	// one from the second (1, 3, ...). Their handlers work up to a lease
+	// (not Work), so that most invocations there renew their reservation.
+	LeasedEnvs int
 	// Expiry is the library's WithExpiry. Runs must be shorter, since the
 	// guarantee holds within a key's expiry window.
 	Expiry time.Duration
@@ -68,6 +77,13 @@ type Rates struct {
 	// (DynamoDB) is refused, loses its reply, or is throttled: a third each.
 	// The SDK retries each attempt.
 	HTTPFault float64
+	// LateWrite is the probability that a write (reservation, renewal,
+	// completion, release, commit) is held back and applied late: its
+	// sender gets a timeout at once, and the write reaches the store after
+	// a delay, often after the invocation ended. It is drawn for every
+	// store call, and for a store over HTTP for every attempt of a write,
+	// which the SDK retries (see late.go).
+	LateWrite float64
 
 	// Per invocation, before the side effect: a transient handler error, a
 	// panic, a kill, or a stall past the deadline followed by a late side
@@ -98,6 +114,7 @@ func DefaultRates() Rates {
 	return Rates{
 		StoreFault:   0.04,
 		HTTPFault:    0.04,
+		LateWrite:    0.02,
 		HandlerError: 0.05,
 		Panic:        0.03,
 		KillBefore:   0.02,
@@ -120,6 +137,8 @@ func Short() Config {
 		CachedEnvs:   1,
 		SkewBound:    20 * time.Millisecond,
 		Timeout:      250 * time.Millisecond,
+		Lease:        90 * time.Millisecond,
+		LeasedEnvs:   2,
 		Expiry:       time.Hour,
 		Work:         3 * time.Millisecond,
 		Overrun:      120 * time.Millisecond,
@@ -139,6 +158,7 @@ func Long(duration time.Duration) Config {
 	c.Duration = duration
 	c.Envs = 8
 	c.CachedEnvs = 2
+	c.LeasedEnvs = 4
 	c.DisruptEvery = 5 * time.Second
 	return c
 }
@@ -180,6 +200,8 @@ const (
 	faultStoreLostReply    = "store_lost_reply"
 	faultStoreRetriedReply = "store_retried_after_lost_reply"
 	faultStoreNoExisting   = "store_conflict_without_record"
+	faultStoreLate         = "store_applied_late"
+	faultHTTPLate          = "http_forwarded_late"
 	faultHTTPRefused       = "http_refused"
 	faultHTTPLostReply     = "http_lost_reply"
 	faultHTTPThrottled     = "http_throttled"
@@ -223,12 +245,21 @@ func pick(r float64, kinds []string, probs []float64) string {
 	return faultNone
 }
 
+// leased reports whether environment i uses the lease.
+func (c *Config) leased(i int) bool {
+	return c.Lease > 0 && i%2 == 1 && i/2 < c.LeasedEnvs
+}
+
 // newPlan draws an invocation's plan.
 func (c *Config) newPlan(rng *rand.Rand) plan {
 	r := c.Rates
 	p := plan{env: rng.IntN(c.Envs)}
-	if c.Work > 0 {
-		p.work = time.Duration(rng.Int64N(int64(c.Work)))
+	work := c.Work
+	if c.leased(p.env) {
+		work = c.Lease
+	}
+	if work > 0 {
+		p.work = time.Duration(rng.Int64N(int64(work)))
 	}
 	p.before = pick(rng.Float64(),
 		[]string{faultHandlerError, faultPanic, faultKillBefore, faultLateEffect},

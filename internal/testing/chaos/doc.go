@@ -8,20 +8,25 @@
 //
 // Clients drive keys, each its own, one after another. A client sends a
 // request with its key and retries it, unchanged, until it gets a final
-// answer (a response, or a permanent error), then replays it a few times:
-// after *InProgressError it waits until the reservation's Until, after
-// other failures it backs off. Some attempts are delivered twice at once.
+// answer (a response, or a permanent error), then replays it a few times,
+// some after a pause: after *InProgressError it waits until the
+// reservation's Until, after other failures it backs off. Some attempts
+// are delivered twice at once.
 //
 // Each attempt is an invocation in one of several execution environments.
 // An environment has its own store client (its own SDK or Redis client and
 // connections), its own fault injection, its own clock (offset from true
 // time by up to the skew bound: the time its reservations are made at),
-// and, in some environments, the local cache (memory.NewCache). An invocation has a deadline, the Lambda
-// function timeout, which the library records as the in-progress expiry;
-// its context expires when the environment's own clock reaches the
-// deadline, as on Lambda. A client gives up on an invocation at its
-// deadline; the invocation may go on running (a late finisher) and try to
-// complete.
+// and, in some environments, the local cache (memory.NewCache). An
+// invocation has a deadline, the Lambda function timeout, which the library
+// records as the in-progress expiry; its context expires when the
+// environment's own clock reaches the deadline, as on Lambda. In leased
+// environments the deployments use idempotency.WithLease, with a lease
+// shorter than the deadline and than much of the handlers' work there: a
+// reservation holds the key for a lease at a time, and the invocation
+// renews it while its handler works. A client gives up on an invocation at
+// its deadline; the invocation may go on running (a late finisher) and try
+// to complete.
 //
 // A Driver deploys the handler behind the layer under test and classifies
 // what a client gets (Outcome): WrapDriver tests idempotency.Wrap,
@@ -41,6 +46,14 @@
 //   - store calls that fail before reaching the store, that reach it and lose
 //     their reply, that are retried after a lost reply, and conflicts that
 //     come without the existing record (faultstore, per invocation);
+//   - writes applied late (Rates.LateWrite): a reservation, renewal,
+//     completion, release or commit that times out for its sender at once
+//     and reaches the store after a delay, often after the invocation
+//     ended, as a request held by a proxy does: at the store interface
+//     (faultstore.ApplyLate), and for DynamoDB also as an HTTP attempt held
+//     back while the SDK's retry of it goes through (dynalite.ForwardedLate).
+//     A renewal that reaches the store after its own completion is how a
+//     completed key could be reopened;
 //   - for DynamoDB, HTTP attempts that are refused, lose their reply or are
 //     throttled (dynalite.Faults, under the SDK, which retries them), and
 //     bursts of throttling of every request; on two servers, dynalite
@@ -66,8 +79,10 @@
 // The checker does not trust the library. It reads an append-only log of
 // what happened to each key: the side effects the handler performed, the
 // store calls the library made and what the store told it (recorded right
-// under the library), the answers clients got, and when the store lost its
-// data. Once every invocation of a key has ended, it checks:
+// under the library), the writes applied late (when each reached the
+// store, and what the store said to it), the answers clients got, and when
+// the store lost its data. Once every invocation of a key has ended, and
+// every write it sent has reached the store, it checks:
 //
 //   - at most once: no two side effects of a key both had their result
 //     stored (unless the store lost its data, or the key expired, between
@@ -77,8 +92,11 @@
 //     (killed after the side effect, completion write failed or fenced
 //     out), or to a loss of the store's data; the report counts each limit;
 //   - mutual exclusion: a reservation never took the key from another that
-//     had not lapsed (by more than the skew bound), been released or been
+//     had not lapsed (by more than the skew bound, at the in-progress
+//     expiry its last renewal that applied set), been released or been
 //     replaced;
+//   - no reopening: no renewal applied after its own invocation's
+//     completion had been stored;
 //   - answers: every final answer is one that a side effect of the key
 //     produced, byte for byte (or ResponseTooLargeError where a response
 //     was omitted); once a result is stored, every later answer is that

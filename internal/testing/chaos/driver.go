@@ -116,6 +116,9 @@ type Env struct {
 	ID int
 	// Skew is the offset of the environment's clock from true time.
 	Skew time.Duration
+	// Lease is the lease of its deployments (idempotency.WithLease), or
+	// zero: their reservations then hold the key until the deadline.
+	Lease time.Duration
 	// Store is the environment's store, as the library must use it. It is
 	// set before the drivers are deployed.
 	Store persistence.Store
@@ -131,15 +134,18 @@ func (e *Env) Now() time.Time { return time.Now().Add(e.Skew) }
 // Options returns the options every deployment in the environment uses:
 // the run's expiry, a final-write timeout of one invocation timeout, the
 // harness's observer (for the report), and a logger that discards (the
-// library logs every injected fault); in transactional mode,
-// idempotency.WithTransactions. The environment's clock is its store's
-// (see probe).
+// library logs every injected fault); the environment's lease, if any; in
+// transactional mode, idempotency.WithTransactions. The environment's
+// clock is its store's (see probe).
 func (e *Env) Options() []idempotency.TransactionOption {
 	opts := []idempotency.TransactionOption{
 		idempotency.WithExpiry(e.h.cfg.Expiry),
 		idempotency.WithFinalWriteTimeout(e.h.cfg.Timeout),
 		idempotency.WithObserver(idempotency.ObserverFunc(e.h.observe)),
 		idempotency.WithLogger(slog.New(slog.DiscardHandler)),
+	}
+	if e.Lease > 0 {
+		opts = append(opts, idempotency.WithLease(e.Lease))
 	}
 	if transactional(e.h.backend) != nil {
 		opts = append(opts, idempotency.WithTransactions())

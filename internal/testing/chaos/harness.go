@@ -127,6 +127,9 @@ func (h *Harness) setUp() error {
 	rng := newRand(h.cfg.Seed, "envs")
 	for i := range h.cfg.Envs {
 		e := &Env{ID: i, h: h}
+		if h.cfg.leased(i) {
+			e.Lease = h.cfg.Lease
+		}
 		if s := h.cfg.SkewBound; s > 0 {
 			e.Skew = time.Duration(rng.Int64N(int64(2*s)+1)) - s
 			h.count(faultSkewedEnv)
@@ -227,11 +230,17 @@ func (h *Harness) newKey(c, i int, rng *rand.Rand) *keyLog {
 	return k
 }
 
-// drive retries k until a final answer, then replays it a few times.
+// drive retries k until a final answer, then replays it a few times, half
+// of them after a pause of up to an invocation timeout: a client that
+// comes back later meets what happened to the key after its answer (a
+// write applied late).
 func (h *Harness) drive(k *keyLog, rng *rand.Rand) {
 	attempt := 0
 	calls := 1 + rng.IntN(h.cfg.Replays+1)
 	for call := range calls {
+		if call > 0 && rng.IntN(2) == 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(h.cfg.Timeout))))
+		}
 		for tries := 1; ; tries++ {
 			if h.ctx.Err() != nil {
 				return
@@ -293,14 +302,14 @@ func (h *Harness) invoke(k *keyLog, attempt int, dup bool) Outcome {
 	h.mu.Unlock()
 
 	rng := newRand(h.cfg.Seed, "invocation", k.name, attempt, strconv.FormatBool(dup))
-	inv := &invocation{id: id, h: h, k: k, rng: rng}
+	inv := &invocation{id: id, h: h, k: k, rng: rng, ended: make(chan struct{})}
 	inv.plan = h.cfg.newPlan(rng)
 	inv.env = h.envs[inv.plan.env]
-	inv.faults = &faultstore.Store{Inner: inv.env.backend, Fault: inv.storeFault}
+	inv.faults = &faultstore.Store{Inner: inv.env.backend, Fault: inv.storeFault, OnHold: inv.heldByStore}
 
 	start := time.Now()
 	inv.deadline = start.Add(h.cfg.Timeout)
-	inv.rec = &invRecord{ID: id, Env: inv.env.ID, Skew: inv.env.Skew, Dup: dup, Start: start, Deadline: inv.deadline}
+	inv.rec = &invRecord{ID: id, Env: inv.env.ID, Skew: inv.env.Skew, Lease: inv.env.Lease, Dup: dup, Start: start, Deadline: inv.deadline}
 	k.mu.Lock()
 	k.invs = append(k.invs, inv.rec)
 	k.mu.Unlock()
@@ -312,6 +321,7 @@ func (h *Harness) invoke(k *keyLog, attempt int, dup bool) Outcome {
 		defer k.running.Done()
 		defer cancel()
 		results <- h.call(ctx, inv, k.req)
+		close(inv.ended)
 	})
 
 	var out Outcome

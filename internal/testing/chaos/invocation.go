@@ -29,6 +29,9 @@ type invocation struct {
 	// injects the faults this invocation draws.
 	faults *faultstore.Store
 	killed atomic.Bool
+	// ended is closed once the invocation's call has returned, late
+	// finishers included.
+	ended chan struct{}
 }
 
 type invocationKey struct{}
@@ -68,6 +71,10 @@ func (inv *invocation) float() float64 {
 
 // storeFault chooses the fault of one store call (faultstore.Store.Fault).
 func (inv *invocation) storeFault(op faultstore.Op, _ string, _ int) faultstore.Fault {
+	if op != faultstore.OpGet && inv.float() < inv.h.cfg.Rates.LateWrite {
+		inv.h.count(faultStoreLate)
+		return faultstore.ApplyLate
+	}
 	if inv.float() >= inv.h.cfg.Rates.StoreFault {
 		return faultstore.None
 	}
@@ -161,6 +168,7 @@ type invRecord struct {
 	ID       string
 	Env      int
 	Skew     time.Duration
+	Lease    time.Duration // the environment's lease, or zero
 	Dup      bool
 	Start    time.Time
 	Deadline time.Time
@@ -204,14 +212,28 @@ const (
 	resultNotFound result = "not_found"
 	resultCanceled result = "canceled" // a commit whose transaction was canceled
 	resultFailed   result = "failed"
+	// resultHeld: the fault injection held the call back; it failed at
+	// once without reaching the store, and reached it later (a call of
+	// its own in the log, with Late set).
+	resultHeld result = "held"
 )
 
 // storeCall is one call of the library to its store, as seen just below
-// the library.
+// the library, or a write of such a call that reached the store late.
 type storeCall struct {
 	Inv   string
 	Op    faultstore.Op
 	Token string
+	// Renewal is set for an Update of an in-progress record: a lease
+	// renewal.
+	Renewal bool
+	// Late is set for a write that was held back and reached the store
+	// after its sender had its answer (see late.go): Start and End are
+	// when it was applied, Result what the store said to it; the other
+	// fields are those of the call it belongs to. HTTP is set when it was
+	// an HTTP attempt held back while the SDK retried it, rather than the
+	// call itself.
+	Late, HTTP bool
 	// Now is the time Put was given (the writer's clock).
 	Now time.Time
 	// InProgressUntil and ExpiresAt are those of the record written.
@@ -221,6 +243,22 @@ type storeCall struct {
 	Result          result
 	// OtherToken is the token of the record a conflict or a Get returned.
 	OtherToken string
+}
+
+// heldWhere says where a late write was held back, for reports.
+func (c *storeCall) heldWhere() string {
+	if c.HTTP {
+		return "as an HTTP attempt"
+	}
+	return "at the store interface"
+}
+
+// opName names the call's operation in reports: "renew" for a renewal.
+func (c *storeCall) opName() string {
+	if c.Renewal {
+		return "renew"
+	}
+	return string(c.Op)
 }
 
 // reply is what a client got from one invocation.

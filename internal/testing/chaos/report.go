@@ -22,8 +22,10 @@ type Report struct {
 	FinalKeys int
 
 	// Counts counts the injected faults, the store calls by operation and
-	// result ("call_put_ok"), the replies by outcome ("reply_final_ok") and
-	// the outcomes of abandoned invocations ("late_...").
+	// result ("call_put_ok", "call_renew_held"), the writes applied late
+	// ("applied_late_renew_ok", "applied_late_http_renew_ok"), the replies
+	// by outcome ("reply_final_ok") and the outcomes of abandoned
+	// invocations ("late_...").
 	Counts map[string]int
 	// Events counts the library's events, as its observer reported them.
 	Events map[string]int
@@ -89,16 +91,31 @@ func (r *Report) add(v verdict) {
 func (r *Report) Faults() map[string]int {
 	f := map[string]int{}
 	for k, n := range r.Counts {
-		if !strings.HasPrefix(k, "call_") && !strings.HasPrefix(k, "reply_") && !strings.HasPrefix(k, "late_") && k != countCutOff {
+		if !strings.HasPrefix(k, "call_") && !strings.HasPrefix(k, "reply_") && !strings.HasPrefix(k, "late_") &&
+			!strings.HasPrefix(k, countAppliedLate) && k != countCutOff {
 			f[k] = n
 		}
 	}
 	return f
 }
 
+// ViolationsByCheck counts the violations by the check that found them.
+func (r *Report) ViolationsByCheck() map[string]int {
+	m := map[string]int{}
+	for _, v := range r.Violations {
+		m[v.Check]++
+	}
+	return m
+}
+
 // countCutOff counts the store calls of killed invocations that the harness
 // kept from the store.
 const countCutOff = "cut_off_after_kill"
+
+// countAppliedLate prefixes the counts of the writes applied late, by
+// operation and result, "http_" first for HTTP attempts
+// ("applied_late_renew_ok", "applied_late_http_renew_ok").
+const countAppliedLate = "applied_late_"
 
 // String formats the report for a test log.
 func (r *Report) String() string {
@@ -126,6 +143,7 @@ func (r *Report) String() string {
 	section("replies", pick("reply_"))
 	section("late outcomes", pick("late_"))
 	section("store calls", pick("call_"))
+	section("writes applied late", pick(countAppliedLate))
 	fmt.Fprintf(&b, "store calls of killed invocations kept from the store: %d\n", r.Counts[countCutOff])
 	fmt.Fprintf(&b, "in-progress answers caused by a reservation whose handler never ran: %d\n", r.BlockedByUnused)
 	section("library events", r.Events)
@@ -140,6 +158,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "first %s error: %s\n", k, r.Errors[k])
 	}
 	fmt.Fprintf(&b, "violations: %d\n", len(r.Violations))
+	if len(r.Violations) > 0 {
+		section("violations by check", r.ViolationsByCheck())
+	}
 	for i, v := range r.Violations {
 		if i == 20 {
 			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Violations)-i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
@@ -22,7 +23,8 @@ import (
 //
 // The probe sits right under the library, so it records what the library
 // asked and what it was told, and nothing of a killed invocation gets past
-// it.
+// it. It puts the call it records in the context of the call, where the
+// fault injection below finds it when it holds a write back (see late.go).
 
 // errNoInvocation is returned for store calls whose context carries no
 // invocation; the harness reports them.
@@ -63,10 +65,39 @@ func (p *probe) begin(ctx context.Context, op faultstore.Op, key string) (*invoc
 	return inv, nil
 }
 
-func (p *probe) end(inv *invocation, c storeCall, err error) {
+// pendingCall is a call the probe is recording, in the call's context.
+type pendingCall struct {
+	call storeCall // as sent; not changed once the call is under way
+	// held is set when the fault injection held the call back: it failed
+	// at once without reaching the store, and reaches it later.
+	held atomic.Bool
+}
+
+type pendingKey struct{}
+
+// send returns the pending call of c and the context to pass it down in.
+func send(ctx context.Context, inv *invocation, c storeCall) (context.Context, *pendingCall) {
 	c.Inv = inv.id
+	pc := &pendingCall{call: c}
+	return context.WithValue(ctx, pendingKey{}, pc), pc
+}
+
+// pendingFrom returns the call that ctx belongs to, or nil.
+func pendingFrom(ctx context.Context) *pendingCall {
+	pc, _ := ctx.Value(pendingKey{}).(*pendingCall)
+	return pc
+}
+
+// end records the call pc, which returned err; found is the token of the
+// record a Get returned.
+func (p *probe) end(inv *invocation, pc *pendingCall, err error, found string) {
+	c := pc.call
+	c.OtherToken = found
 	c.End = time.Now()
 	c.Result = classifyStoreError(err)
+	if pc.held.Load() {
+		c.Result = resultHeld
+	}
 	var conflict *persistence.ConflictError
 	if errors.As(err, &conflict) && conflict.Existing != nil {
 		c.OtherToken = conflict.Existing.Token
@@ -75,7 +106,7 @@ func (p *probe) end(inv *invocation, c storeCall, err error) {
 	k.mu.Lock()
 	k.calls = append(k.calls, c)
 	k.mu.Unlock()
-	p.h.count("call_" + string(c.Op) + "_" + string(c.Result))
+	p.h.count("call_" + c.opName() + "_" + string(c.Result))
 }
 
 func classifyStoreError(err error) result {
@@ -104,10 +135,10 @@ func (p *probe) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		return err
 	}
 	now = now.Add(p.skew)
-	c := storeCall{Op: faultstore.OpPut, Token: rec.Token, Now: now,
-		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
+	ctx, c := send(ctx, inv, storeCall{Op: faultstore.OpPut, Token: rec.Token, Now: now,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()})
 	err = p.inner.Put(ctx, rec, now)
-	p.end(inv, c, err)
+	p.end(inv, c, err, "")
 	return err
 }
 
@@ -117,12 +148,13 @@ func (p *probe) Get(ctx context.Context, key string) (*persistence.Record, error
 	if err != nil {
 		return nil, err
 	}
-	c := storeCall{Op: faultstore.OpGet, Start: time.Now()}
+	ctx, c := send(ctx, inv, storeCall{Op: faultstore.OpGet, Start: time.Now()})
 	rec, err := p.inner.Get(ctx, key)
+	found := ""
 	if rec != nil {
-		c.OtherToken = rec.Token
+		found = rec.Token
 	}
-	p.end(inv, c, err)
+	p.end(inv, c, err, found)
 	return rec, err
 }
 
@@ -132,10 +164,11 @@ func (p *probe) Update(ctx context.Context, rec *persistence.Record) error {
 	if err != nil {
 		return err
 	}
-	c := storeCall{Op: faultstore.OpUpdate, Token: rec.Token,
-		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
+	ctx, c := send(ctx, inv, storeCall{Op: faultstore.OpUpdate, Token: rec.Token,
+		Renewal:         rec.Status == persistence.StatusInProgress,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()})
 	err = p.inner.Update(ctx, rec)
-	p.end(inv, c, err)
+	p.end(inv, c, err, "")
 	return err
 }
 
@@ -145,9 +178,9 @@ func (p *probe) Delete(ctx context.Context, key, token string) error {
 	if err != nil {
 		return err
 	}
-	c := storeCall{Op: faultstore.OpDelete, Token: token, Start: time.Now()}
+	ctx, c := send(ctx, inv, storeCall{Op: faultstore.OpDelete, Token: token, Start: time.Now()})
 	err = p.inner.Delete(ctx, key, token)
-	p.end(inv, c, err)
+	p.end(inv, c, err, "")
 	return err
 }
 
@@ -162,10 +195,10 @@ func (p *probe) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	if !ok {
 		return errors.New("chaos: the store under the probe does not commit staged writes")
 	}
-	c := storeCall{Op: faultstore.OpCommit, Token: rec.Token,
-		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()}
+	ctx, c := send(ctx, inv, storeCall{Op: faultstore.OpCommit, Token: rec.Token,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()})
 	err = committer.Commit(ctx, rec, writes)
-	p.end(inv, c, err)
+	p.end(inv, c, err, "")
 	return err
 }
 
@@ -216,22 +249,65 @@ func (d dispatch) Unwrap() persistence.Store { return d.backend }
 
 // httpFaults injects HTTP-level faults into the requests of an invocation,
 // with a dynalite.Faults of its own per faulty request, so that concurrent
-// invocations in one environment never take each other's faults.
+// invocations in one environment never take each other's faults. An
+// attempt of a write may be held back and forwarded late (LateWrite),
+// another attempt refused, its reply lost, or throttled (HTTPFault).
 type httpFaults struct {
 	h    *Harness
 	base http.RoundTripper
 }
 
 func (t *httpFaults) RoundTrip(req *http.Request) (*http.Response, error) {
-	inv := invocationFrom(req.Context())
-	if inv == nil || inv.float() >= t.h.cfg.Rates.HTTPFault {
+	ctx := req.Context()
+	inv := invocationFrom(ctx)
+	if inv == nil || appliedLate(ctx) {
 		return t.base.RoundTrip(req)
 	}
-	kinds := []dynalite.FaultKind{dynalite.Refused, dynalite.LostReply, dynalite.Throttled}
-	names := []string{faultHTTPRefused, faultHTTPLostReply, faultHTTPThrottled}
-	i := int(inv.float() * float64(len(kinds)))
-	t.h.count(names[i])
 	f := &dynalite.Faults{Base: t.base}
-	f.Add("", kinds[i], 1)
+	switch {
+	case dynamoWrites[dynalite.Operation(req)] && inv.float() < t.h.cfg.Rates.LateWrite:
+		t.h.count(faultHTTPLate)
+		f.Add("", dynalite.ForwardedLate, 1)
+		f.OnHold = func(ctx context.Context, held *dynalite.HeldRequest) {
+			inv.holdLate(ctx, true, func(ctx context.Context, c storeCall) result {
+				return classifyReply(held.Forward(ctx), c, inv.k.req.Large)
+			})
+		}
+	case inv.float() < t.h.cfg.Rates.HTTPFault:
+		kinds := []dynalite.FaultKind{dynalite.Refused, dynalite.LostReply, dynalite.Throttled}
+		names := []string{faultHTTPRefused, faultHTTPLostReply, faultHTTPThrottled}
+		i := int(inv.float() * float64(len(kinds)))
+		t.h.count(names[i])
+		f.Add("", kinds[i], 1)
+	default:
+		return t.base.RoundTrip(req)
+	}
 	return f.RoundTrip(req)
+}
+
+// dynamoWrites are the DynamoDB operations of the store's writes.
+var dynamoWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true, "TransactWriteItems": true}
+
+// classifyReply classifies the reply to a request forwarded late, c's
+// attempt, as the store would have classified it. A completion of a large
+// response that applied is recorded as omitted: the store leaves the
+// response of every large request out (storeResponseLimit), which its
+// reply does not say.
+func classifyReply(err error, c storeCall, large bool) result {
+	var reply *dynalite.ReplyError
+	switch {
+	case err == nil:
+		if large && !c.Renewal && (c.Op == faultstore.OpUpdate || c.Op == faultstore.OpCommit) {
+			return resultOmitted
+		}
+		return resultOK
+	case errors.As(err, &reply) && reply.Type == "ConditionalCheckFailedException":
+		if c.Op == faultstore.OpPut {
+			return resultConflict
+		}
+		return resultFenced
+	case errors.As(err, &reply) && reply.Type == "TransactionCanceledException":
+		return resultCanceled
+	}
+	return resultFailed
 }

@@ -193,6 +193,57 @@ func TestFaults(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("ForwardedLateReachesTheServerAfterTheRetry", func(t *testing.T) {
+		faults := &dynalite.Faults{}
+		var counter dynalite.Counter
+		client := srv.NewClient(faults.Register, counter.Register)
+		table := srv.NewTable(t, func(ctx context.Context, client *dynamodb.Client, name string) error {
+			if _, err := client.CreateTable(ctx, tableInput(name)); err != nil {
+				return err
+			}
+			return dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+				o.MinDelay = 10 * time.Millisecond
+			}).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &name}, time.Minute)
+		})
+		item := func(v string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "k"}, "v": &types.AttributeValueMemberS{Value: v}}
+		}
+		faults.Add("PutItem", dynalite.ForwardedLate, 1)
+		_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item("first")})
+		require.NoError(t, err, "the retry gets through")
+		require.Equal(t, 2, counter.Attempts("PutItem"))
+		require.Equal(t, 1, faults.Fired(dynalite.ForwardedLate))
+		_, err = client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item("second")})
+		require.NoError(t, err)
+
+		held := faults.TakeHeld()
+		require.Len(t, held, 1)
+		require.Equal(t, "PutItem", held[0].Op)
+		require.Empty(t, faults.TakeHeld())
+		require.NoError(t, held[0].Forward(t.Context()))
+		out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table,
+			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "k"}}, ConsistentRead: aws.Bool(true)})
+		require.NoError(t, err)
+		require.Equal(t, &types.AttributeValueMemberS{Value: "first"}, out.Item["v"], "the held attempt overwrote the later write")
+
+		// A conditional request forwarded late is judged when it arrives.
+		var got *dynalite.HeldRequest
+		faults.OnHold = func(_ context.Context, h *dynalite.HeldRequest) { got = h }
+		faults.Add("DeleteItem", dynalite.ForwardedLate, 1)
+		_, err = client.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: &table,
+			Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "k"}},
+			ConditionExpression: aws.String("attribute_exists(id)")})
+		require.NoError(t, err)
+		require.NotNil(t, got, "OnHold took it")
+		require.Empty(t, faults.TakeHeld())
+		err = got.Forward(t.Context())
+		var reply *dynalite.ReplyError
+		require.ErrorAs(t, err, &reply)
+		require.Equal(t, "ConditionalCheckFailedException", reply.Type)
+		require.Equal(t, 400, reply.Status)
+		require.Equal(t, err, got.Forward(t.Context()), "forwarded once")
+	})
+
 	t.Run("RefusedOnce", func(t *testing.T) {
 		faults := &dynalite.Faults{}
 		var counter dynalite.Counter

@@ -2,11 +2,14 @@ package dynalite
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,19 +30,34 @@ type Faults struct {
 	// http.DefaultTransport.
 	Base http.RoundTripper
 
+	// OnHold, when set, is given each request that ForwardedLate holds
+	// back, on the goroutine of RoundTrip, before the client gets its
+	// error, with the request's context. It decides when the request
+	// reaches the server: it calls Forward then, from any goroutine.
+	// Without OnHold, TakeHeld returns the held requests.
+	OnHold func(ctx context.Context, h *HeldRequest)
+
 	mu    sync.Mutex
 	rules []*rule
 	fired map[FaultKind]int
+	held  []*HeldRequest
 }
 
 // FaultKind is a kind of fault that Faults injects.
 type FaultKind int
 
 const (
+	// ForwardedLate holds the request back and fails the attempt at once
+	// with a timeout, which the SDK retries, as a request stuck in a proxy
+	// or a congested network does; the request reaches the server later,
+	// when its HeldRequest is forwarded (see Faults.OnHold). So the
+	// attempt and the SDK's retry of it both reach the server, the retry
+	// first.
+	ForwardedLate FaultKind = iota + 1
 	// LostReply forwards the request to the server, then discards the reply
 	// and fails the attempt as if the connection had dropped: the write
 	// happened, but the client does not know it, and the SDK retries it.
-	LostReply FaultKind = iota + 1
+	LostReply
 	// Throttled answers without forwarding the request, with DynamoDB's
 	// ProvisionedThroughputExceededException (HTTP 400), which the SDK
 	// retries.
@@ -55,6 +73,8 @@ const (
 // String implements fmt.Stringer.
 func (k FaultKind) String() string {
 	switch k {
+	case ForwardedLate:
+		return "ForwardedLate"
 	case LostReply:
 		return "LostReply"
 	case Throttled:
@@ -177,8 +197,116 @@ func (f *Faults) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = req.Body.Close()
 		}
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("%w: %w", ErrInjected, syscall.ECONNREFUSED)}
+	case ForwardedLate:
+		h, err := hold(base, op, req)
+		if err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		onHold := f.OnHold
+		if onHold == nil {
+			f.held = append(f.held, h)
+		}
+		f.mu.Unlock()
+		if onHold != nil {
+			onHold(req.Context(), h)
+		}
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: fmt.Errorf("%w: %s held back, to reach the server later: %w", ErrInjected, op, os.ErrDeadlineExceeded)}
 	}
 	return base.RoundTrip(req)
+}
+
+// TakeHeld returns the requests held back since the last call, in the
+// order they were held, when no OnHold took them.
+func (f *Faults) TakeHeld() []*HeldRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := f.held
+	f.held = nil
+	return held
+}
+
+// HeldRequest is a request that ForwardedLate held back: it reaches the
+// server when Forward is called.
+type HeldRequest struct {
+	// Op is the DynamoDB operation, such as "UpdateItem".
+	Op string
+
+	base http.RoundTripper
+	req  *http.Request // a copy of the attempt, without its context
+	body []byte
+	once sync.Once
+	err  error
+}
+
+// hold copies the attempt req (its body read), for Forward.
+func hold(base http.RoundTripper, op string, req *http.Request) (*HeldRequest, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		body, err = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &HeldRequest{Op: op, base: base, req: req.Clone(context.Background()), body: body}, nil
+}
+
+// Forward sends the held request to the server, once, with ctx, and
+// returns nil if the server answered 2xx, a *ReplyError for a DynamoDB
+// error, or the transport's error; later calls return the first result.
+// The request is the attempt as the client sent it, signature included.
+func (h *HeldRequest) Forward(ctx context.Context) error {
+	h.once.Do(func() { h.err = h.forward(ctx) })
+	return h.err
+}
+
+func (h *HeldRequest) forward(ctx context.Context) error {
+	req := h.req.WithContext(ctx)
+	req.Body = io.NopCloser(bytes.NewReader(h.body))
+	req.ContentLength = int64(len(h.body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(h.body)), nil }
+	resp, err := h.base.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	reply, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	e := &ReplyError{Op: h.Op, Status: resp.StatusCode}
+	var body struct {
+		Type    string `json:"__type"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(reply, &body) == nil {
+		e.Message = body.Message
+		e.Type = body.Type
+		if i := strings.LastIndexByte(body.Type, '#'); i >= 0 {
+			e.Type = body.Type[i+1:]
+		}
+	}
+	return e
+}
+
+// ReplyError is a DynamoDB error reply to a forwarded HeldRequest.
+type ReplyError struct {
+	Op     string
+	Status int
+	// Type is the error's type without its namespace, such as
+	// "ConditionalCheckFailedException".
+	Type    string
+	Message string
+}
+
+// Error implements error.
+func (e *ReplyError) Error() string {
+	return fmt.Sprintf("dynalite: %s forwarded late: HTTP %d %s: %s", e.Op, e.Status, e.Type, e.Message)
 }
 
 // Operation returns the DynamoDB operation name of an HTTP request, such as

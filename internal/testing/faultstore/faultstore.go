@@ -1,12 +1,16 @@
 // Package faultstore wraps a persistence.Store to inject faults, for tests
 // of what the library does when its store misbehaves: requests that fail
 // before reaching the store, requests that reach it but whose reply is lost,
-// and lost replies that a client retries.
+// lost replies that a client retries, and writes that time out for their
+// caller but reach the store later, after the caller moved on.
 package faultstore
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +48,12 @@ const (
 	// existing record from the *ConflictError, as a store that cannot return
 	// it atomically does.
 	DropExisting
+	// ApplyLate holds a write back and fails it at once with a timeout
+	// (an error matching ErrInjected and os.ErrDeadlineExceeded), as a
+	// request stuck in the network does; the write reaches the inner store
+	// later, when its Held is applied (see Store.OnHold). A Get is not
+	// held, since a late read changes nothing: it fails as with FailBefore.
+	ApplyLate
 )
 
 // ErrInjected is the error of injected failures.
@@ -62,8 +72,87 @@ type Store struct {
 	// change the inner store between a conflict and the read that follows.
 	Before func(op Op, key string, n int)
 
+	// OnHold, when set, is given each write that ApplyLate holds back, on
+	// the caller's goroutine, before the caller gets its error, with the
+	// caller's context. It decides when the write reaches Inner: it calls
+	// Apply then, from any goroutine. Without OnHold, TakeHeld returns the
+	// held writes.
+	OnHold func(ctx context.Context, h *Held)
+
 	mu    sync.Mutex
 	calls map[Op]int
+	held  []*Held
+}
+
+// Held is a write that ApplyLate held back: it reaches the inner store
+// when Apply is called.
+type Held struct {
+	// Op and Key are the write's.
+	Op  Op
+	Key string
+	// Record is a copy of the record the write carries (nil for a Delete),
+	// taken when it was held, since the caller goes on changing its own.
+	Record *persistence.Record
+
+	ctx   context.Context // the caller's, for its values
+	apply func(context.Context) error
+	once  sync.Once
+	err   error
+}
+
+// Apply performs the held write on the inner store, once, and returns its
+// result; later calls return the first result. The write runs with ctx's
+// deadline and cancellation, not with the caller's, which has usually
+// ended, and with the caller's context values.
+func (h *Held) Apply(ctx context.Context) error {
+	h.once.Do(func() { h.err = h.apply(valuesOf{Context: ctx, values: h.ctx}) })
+	return h.err
+}
+
+// valuesOf is a context with the deadline and cancellation of Context and
+// the values of values (then Context's).
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesOf) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+// TakeHeld returns the writes held back since the last call, in the order
+// they were held, when no OnHold took them.
+func (s *Store) TakeHeld() []*Held {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.held
+	s.held = nil
+	return held
+}
+
+// hold holds a write back and returns the caller's error.
+func (s *Store) hold(ctx context.Context, h *Held) error {
+	h.ctx = ctx
+	s.mu.Lock()
+	onHold := s.OnHold
+	if onHold == nil {
+		s.held = append(s.held, h)
+	}
+	s.mu.Unlock()
+	if onHold != nil {
+		onHold(ctx, h)
+	}
+	return fmt.Errorf("%w: %s %q timed out (held back; it reaches the store later): %w", ErrInjected, h.Op, h.Key, os.ErrDeadlineExceeded)
+}
+
+// snapshot returns a copy of rec that shares nothing with it.
+func snapshot(rec *persistence.Record) *persistence.Record {
+	c := *rec
+	c.Response = slices.Clone(rec.Response)
+	return &c
 }
 
 var (
@@ -103,7 +192,7 @@ func (s *Store) start(op Op, key string) Fault {
 // do applies fault to call, which performs the operation on Inner.
 func do(fault Fault, call func() error) error {
 	switch fault {
-	case FailBefore:
+	case FailBefore, ApplyLate:
 		return ErrInjected
 	case LoseReply:
 		_ = call()
@@ -118,6 +207,12 @@ func do(fault Fault, call func() error) error {
 // Put implements persistence.Store.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	fault := s.start(OpPut, rec.Key)
+	if fault == ApplyLate {
+		snap := snapshot(rec)
+		return s.hold(ctx, &Held{Op: OpPut, Key: rec.Key, Record: snap, apply: func(ctx context.Context) error {
+			return s.Inner.Put(ctx, snapshot(snap), now)
+		}})
+	}
 	err := do(fault, func() error { return s.Inner.Put(ctx, rec, now) })
 	var conflict *persistence.ConflictError
 	if fault == DropExisting && errors.As(err, &conflict) {
@@ -141,12 +236,25 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 
 // Update implements persistence.Store.
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
-	return do(s.start(OpUpdate, rec.Key), func() error { return s.Inner.Update(ctx, rec) })
+	fault := s.start(OpUpdate, rec.Key)
+	if fault == ApplyLate {
+		snap := snapshot(rec)
+		return s.hold(ctx, &Held{Op: OpUpdate, Key: rec.Key, Record: snap, apply: func(ctx context.Context) error {
+			return s.Inner.Update(ctx, snapshot(snap))
+		}})
+	}
+	return do(fault, func() error { return s.Inner.Update(ctx, rec) })
 }
 
 // Delete implements persistence.Store.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
-	return do(s.start(OpDelete, key), func() error { return s.Inner.Delete(ctx, key, token) })
+	fault := s.start(OpDelete, key)
+	if fault == ApplyLate {
+		return s.hold(ctx, &Held{Op: OpDelete, Key: key, apply: func(ctx context.Context) error {
+			return s.Inner.Delete(ctx, key, token)
+		}})
+	}
+	return do(fault, func() error { return s.Inner.Delete(ctx, key, token) })
 }
 
 // Commit implements persistence.Committer, over an Inner that commits.
@@ -155,7 +263,14 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	if !ok {
 		return errors.New("faultstore: the inner store does not commit staged writes")
 	}
-	return do(s.start(OpCommit, rec.Key), func() error { return committer.Commit(ctx, rec, writes) })
+	fault := s.start(OpCommit, rec.Key)
+	if fault == ApplyLate {
+		snap, staged := snapshot(rec), slices.Clone(writes)
+		return s.hold(ctx, &Held{Op: OpCommit, Key: rec.Key, Record: snap, apply: func(ctx context.Context) error {
+			return committer.Commit(ctx, snapshot(snap), staged)
+		}})
+	}
+	return do(fault, func() error { return committer.Commit(ctx, rec, writes) })
 }
 
 // Unwrap returns Inner.
