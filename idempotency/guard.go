@@ -271,6 +271,14 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, 
 		Token:       newToken(),
 	}
 	reserved := func() (*persistence.Record, *persistence.Record, error) {
+		if !time.Now().Before(rec.InProgressExpiresAt) {
+			// The reply came after the reservation had lapsed: another
+			// call may hold the key by now, and the function must not
+			// run beside it.
+			g.releaseQuietly(ctx, c, rec)
+			c.setOutcome(OutcomeStoreError)
+			return nil, nil, &StoreError{Op: "put", Key: c.key, Err: errLapsedOnArrival}
+		}
 		c.report(ctx, Event{Kind: EventReserved, Key: c.key, Start: start, Duration: time.Since(start)})
 		return rec, nil, nil
 	}
@@ -320,6 +328,10 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, 
 		now = time.Now()
 	}
 }
+
+// errLapsedOnArrival is why a reservation whose reply came after its
+// in-progress expiry does not run its function.
+var errLapsedOnArrival = errors.New("the reservation's reply came after its lease had ended; the function did not run")
 
 // setExpiries sets the expiry times of an in-progress record written at
 // now. The in-progress expiry is the end of the reservation's first lease

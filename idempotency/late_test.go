@@ -85,3 +85,32 @@ func TestLateRenewalDoesNotReopenACompletedKey(t *testing.T) {
 		assert.Equal(t, 1, c.count(), "the function ran again")
 	})
 }
+
+// slowPutStore answers reservations after delay: their replies come late.
+type slowPutStore struct {
+	persistence.Store
+	delay time.Duration
+}
+
+func (s slowPutStore) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	err := s.Store.Put(ctx, rec, now)
+	time.Sleep(s.delay)
+	return err
+}
+
+// A reservation whose reply comes after its lease has ended does not run
+// the function: by then another call may have taken the key over.
+func TestReservationThatLapsedBeforeItsReplyDoesNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := memory.New()
+		var c counter
+		charge := mustWrap(t, c.handle, slowPutStore{inner, 2 * time.Second}, idempotency.WithKeyPrefix("p"),
+			idempotency.WithLease(time.Second), idempotency.WithLogger(discardLogger()))
+		_, err := charge(t.Context(), o1)
+		var storeErr *idempotency.StoreError
+		require.ErrorAs(t, err, &storeErr)
+		assert.Zero(t, c.count(), "the function ran on a lapsed reservation")
+		_, err = inner.Get(t.Context(), keyOf(t, "p", o1))
+		require.ErrorIs(t, err, persistence.ErrNotFound, "the lapsed reservation is released")
+	})
+}

@@ -226,7 +226,7 @@ func outcome(w Write, s State) (Outcome, string) {
 	case Renew:
 		switch {
 		case s == OwnInProgress || s == OwnLapsed:
-			return Applies, "the caller's own reservation, not taken over"
+			return Applies, "the caller's own reservation, not taken over: the in-progress expiry becomes the later of the two, so that an earlier renewal applied after a later one changes nothing"
 		case s.Own():
 			return Refused, "completed: a renewal applied late must not reopen the key"
 		case s == Absent:

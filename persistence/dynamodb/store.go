@@ -42,6 +42,7 @@ type Store struct {
 
 	updateExprs [1 << numOptional]string
 	updateCond  string
+	renewCond   string
 	updateNames [1 << numOptional]map[string]string
 
 	deleteCond  string
@@ -138,6 +139,9 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 	// caller's own reservation, its token and in progress. The token
 	// alone would let a renewal applied late reopen a completed record.
 	s.updateCond = name(attrToken) + " = " + value(attrToken) + " AND " + name(attrStatus) + " = :p"
+	// A renewal also never shortens the lease: an earlier renewal's
+	// attempt applied after a later renewal must change nothing.
+	s.renewCond = s.updateCond + " AND " + name(attrInProgressExpiry) + " <= " + value(attrInProgressExpiry)
 
 	// docs/protocol.md, release: only the caller's own reservation; a
 	// record that is already gone counts as released (done).
@@ -261,18 +265,27 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 // record is read to tell the two apart, on this rare path only, so that
 // completions need not ask for the old item (which dynalite ignores).
 func (s *Store) refused(ctx context.Context, op string, rec *persistence.Record, omitted error) error {
-	if rec.Status == persistence.StatusCompleted {
-		existing, err := s.Get(ctx, rec.Key)
-		switch {
-		case err == nil && existing.Token == rec.Token && existing.Status == persistence.StatusCompleted:
-			return omitted
-		case err != nil && !errors.Is(err, persistence.ErrNotFound):
-			// The write was refused, but whether an earlier attempt
-			// applied it is unknown.
-			return fmt.Errorf("persistence/dynamodb: %s %q: refused, and reading the record failed: %w", op, rec.Key, err)
-		}
+	existing, err := s.Get(ctx, rec.Key)
+	switch {
+	case err == nil && existing.Token == rec.Token && done(existing, rec):
+		return omitted
+	case err != nil && !errors.Is(err, persistence.ErrNotFound):
+		// The write was refused, but whether an earlier attempt applied
+		// it is unknown.
+		return fmt.Errorf("persistence/dynamodb: %s %q: refused, and reading the record failed: %w", op, rec.Key, err)
 	}
 	return fmt.Errorf("persistence/dynamodb: %s %q: %w", op, rec.Key, persistence.ErrFenced)
+}
+
+// done reports whether the caller's own record existing already has the
+// effect of the write rec (docs/protocol.md, done): a completion finds it
+// completed, a renewal finds it in progress with an in-progress expiry no
+// earlier than its own (a later renewal applied).
+func done(existing, rec *persistence.Record) bool {
+	if rec.Status == persistence.StatusCompleted {
+		return existing.Status == persistence.StatusCompleted
+	}
+	return existing.Status == persistence.StatusInProgress && !existing.InProgressExpiresAt.Before(rec.InProgressExpiresAt)
 }
 
 // updateInput returns the UpdateItem request that replaces the record for
@@ -301,11 +314,15 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 		}
 	}
 	vals[":p"] = inProgressValue // the condition's
+	cond := &s.updateCond
+	if rec.Status == persistence.StatusInProgress && v[attrInProgressExpiry] != nil {
+		cond = &s.renewCond
+	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       s.key(rec.Key),
 		UpdateExpression:          &s.updateExprs[mask],
-		ConditionExpression:       &s.updateCond,
+		ConditionExpression:       cond,
 		ExpressionAttributeNames:  s.updateNames[mask],
 		ExpressionAttributeValues: vals,
 	}, omitted

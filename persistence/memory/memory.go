@@ -166,6 +166,10 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	case old.Status != persistence.StatusInProgress:
 		// Completed: a renewal applied late must not reopen it.
 		return persistence.ErrFenced
+	case rec.Status == persistence.StatusInProgress && old.InProgressExpiresAt.After(rec.InProgressExpiresAt):
+		// A renewal never shortens the lease: an earlier renewal that
+		// arrives after a later one changes nothing (docs/protocol.md).
+		return nil
 	}
 	// The stored record is the store's own (Get and Put hand out copies),
 	// so it is overwritten in place rather than replaced.

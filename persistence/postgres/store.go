@@ -130,16 +130,23 @@ FROM {t} WHERE id = $1`
 
 // updateSQL renews or completes the caller's own reservation
 // (docs/protocol.md, renew, complete, record an error): token and status
-// INPROGRESS. It answers whether it applied, and, when it did not,
-// whether the record is the caller's own completed record (NULL when
-// there is none).
+// INPROGRESS, and for a renewal ($2 INPROGRESS) an in-progress expiry no
+// later than its own, so that an earlier renewal applied after a later
+// one changes nothing. It answers whether it applied, and, when it did
+// not, whether the record already has the write's effect (done: the
+// caller's own completed record for a completion, its own reservation
+// with an expiry at least as late for a renewal; NULL when there is no
+// record).
 const updateSQL = `WITH updated AS (
 	UPDATE {t} SET status = $2, expiration = $3, in_progress_expiration = $4, data = $5,
 		error_type = $6, error_message = $7, response_omitted = $8
 	WHERE id = $1 AND owner_token = $9 AND status = 'INPROGRESS'
+		AND ($2 = 'COMPLETED' OR in_progress_expiration IS NULL OR in_progress_expiration <= $4)
 	RETURNING true
 ), held AS MATERIALIZED (
-	SELECT status = 'COMPLETED' AND owner_token = $9 AS done
+	SELECT owner_token = $9 AND (
+		(status = 'COMPLETED' AND $2 = 'COMPLETED') OR
+		(status = 'INPROGRESS' AND $2 = 'INPROGRESS' AND in_progress_expiration >= $4)) AS done
 	FROM {t} WHERE id = $1 AND NOT EXISTS (SELECT FROM updated)
 	FOR SHARE
 )
@@ -238,6 +245,8 @@ func (s *Store) update(ctx context.Context, db DB, op string, rec *persistence.R
 		return persistence.ErrResponseOmitted
 	case applied:
 		return nil
+	case done.Valid && done.Bool && rec.Status != persistence.StatusCompleted:
+		return nil // a later renewal applied
 	case done.Valid && done.Bool && rec.Status == persistence.StatusCompleted:
 		if inTx {
 			return fmt.Errorf("persistence/postgres: %s %q: %w", op, rec.Key, ErrAlreadyCompleted)

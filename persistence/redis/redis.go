@@ -275,21 +275,25 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if tooLarge {
 		response, omitted = nil, true
 	}
-	completes := ""
+	completes, renewsTo := "", ""
 	if rec.Status == persistence.StatusCompleted {
 		completes = string(persistence.StatusCompleted)
+	} else if !rec.InProgressExpiresAt.IsZero() {
+		renewsTo = strconv.FormatInt(rec.InProgressExpiresAt.UnixMilli(), 10)
 	}
-	args := make([]any, 0, 7+18)
+	args := make([]any, 0, 9+18)
 	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField,
-		s.fields.Status, string(persistence.StatusInProgress), completes)
+		s.fields.Status, string(persistence.StatusInProgress), completes,
+		s.fields.InProgressExpiration, renewsTo)
 	args = append(args, s.fields.encode(rec, response, omitted)...)
 	reply, acks, err := s.runScript(ctx, updateScript, rec.Key, args...)
 	if err != nil {
 		return s.opError("update", rec.Key, err)
 	}
 	switch reply {
-	case int64(1), int64(2):
-		// 2: the caller's completion was there already (done).
+	case int64(1), int64(2), int64(3):
+		// 2: the caller's completion was there already; 3: a later
+		// renewal was (done).
 		if err := s.replicated("update", rec.Key, acks); err != nil {
 			return err
 		}

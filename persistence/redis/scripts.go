@@ -85,25 +85,29 @@ return 1
 // reservation: it carries the caller's token and is in progress
 // (docs/protocol.md: renew, complete, record an error).
 //
-//	ARGV[1]   the caller's token
-//	ARGV[2]   the new record's expiry, in epoch milliseconds, for PEXPIREAT
-//	ARGV[3]   the token field name
-//	ARGV[4]   the guard field
-//	ARGV[5]   the status field name
-//	ARGV[6]   the in-progress status value
-//	ARGV[7]   the completed status value when the write completes the
-//	          record, "" when it renews it
-//	ARGV[8..] the new record's fields and values
+//	ARGV[1]    the caller's token
+//	ARGV[2]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
+//	ARGV[3]    the token field name
+//	ARGV[4]    the guard field
+//	ARGV[5]    the status field name
+//	ARGV[6]    the in-progress status value
+//	ARGV[7]    the completed status value when the write completes the
+//	           record, "" when it renews it
+//	ARGV[8]    the in-progress expiration field name
+//	ARGV[9]    a renewal's in-progress expiry, in epoch milliseconds; ""
+//	           for a completion
+//	ARGV[10..] the new record's fields and values
 //
 // It returns 1 when it wrote the record; 0 when there is no record; -1
 // when the record carries another token; 2 when the write completes the
 // record and finds it completed with the caller's token already (an
-// earlier attempt applied it: done); and -2 when the record is the
-// caller's but not in progress otherwise (a renewal of a completed
-// record). It writes nothing but on 1. On 2 it writes the token field
-// with the value it has, which changes nothing but is replicated, so that
-// a WAIT after the script covers the earlier attempt's write (see
-// putScript).
+// earlier attempt applied it: done); 3 when a renewal finds a later
+// in-progress expiry (a later renewal applied: a renewal never shortens
+// the lease); and -2 when the record is the caller's but not in progress
+// otherwise (a renewal of a completed record). It writes nothing but on
+// 1. On 2 and 3 it writes the token field with the value it has, which
+// changes nothing but is replicated, so that a WAIT after the script
+// covers the earlier write (see putScript).
 var updateScript = redis.NewScript(`
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
@@ -114,7 +118,7 @@ if kind == 'none' then
   redis.call('HDEL', key, ARGV[4])
   return 0
 end
-local f = redis.call('HMGET', key, ARGV[3], ARGV[5])
+local f = redis.call('HMGET', key, ARGV[3], ARGV[5], ARGV[8])
 if f[1] ~= ARGV[1] then
   redis.call('HDEL', key, ARGV[4])
   return -1
@@ -127,8 +131,12 @@ if f[2] ~= ARGV[6] then
   redis.call('HDEL', key, ARGV[4])
   return -2
 end
+if ARGV[9] ~= '' and f[3] and tonumber(f[3]) and tonumber(f[3]) > tonumber(ARGV[9]) then
+  redis.call('HSET', key, ARGV[3], ARGV[1])
+  return 3
+end
 redis.call('DEL', key)
-redis.call('HSET', key, unpack(ARGV, 8))
+redis.call('HSET', key, unpack(ARGV, 10))
 redis.call('PEXPIREAT', key, ARGV[2])
 return 1
 `)

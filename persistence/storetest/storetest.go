@@ -57,6 +57,7 @@ var cases = []struct {
 	{"CompletedIgnoresInProgressExpiry", testCompletedIgnoresInProgressExpiry},
 	{"LateCompletionWithoutTakeover", testLateCompletionWithoutTakeover},
 	{"RenewInProgress", testRenewInProgress},
+	{"RenewalNeverShortens", testRenewalNeverShortens},
 	{"PutAfterDelete", testPutAfterDelete},
 	{"GetMissing", testGetMissing},
 	{"UpdateRoundTrip", testUpdateRoundTrip},
@@ -341,6 +342,29 @@ func testRenewInProgress(t *testing.T, s persistence.Store) {
 	done := completed(&renewed, later, []byte(`"renewed"`))
 	mustUpdate(t, s, done)
 	checkRecord(t, "Get after completing a renewed record", mustGet(t, s, rec.Key), done)
+}
+
+// testRenewalNeverShortens: a renewal applies only when it extends the
+// in-progress expiry. An attempt of an earlier renewal that reaches the
+// store after a later one (held in the network while the client's retry
+// went through) finds a later expiry there, writes nothing, and succeeds:
+// written, it would end the lease before its holder thinks it does.
+func testRenewalNeverShortens(t *testing.T, s persistence.Store) {
+	now := now()
+	rec := inProgress(newKey(t), now)
+	mustPut(t, s, rec, now)
+	later := *rec
+	later.InProgressExpiresAt = now.Add(10 * time.Minute)
+	mustUpdate(t, s, &later)
+	earlier := *rec
+	earlier.InProgressExpiresAt = now.Add(5 * time.Minute)
+	if err := s.Update(ctx(t), &earlier); err != nil {
+		t.Fatalf("an earlier renewal applied after a later one: %v, want it to change nothing and succeed", err)
+	}
+	checkRecord(t, "Get after an earlier renewal arrived late", mustGet(t, s, rec.Key), &later)
+	// The same renewal again (a retry whose reply was lost) is no error.
+	mustUpdate(t, s, &later)
+	checkRecord(t, "Get after a renewal sent again", mustGet(t, s, rec.Key), &later)
 }
 
 func testPutAfterDelete(t *testing.T, s persistence.Store) {
