@@ -29,6 +29,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
 
@@ -119,6 +120,24 @@ func TestTransactionsCommitThePaymentWithTheCompletion(t *testing.T) {
 	assert.Equal(t, []string{first.ChargeID}, paymentsOf(t, pool, p.OrderID))
 	assert.EqualValues(t, 1, h.runs.Load())
 	assert.Zero(t, pool.Stat().AcquiredConns(), "no connection is left in a transaction")
+}
+
+// Through the local cache: the commit goes to PostgreSQL, and a replay in
+// the same process costs no statement.
+func TestTransactionsThroughTheLocalCache(t *testing.T) {
+	c := &counter{}
+	pool, store := paymentsSetup(t, counted(c))
+	h := &payments{}
+	pay := transactional(t, h.charge, memory.NewCache(store, 8))
+	p := newPayment()
+	first, err := pay(t.Context(), p)
+	require.NoError(t, err)
+	before := c.queries.Load()
+	again, err := pay(t.Context(), p)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+	assert.Zero(t, c.queries.Load()-before, "a replay from the cache")
+	assert.Equal(t, []string{first.ChargeID}, paymentsOf(t, pool, p.OrderID))
 }
 
 // A handler error writes nothing of the handler's and releases the key:

@@ -44,15 +44,15 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 	return tx, ok
 }
 
-// ErrNotHandlers is returned by Commit and Rollback of the transaction
-// that Tx returns.
-var ErrNotHandlers = errors.New("persistence/postgres: the transaction commits with the completion of the key, and only then: return an error to roll it back")
+// ErrTxOwned is returned by Commit and Rollback of the transaction that
+// Tx returns: the library ends it, with the completion of the key.
+var ErrTxOwned = errors.New("persistence/postgres: the transaction commits with the completion of the key, and only then: return an error to roll it back")
 
 // handlerTx is the handler's view of the transaction: all but its end.
 type handlerTx struct{ pgx.Tx }
 
-func (handlerTx) Commit(context.Context) error   { return ErrNotHandlers }
-func (handlerTx) Rollback(context.Context) error { return ErrNotHandlers }
+func (handlerTx) Commit(context.Context) error   { return ErrTxOwned }
+func (handlerTx) Rollback(context.Context) error { return ErrTxOwned }
 
 // BeginTx implements persistence.TxStore: it begins a transaction at READ
 // COMMITTED on a connection of the pool of its own, and returns ctx

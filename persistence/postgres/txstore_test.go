@@ -88,8 +88,8 @@ func TestTxIsTheHandlersToWriteIn(t *testing.T) {
 	htx, ok := postgres.Tx(ctx)
 	require.True(t, ok)
 	charge(t, htx)
-	require.ErrorIs(t, htx.Commit(ctx), postgres.ErrNotHandlers)
-	require.ErrorIs(t, htx.Rollback(ctx), postgres.ErrNotHandlers)
+	require.ErrorIs(t, htx.Commit(ctx), postgres.ErrTxOwned)
+	require.ErrorIs(t, htx.Rollback(ctx), postgres.ErrTxOwned)
 
 	sp, err := htx.Begin(ctx)
 	require.NoError(t, err)
