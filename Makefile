@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo chaos dynamodb-local
+.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
@@ -159,3 +159,10 @@ build:
 ## skipped, and the demo says what to install).
 demo: node-deps dynamodb-local
 	$(GO) -C examples run ./payments/demo
+
+## demo-postgres: the PostgreSQL variant of the httpserver example (its
+## records and ledger in one database, each ledger row committed with the
+## completion of its key) through a scripted scenario, on a throwaway
+## PostgreSQL server (Debian's postgresql package), or on DATABASE_URL.
+demo-postgres:
+	$(GO) -C examples run ./httpserver/pgdemo

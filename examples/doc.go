@@ -5,7 +5,9 @@
 //     Idempotency-Key (package payment);
 //   - examples/httpserver: the same API as a net/http server behind
 //     httpapi.Middleware, and a client that retries it through
-//     httpclient.Transport (package paymentserver);
+//     httpclient.Transport (package paymentserver); with DATABASE_URL, its
+//     PostgreSQL variant, each ledger row committed with the completion
+//     of its key (package pgpayments; make demo-postgres);
 //   - examples/function: an idempotent function inside a handler, keyed
 //     by a JMESPath expression, with payload validation (package
 //     confirmation);

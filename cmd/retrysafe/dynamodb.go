@@ -92,6 +92,7 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		}
 	}
 	return &store{
+		kind:           "DynamoDB",
 		name:           where,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,

@@ -46,7 +46,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", []string{"get", "--tabel", "t", "k"}, exitUsage, "flag provided but not defined: --tabel"},
 		{"unknown command", []string{"delete", "k"}, exitUsage, `unknown command "delete"`},
 		{"no store", []string{"get", "k"}, exitUsage, "no store: give --table"},
-		{"two stores", []string{"get", "k", "--table", "t", "--redis", "redis://127.0.0.1:1"}, exitUsage, "not both"},
+		{"two stores", []string{"get", "k", "--table", "t", "--redis", "redis://127.0.0.1:1"}, exitUsage, "give one store"},
 		{"bad output", []string{"ls", "-o", "yaml", "--table", "t"}, exitUsage, `want table, wide or json, not "yaml"`},
 		{"bad status", []string{"ls", "--status", "DONE", "--table", "t"}, exitUsage, `--status "DONE": want INPROGRESS or COMPLETED`},
 		{"release without a terminal", []string{"release", "k", "--table", "t"}, exitUsage, "give --yes to release without asking"},

@@ -9,8 +9,10 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/creack/pty v1.1.24
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/retrysafe/retrysafe v0.0.0
+	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/term v0.45.0
 )
@@ -29,14 +31,22 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jmespath-community/go-jmespath v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
+	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 )
 
 // The library in this repository. go install ...@version refuses a module
 // with a replace directive: a release of the command requires a tagged
 // version of the library instead (and is tagged cmd/retrysafe/vX.Y.Z).
 replace github.com/retrysafe/retrysafe => ../..
+
+// The PostgreSQL store, a module of its own in this repository: the same.
+replace github.com/retrysafe/retrysafe/persistence/postgres => ../../persistence/postgres

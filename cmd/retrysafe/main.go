@@ -1,6 +1,7 @@
 // Command retrysafe is the operator's tool of the idempotency library
 // github.com/retrysafe/retrysafe: it finds the record of a request, lists
-// and counts records, and releases a key safely.
+// and counts records, releases a key safely, and sweeps expired records
+// out of a PostgreSQL table.
 //
 // Install it with
 //
@@ -13,12 +14,14 @@
 //	retrysafe ls [flags]                 records, with filters
 //	retrysafe stats [flags]              counts of records by state
 //	retrysafe release [flags] KEY        delete a record, if it is still the one shown
+//	retrysafe sweep [flags]              delete expired records (PostgreSQL)
 //
 // The store is a DynamoDB table (--table, with the SDK's standard
-// configuration: profile, region, AWS_ENDPOINT_URL_DYNAMODB) or Redis or
-// Valkey (--redis URL, --cluster for a cluster). Each request to it has a
-// timeout (--request-timeout, 5s), and the command a deadline (--timeout,
-// 10m). Tables fit the terminal, or 120 columns; -o wide prints them
+// configuration: profile, region, AWS_ENDPOINT_URL_DYNAMODB), Redis or
+// Valkey (--redis URL, --cluster for a cluster), or a PostgreSQL table
+// (--postgres URL, --pg-table, --pg-schema). Each request to it has a
+// timeout (--request-timeout, 5s; for PostgreSQL, the connection and each
+// statement), and the command a deadline (--timeout, 10m). Tables fit the terminal, or 120 columns; -o wide prints them
 // whole, -o json for scripts. `retrysafe help COMMAND` lists a command's
 // flags.
 //

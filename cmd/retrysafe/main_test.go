@@ -10,12 +10,16 @@ import (
 	"time"
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/pgserver"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
+	pgstore "github.com/retrysafe/retrysafe/persistence/postgres"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
 
@@ -27,7 +31,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		main()
 	}
-	dynalite.Main(m)
+	dynalite.Main(stopsPostgres{m})
+}
+
+// stopsPostgres runs the tests, then stops the PostgreSQL server that
+// pgserver.Shared started, if any.
+type stopsPostgres struct{ m *testing.M }
+
+func (s stopsPostgres) Run() int {
+	code := s.m.Run()
+	pgserver.StopShared()
+	return code
 }
 
 // result is what a run of the command wrote, and its exit code.
@@ -70,16 +84,20 @@ type fixture struct {
 	name  string
 	store persistence.Store
 	flags []string
+	// shown is how the command's messages name the store, up to its
+	// table's or server's name: "DynamoDB table", "Redis at".
+	shown string
 }
 
 // with returns args followed by the fixture's flags.
 func (f *fixture) with(args ...string) []string { return append(args, f.flags...) }
 
-// forEachStore runs test against a fresh DynamoDB table on dynalite and
-// a fresh redis-server.
+// forEachStore runs test against a fresh DynamoDB table on dynalite, a
+// fresh redis-server, and a fresh database of a PostgreSQL server.
 func forEachStore(t *testing.T, test func(t *testing.T, f *fixture)) {
 	t.Run("DynamoDB", func(t *testing.T) { test(t, dynamoFixture(t)) })
 	t.Run("Redis", func(t *testing.T) { test(t, redisFixture(t)) })
+	t.Run("PostgreSQL", func(t *testing.T) { test(t, postgresFixture(t)) })
 }
 
 // dynamoFixture creates a table on the shared dynalite and points the
@@ -93,7 +111,7 @@ func dynamoFixture(t *testing.T, optFns ...func(*ddbstore.Options)) *fixture {
 	})
 	s, err := ddbstore.New(srv.NewClient(), table, optFns...)
 	require.NoError(t, err)
-	return &fixture{name: "DynamoDB", store: s, flags: []string{"--table", table}}
+	return &fixture{name: "DynamoDB", store: s, flags: []string{"--table", table}, shown: "DynamoDB table"}
 }
 
 // awsEnv sets the environment of the SDK for srv, and nothing of the
@@ -118,5 +136,28 @@ func redisFixture(t *testing.T) *fixture {
 	srv := redisserver.Start(t)
 	s, err := redisstore.New(srv.NewClient())
 	require.NoError(t, err)
-	return &fixture{name: "Redis", store: s, flags: []string{"--redis", "redis://" + srv.Addr}}
+	return &fixture{name: "Redis", store: s, flags: []string{"--redis", "redis://" + srv.Addr}, shown: "Redis at"}
+}
+
+// postgresFixture creates a database of its own on the shared PostgreSQL
+// server, with the records' table that CreateTable makes (in its schema,
+// which it creates, when the options name one).
+func postgresFixture(t *testing.T, optFns ...func(*pgstore.Options)) *fixture {
+	t.Helper()
+	url := pgserver.Shared(t).NewDatabase(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var o pgstore.Options
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Schema != "" {
+		_, err := pool.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{o.Schema}.Sanitize())
+		require.NoError(t, err)
+	}
+	require.NoError(t, pgstore.CreateTable(t.Context(), pool, "idempotency", optFns...))
+	s, err := pgstore.New(pool, "idempotency", optFns...)
+	require.NoError(t, err)
+	return &fixture{name: "PostgreSQL", store: s, flags: []string{"--postgres", url}, shown: "PostgreSQL table"}
 }

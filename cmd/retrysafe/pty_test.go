@@ -110,8 +110,17 @@ func (term *terminal) exit() (int, string) {
 	return 0, term.output()
 }
 
+// onEachTable runs test against a DynamoDB table and a PostgreSQL table.
+func onEachTable(t *testing.T, test func(t *testing.T, f *fixture)) {
+	t.Run("DynamoDB", func(t *testing.T) { test(t, dynamoFixture(t)) })
+	t.Run("PostgreSQL", func(t *testing.T) { test(t, postgresFixture(t)) })
+}
+
 func TestReleaseAsksOnATerminal(t *testing.T) {
-	f := dynamoFixture(t)
+	onEachTable(t, testReleaseAsksOnATerminal)
+}
+
+func testReleaseAsksOnATerminal(t *testing.T, f *fixture) {
 	held := holdKey(t, f, time.Now().Add(time.Minute))
 	release := f.with("release", held.key)
 
@@ -153,11 +162,24 @@ func TestReleaseAsksOnATerminal(t *testing.T) {
 }
 
 func TestProgressOnATerminal(t *testing.T) {
-	f := dynamoFixture(t)
-	putGolden(t, f)
-	term := onTerminal(t, f.with("stats", "--page-size", "2")...)
+	onEachTable(t, func(t *testing.T, f *fixture) {
+		putGolden(t, f)
+		term := onTerminal(t, f.with("stats", "--page-size", "2")...)
+		code, out := term.exit()
+		require.Equal(t, exitOK, code, out)
+		require.Regexp(t, `scanning: 6 records in \d pages, `+f.shown, out)
+		require.Contains(t, out, "total        6")
+	})
+}
+
+// sweep shows its progress on a terminal, and what it deleted.
+func TestSweepOnATerminal(t *testing.T) {
+	f := postgresFixture(t)
+	putExpired(t, f, 25)
+	term := onTerminal(t, f.with("sweep", "--batch-size", "10", "--rate", "0")...)
 	code, out := term.exit()
 	require.Equal(t, exitOK, code, out)
-	require.Contains(t, out, "scanning: 6 records in 4 pages, DynamoDB table")
-	require.Contains(t, out, "total        6")
+	require.Contains(t, out, "sweeping: 25 records deleted in 3 batches, PostgreSQL table")
+	require.Regexp(t, `(?m)^deleted 25 expired records from PostgreSQL table "idempotency" in database "\w+" at 127\.0\.0\.1:\d+, in 3 batches of at most 10\r?$`,
+		strings.Join(screenLines(out), "\n"))
 }

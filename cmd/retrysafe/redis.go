@@ -68,6 +68,7 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &store{
+		kind:           "Redis",
 		name:           name,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,

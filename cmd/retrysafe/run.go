@@ -21,7 +21,7 @@ type command struct {
 	about string
 }
 
-var commands = []*command{keyCommand, getCommand, lsCommand, statsCommand, releaseCommand}
+var commands = []*command{keyCommand, getCommand, lsCommand, statsCommand, releaseCommand, sweepCommand}
 
 const usageText = `retrysafe finds, lists and releases the records of the idempotency library
 github.com/retrysafe/retrysafe.
@@ -29,8 +29,9 @@ github.com/retrysafe/retrysafe.
 usage:
 %s
 The store is a DynamoDB table (--table, or IDEMPOTENCY_TABLE; the SDK's
-configuration: --profile, --region, AWS_ENDPOINT_URL_DYNAMODB) or Redis or
-Valkey (--redis URL, --cluster). Each request to it has a timeout
+configuration: --profile, --region, AWS_ENDPOINT_URL_DYNAMODB), Redis or
+Valkey (--redis URL, --cluster), or a PostgreSQL table (--postgres URL,
+--pg-table, --pg-schema). Each request to it has a timeout
 (--request-timeout), and the command a deadline (--timeout). Tables fit
 the terminal, or 120 columns (-o wide: whole; -o json: for scripts).
 'retrysafe help COMMAND' lists a command's flags.

@@ -19,7 +19,11 @@ import (
 // and errors that say which store failed and what a failure means.
 type store struct {
 	name    string // in messages
+	kind    string // DynamoDB, Redis or PostgreSQL
 	records records
+	// sweeper deletes expired records, for a store that does not do it
+	// itself (PostgreSQL); nil for the others.
+	sweeper sweeper
 	// explain adds what an error of the store means; the errors that
 	// commands act on, persistence.ErrNotFound and ErrChanged, pass as
 	// they are.
@@ -33,6 +37,12 @@ type store struct {
 type records interface {
 	persistence.Admin
 	Get(ctx context.Context, key string) (*persistence.Record, error)
+}
+
+// sweeper is a store that deletes its expired records when asked:
+// postgres.Store.Sweep.
+type sweeper interface {
+	Sweep(ctx context.Context, now time.Time, limit int) (int64, error)
 }
 
 // Get reads the record for key: persistence.ErrNotFound without one.
@@ -52,6 +62,13 @@ func (s *store) List(ctx context.Context, prefix string, pageSize int, page func
 // gone.
 func (s *store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
 	return s.explained(ctx, s.records.DeleteRecord(ctx, seen))
+}
+
+// Sweep deletes up to limit records expired at now, for a store with a
+// sweeper.
+func (s *store) Sweep(ctx context.Context, now time.Time, limit int) (int64, error) {
+	n, err := s.sweeper.Sweep(ctx, now, limit)
+	return n, s.explained(ctx, err)
 }
 
 func (s *store) String() string { return s.name }
@@ -93,8 +110,9 @@ var errTimeout = errors.New("the command's deadline passed")
 // storeFlags are the flags that name a store and its layout: those of
 // the store's options in the function that writes the records.
 type storeFlags struct {
-	table, redisURL                          string
+	table, redisURL, postgresURL             string
 	cluster                                  bool
+	pgTable, pgSchema                        string
 	profile, region                          string
 	keyAttr, sortKeyAttr, staticPK, pkFnName string
 	redisPrefix                              string
@@ -141,8 +159,12 @@ func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.redisURL, "redis", "", "the Redis or Valkey `URL` (redis://, rediss:// for TLS), instead of a table")
 	fs.BoolVar(&s.cluster, "cluster", false, "the Redis URL is a cluster's (redis://host:port?addr=host2:port...)")
 	fs.StringVar(&s.redisPrefix, "redis-prefix", "", "the `prefix` of the records' Redis keys (Options.KeyPrefix)")
+	fs.StringVar(&s.postgresURL, "postgres", "", "the PostgreSQL connection `URL` (postgres://user:password@host:port/database?sslmode=require, "+
+		"or a keyword/value string; PG* variables fill in what it leaves out), instead of a table")
+	fs.StringVar(&s.pgTable, "pg-table", "", "the PostgreSQL `table` of the records (default "+defaultPgTable+")")
+	fs.StringVar(&s.pgSchema, "pg-schema", "", "the `schema` of the PostgreSQL table (Options.Schema; default the search_path's)")
 	fs.DurationVar(&s.requestTimeout, "request-timeout", defaultRequestTimeout, "give up on a request the store does not answer within `duration` "+
-		"(each attempt, of the SDK's three for DynamoDB)")
+		"(each attempt, of the SDK's three for DynamoDB; for PostgreSQL, the connection and each statement)")
 	fs.DurationVar(&s.timeout, "timeout", defaultTimeout, "give up when the store's requests take longer than `duration` in all; 0 for no limit")
 	s.attrs = make([]string, len(attrNames))
 	for i, a := range attrNames {
@@ -159,24 +181,39 @@ func (s *storeFlags) open(ctx context.Context, e *env) (*store, error) {
 		return nil, usageError("--timeout %v: want 0 (no limit) or more", s.timeout)
 	}
 	table := s.table
-	if table == "" && s.redisURL == "" {
+	if table == "" && s.redisURL == "" && s.postgresURL == "" {
 		table = e.getenv("IDEMPOTENCY_TABLE")
 	}
+	given := 0
+	for _, v := range []string{table, s.redisURL, s.postgresURL} {
+		if v != "" {
+			given++
+		}
+	}
+	dynamoOnly := s.keyAttr != "" || s.sortKeyAttr != "" || s.staticPK != "" || s.pkFnName != "" || s.profile != "" || s.region != ""
 	switch {
-	case table != "" && s.redisURL != "":
-		return nil, usageError("give a table or a Redis URL, not both")
+	case given > 1:
+		return nil, usageError("give one store: a table, a Redis URL or a PostgreSQL URL, not more")
+	case s.postgresURL == "" && (s.pgTable != "" || s.pgSchema != ""):
+		return nil, usageError("--pg-table and --pg-schema are for PostgreSQL: give --postgres too")
 	case table != "":
 		if s.cluster || s.redisPrefix != "" {
 			return nil, usageError("--cluster and --redis-prefix are for Redis; a table is DynamoDB")
 		}
 		return openDynamoDB(ctx, e, s, table)
 	case s.redisURL != "":
-		if s.keyAttr != "" || s.sortKeyAttr != "" || s.staticPK != "" || s.pkFnName != "" || s.profile != "" || s.region != "" {
+		if dynamoOnly {
 			return nil, usageError("--key-attr, --sort-key-attr, --static-pk, --pk-function, --profile and --region are for DynamoDB; a Redis URL is Redis")
 		}
 		return openRedis(ctx, s)
+	case s.postgresURL != "":
+		if dynamoOnly || s.cluster || s.redisPrefix != "" {
+			return nil, usageError("--key-attr, --sort-key-attr, --static-pk, --pk-function, --profile, --region, --cluster and --redis-prefix " +
+				"are for DynamoDB and Redis; a PostgreSQL URL is PostgreSQL (--pg-table, --pg-schema)")
+		}
+		return openPostgres(ctx, s)
 	}
-	return nil, usageError("no store: give --table (or set IDEMPOTENCY_TABLE) or --redis")
+	return nil, usageError("no store: give --table (or set IDEMPOTENCY_TABLE), --redis or --postgres")
 }
 
 // deadline returns ctx with the deadline of --timeout: the time the

@@ -52,7 +52,8 @@
 //   - List and ListStuck: a SELECT per page, on the primary key and on
 //     the partial index of in-progress records.
 //   - Sweep: a DELETE of up to a limit of expired records.
-//   - CompleteTx: Update's statement, in the caller's transaction.
+//   - CompleteTx: Update's statement, in the caller's transaction; the
+//     completion of a transaction that BeginTx began (see Transactions).
 //
 // With package idempotency, a first call therefore costs 2 statements
 // (Put, Update), a replay 1 (the failed Put, which returns the record),
@@ -165,13 +166,128 @@
 // their invocation may still complete them. Autovacuum reclaims the space
 // of deleted rows as for any table.
 //
-// # Same-transaction completion
+// # Transactions
 //
-// Store.CompleteTx runs the completion in a transaction of the caller's,
-// with the handler's own writes in the same database, so that the side
-// effect and the completion commit together or not at all. It is a
-// building block: the library's transactional mode for PostgreSQL is
-// built on it.
+// With idempotency.WithTransactions, a handler's own writes in the
+// database of the records commit with the completion of its key, in one
+// transaction, or not at all: a side effect there (a ledger row, an
+// order, a balance) happens exactly once, even when the handler dies
+// between its write and the completion. The Store is a
+// persistence.TxStore: the library begins the transaction (BeginTx)
+// after the key is reserved, the handler writes in it, and the library
+// completes the key in it and commits it:
+//
+//	pay := idempotency.Must(idempotency.Wrap(func(ctx context.Context, p payment) (receipt, error) {
+//		tx, ok := postgres.Tx(ctx)
+//		if !ok {
+//			return receipt{}, errors.New("not wrapped with idempotency.WithTransactions")
+//		}
+//		_, err := tx.Exec(ctx, `INSERT INTO ledger (order_id, amount) VALUES ($1, $2)`, p.OrderID, p.Amount)
+//		return receipt{OrderID: p.OrderID}, err
+//	}, store, idempotency.WithKey("order_id"), idempotency.WithTransactions()))
+//
+// A call then costs 4 round trips: the reservation, BEGIN, the
+// completion, and COMMIT; the handler's statements go between.
+//
+// The reservation stays outside the transaction: it commits before the
+// handler runs, so that a concurrent duplicate finds it at once and is
+// answered in progress, instead of waiting for the handler's transaction
+// (or, its insert not yet visible, inserting a reservation of its own).
+// The lease's renewals update the reservation beside the transaction
+// too. The transaction therefore needs a connection of its own: give New
+// a *pgxpool.Pool, with at least two connections for each call that may
+// run at once (its transaction's, and one for the store's statements).
+//
+// BeginTx begins the transaction at READ COMMITTED, whatever the
+// session's default, since the completion updates the record that the
+// renewals changed while the handler ran: at REPEATABLE READ or
+// SERIALIZABLE, it would fail with a serialization failure after any
+// renewal (see CompleteTx). The handler's statements run at READ
+// COMMITTED too; one that must not see a row change under it locks the
+// row (SELECT ... FOR UPDATE).
+//
+// The transaction's Commit runs the completion (CompleteTx), then COMMIT,
+// and says what was written, as persistence.Tx does, for package
+// idempotency to act on (docs/protocol.md, What a commit error proves):
+//
+//   - Both succeed: nil. The call returns its result.
+//   - The record is not the caller's reservation (another call took the
+//     key over after its in-progress expiry, or it was released): the
+//     transaction is rolled back, and Commit returns an error wrapping
+//     persistence.ErrFenced. Nothing was written; the call fails with a
+//     *idempotency.CommitError that matches it.
+//   - The record is the caller's own completed record: an earlier
+//     attempt committed. The transaction is rolled back, and Commit
+//     returns nil (docs/protocol.md: commit, done).
+//   - The completion's statement fails, whatever the failure (an error
+//     with any SQLSTATE, a transaction that a failed statement of the
+//     handler aborted, the connection lost): COMMIT was not sent, and
+//     the transaction cannot commit any more; the server rolls back that
+//     of a connection that ends. Commit returns a
+//     *persistence.CommitCanceledError wrapping the error: nothing was
+//     written. The library releases the key, and the call fails with a
+//     *idempotency.CommitError that is not Unknown.
+//   - COMMIT is answered with an ERROR (a deferred constraint violated,
+//     a serialization failure, 40001, a deadlock, 40P01): PostgreSQL
+//     rolled the transaction back. The same *persistence.CommitCanceledError.
+//   - COMMIT gets no answer (the connection lost, a timeout), or a FATAL
+//     one, which may come after the commit is durable (a session ended
+//     while COMMIT waits for a synchronous standby): the outcome is
+//     unknown, and Commit returns the error as it is. The key stays
+//     reserved until its in-progress expiry, and the call fails with a
+//     *idempotency.CommitError that is Unknown: a retry after the expiry
+//     finds the completed record if the commit happened, and runs the
+//     handler again if it did not, exactly once either way.
+//
+// The handler's own statement errors are the handler's: a unique
+// violation of its INSERT, a serialization failure (SQLSTATE 40001) or a
+// deadlock (40P01) of its UPDATE, the connection lost while it runs. Its
+// statement fails, and the transaction with it; the handler returns the
+// error, its transaction is rolled back, and its key released (or, for
+// an error the handler marks idempotency.Permanent, recorded). A handler
+// that swallows the error and returns a result gets a canceled commit:
+// the completion finds the transaction aborted.
+//
+// The library does not retry a serialization failure or a deadlock
+// itself, at a statement or at COMMIT: a retry must run the handler
+// again, with fresh reads, and the handler may have done things outside
+// the database (a request to a payment provider, an email) that the
+// library cannot roll back and must not repeat unseen. The call fails
+// with a *idempotency.CommitError that is not Unknown, the key is
+// released, and the client's retry runs the handler again, in a new
+// transaction. The HTTP adapters answer it 503 not-committed, with
+// Retry-After (docs/problems.md); the batch handlers report the record
+// as failed, to be delivered again.
+//
+// A handler that runs past its in-progress expiry, whose key another
+// call took over and completed, commits nothing: its completion is
+// refused (fenced on the owner token and the in-progress status, read
+// at its latest committed version), and its writes are rolled back with
+// it. A call that takes over a key while a late completion holds the
+// record's row waits for that transaction, and finds the key completed
+// if it committed. A unique key among the handler's writes (the order's
+// ID) makes the write of the call that took over wait the same way for
+// the late handler's transaction, which is rolled back: the write then
+// goes on.
+//
+// On Aurora DSQL, which is PostgreSQL-compatible with optimistic
+// concurrency control and one isolation level (snapshot isolation, its
+// snapshot taken at BEGIN), transactions take no row locks and conflicts
+// are found at COMMIT, which answers ERROR with SQLSTATE 40001 (OC000,
+// OC001): the commit is canceled, as above, the key released, and the
+// client's retry runs the handler again. A takeover that commits while a
+// late handler's transaction runs makes that transaction's COMMIT fail
+// so, and nothing of it is written. So does a renewal of the lease
+// committed while the handler ran: there, keep handlers shorter than a
+// third of their lease (idempotency.WithLease), or give them a deadline
+// (Lambda's), which needs no renewal. The store is developed and tested
+// on PostgreSQL, not on Aurora DSQL, which lacks some of what it uses
+// (CreateTable's schema, for one, declares a COLLATE that Aurora DSQL's
+// CREATE TABLE does not take).
+//
+// Store.CompleteTx is the completion alone, for a program that runs the
+// transaction itself: Commit is CompleteTx and COMMIT, with the outcomes
+// above.
 //
 // # Privileges
 //

@@ -41,6 +41,49 @@ func Example() {
 	_, _ = pay(ctx, payment{OrderID: "ord_1", Amount: 4200})
 }
 
+// A handler whose payment row commits with the completion of its key,
+// in the transaction of postgres.Tx: both, or neither, and once.
+func ExampleTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := postgres.New(pool, "idempotency")
+	if err != nil {
+		log.Fatal(err)
+	}
+	charge := func(ctx context.Context, p payment) (chargeResult, error) {
+		tx, ok := postgres.Tx(ctx)
+		if !ok {
+			return chargeResult{}, errors.New("not wrapped with idempotency.WithTransactions")
+		}
+		// An error here aborts the transaction: return it, and nothing
+		// of the call is written.
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger (order_id, amount) VALUES ($1, $2)`, p.OrderID, p.Amount); err != nil {
+			return chargeResult{}, err
+		}
+		return chargeResult{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
+	}
+	pay, err := idempotency.Wrap(charge, store, idempotency.WithKey("order_id"), idempotency.WithTransactions())
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = pay(ctx, payment{OrderID: "ord_1", Amount: 4200})
+	var commitErr *idempotency.CommitError
+	switch {
+	case errors.As(err, &commitErr) && !commitErr.Unknown:
+		// Nothing was written (a serialization failure at COMMIT, say),
+		// and the key is free: retry the call.
+	case errors.As(err, &commitErr):
+		// The commit may have happened: a retry after the reservation's
+		// in-progress expiry finds out, and writes the row at most once.
+	case err != nil:
+		// The handler's error: nothing was written.
+	}
+}
+
 // A handler's own write and the completion of its key, in one
 // transaction: both commit, or neither.
 func ExampleStore_CompleteTx() {

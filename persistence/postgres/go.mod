@@ -3,6 +3,7 @@ module github.com/retrysafe/retrysafe/persistence/postgres
 go 1.25.0
 
 require (
+	github.com/aws/aws-lambda-go v1.54.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/retrysafe/retrysafe v0.0.0
 	github.com/stretchr/testify v1.12.1

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+)
+
+var sweepCommand = &command{
+	name:    "sweep",
+	args:    "",
+	summary: "delete expired records, in batches: PostgreSQL's (other stores delete them)",
+	about: `PostgreSQL has no TTL: expired records stay in the table until something
+deletes them. They do no harm (the library treats an expired record as
+absent, and the next call with its key takes it over), but they take space.
+sweep deletes the records expired at the time it starts, --batch-size at a
+time, one short transaction each (rows that a write holds are skipped), at
+--rate batches a second at most, until a batch deletes fewer than
+--batch-size. Records in progress past their in-progress expiry but not
+their expiry are kept: their call may still complete them. Run it on a
+schedule, every few minutes for example.
+
+DynamoDB and Redis need no sweep: DynamoDB deletes expired items by TTL on
+the expiry attribute (CreateTable turns it on), within days, and Redis
+deletes each record at its expiry. For them, sweep says so and deletes
+nothing.`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		sf := &storeFlags{}
+		sf.register(fs)
+		sw := &sweepFlags{}
+		fs.IntVar(&sw.batchSize, "batch-size", 1000, "the most `records` each batch deletes")
+		fs.Float64Var(&sw.rate, "rate", 10, "the most `batches` a second, to spare the database; 0 for no limit")
+		out := outputFlag(fs)
+		return func(ctx context.Context, e *env, args []string) error {
+			switch {
+			case len(args) > 0:
+				return usageError("sweep takes no arguments, but flags (see 'retrysafe help sweep')")
+			case sw.batchSize < 1:
+				return usageError("--batch-size %d: want at least 1", sw.batchSize)
+			case sw.rate < 0:
+				return usageError("--rate %v: want 0 (no limit) or more", sw.rate)
+			}
+			ctx, cancel := sf.deadline(ctx)
+			defer cancel()
+			st, err := sf.open(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return sw.run(ctx, e, out, st)
+		}
+	},
+}
+
+type sweepFlags struct {
+	batchSize int
+	rate      float64
+}
+
+// notNeeded says why a store that deletes its expired records itself
+// needs no sweep, by the store's kind in its name.
+var notNeeded = map[string]string{
+	"DynamoDB": "DynamoDB deletes expired items itself, by TTL on the expiry attribute (CreateTable turns it on), within days; meanwhile the library treats them as absent",
+	"Redis":    "Redis deletes each record itself at its expiry",
+}
+
+func (sw *sweepFlags) run(ctx context.Context, e *env, out *output, st *store) error {
+	if st.sweeper == nil {
+		why := notNeeded[st.kind]
+		if out.json {
+			return writeJSON(e.stdout, struct {
+				Deleted int64  `json:"deleted"`
+				Batches int    `json:"batches"`
+				Note    string `json:"note"`
+			}{0, 0, "nothing to sweep: " + why})
+		}
+		fmt.Fprintf(e.stdout, "nothing to sweep: %s\n", why)
+		return nil
+	}
+	var interval time.Duration
+	if sw.rate > 0 {
+		interval = time.Duration(float64(time.Second) / sw.rate)
+	}
+	// Expired at the start: records that expire while it runs wait for
+	// the next sweep, so that it ends.
+	now := e.now()
+	var deleted int64
+	batches := 0
+	for {
+		next := time.Now().Add(interval)
+		n, err := st.Sweep(ctx, now, sw.batchSize)
+		if err != nil {
+			if deleted > 0 {
+				e.note("%d expired records were deleted before the failure", deleted)
+			}
+			return err
+		}
+		batches++
+		deleted += n
+		if e.stderrTerminal {
+			fmt.Fprint(e.stderr, "\r"+fitLine(fmt.Sprintf("sweeping: %d records deleted in %d batches, %s", deleted, batches, st), e.stderrWidth))
+		}
+		if n < int64(sw.batchSize) {
+			break
+		}
+		if err := sleepUntil(ctx, next); err != nil {
+			return err
+		}
+	}
+	if e.stderrTerminal {
+		fmt.Fprint(e.stderr, "\r\x1b[K")
+	}
+	if out.json {
+		return writeJSON(e.stdout, struct {
+			Deleted int64 `json:"deleted"`
+			Batches int   `json:"batches"`
+		}{deleted, batches})
+	}
+	fmt.Fprintf(e.stdout, "deleted %d expired %s from %s, in %d %s of at most %d\n",
+		deleted, plural(deleted, "record", "records"), st, batches, plural(int64(batches), "batch", "batches"), sw.batchSize)
+	return nil
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
