@@ -36,9 +36,9 @@ const (
 	RecordError
 	// Release deletes the caller's reservation, so that a retry can run.
 	Release
-	// Commit is Complete together with the writes the function staged, in
-	// one atomic step: the staged writes apply exactly when the
-	// completion does.
+	// Commit is Complete together with the function's own writes (staged,
+	// or made in the store's transaction), in one atomic step: they apply
+	// exactly when the completion does.
 	Commit
 
 	numWrites
@@ -238,12 +238,12 @@ func outcome(w Write, s State) (Outcome, string) {
 		switch {
 		case s == OwnInProgress || s == OwnLapsed:
 			if w == Commit {
-				return Applies, "the caller's own reservation: the completion and the staged writes apply together"
+				return Applies, "the caller's own reservation: the completion and the function's writes apply together"
 			}
 			return Applies, "the caller's own reservation, not taken over"
 		case s.Own():
 			if w == Commit {
-				return Done, "the caller's own commit applied already: nothing is written again, staged writes included"
+				return Done, "the caller's own commit applied already: nothing is written again, the function's writes included"
 			}
 			return Done, "the caller's own completion applied already: nothing changes"
 		case s == Absent:
