@@ -7,7 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/retrysafe/retrysafe v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-20261204042444-f0e60a779540
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
 )
@@ -29,5 +29,3 @@ require (
 	github.com/jmespath-community/go-jmespath v1.1.1 // indirect
 	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ..

@@ -10,7 +10,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/creack/pty v1.1.24
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/retrysafe/retrysafe v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-20261204042444-f0e60a779540
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/term v0.45.0
 )
@@ -35,8 +35,3 @@ require (
 	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
-
-// The library in this repository. go install ...@version refuses a module
-// with a replace directive: a release of the command requires a tagged
-// version of the library instead (and is tagged cmd/retrysafe/vX.Y.Z).
-replace github.com/retrysafe/retrysafe => ../..

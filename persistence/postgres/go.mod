@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/retrysafe/retrysafe v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-20261204042444-f0e60a779540
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -18,5 +18,3 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ../..
