@@ -152,6 +152,7 @@ func (r *repo) writeProxy(dir string, vs []version) error {
 // out (nested modules, vendor directories). It is
 // golang.org/x/mod/zip.CreateFromVCS, which takes a work tree whose .git
 // is a directory, where this one may be a linked work tree.
+// TestVersionsAreTheGoCommands checks its zips against the go command's.
 func (r *repo) createZip(w io.Writer, v version) error {
 	args := []string{"-c", "core.autocrlf=input", "-c", "core.eol=lf", "archive", "--format=zip", v.commit}
 	if v.subdir() != "" {

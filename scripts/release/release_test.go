@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -564,4 +565,58 @@ func changeSignature(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return c.name
+}
+
+// TestVersionsAreTheGoCommands compares the versions this tool makes from
+// the repository's history with the ones the go command makes when it
+// fetches the same repository itself (GOPROXY=direct, the repository's URL
+// pointed at this clone): the same pseudo-version, the same checksums of
+// the zip and of the go.mod. So the go.sum lines written before a push
+// hold after it, when the proxy makes the versions from the pushed commits.
+func TestVersionsAreTheGoCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fetches the repository with the go command")
+	}
+	gitIdentity(t)
+	r, err := openRepo(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := mustGit(t, r.dir, "rev-parse", "HEAD")
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "gitconfig")
+	writeFiles(t, tmp, map[string]string{"gitconfig": "[url \"file://" + filepath.ToSlash(r.dir) + "\"]\n\tinsteadOf = https://" + r.root + "\n" +
+		"[protocol \"file\"]\n\tallow = always\n[safe]\n\tdirectory = *\n"})
+	t.Setenv("GIT_CONFIG_GLOBAL", cfg)
+
+	type download struct{ Version, Sum, GoModSum, Error string }
+	fetch := func(name, query string, env ...string) download {
+		t.Helper()
+		env = append(env, "GOMODCACHE="+filepath.Join(tmp, name), "GOFLAGS=-modcacherw", "GOWORK=off", "GONOSUMDB="+r.root)
+		out, err := goCmd(tmp, env, "mod", "download", "-json", query)
+		var d download
+		if jerr := json.Unmarshal([]byte(out), &d); jerr != nil || err != nil {
+			t.Fatalf("go mod download %s: %v %v\n%s", query, err, jerr, out)
+		}
+		return d
+	}
+	for _, dir := range []string{".", "otelidempotency"} {
+		m := mod{dir: dir, path: r.root}
+		if dir != "." {
+			m.path += "/" + dir
+		}
+		pv, err := r.pseudoVersion(m, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := filepath.Join(tmp, "proxy-"+path.Base(m.path))
+		if err := r.writeProxy(proxy, []version{{m, pv, head}}); err != nil {
+			t.Fatal(err)
+		}
+		ours := fetch("ours-"+path.Base(m.path), m.path+"@"+pv, "GOPROXY="+fileURL(proxy))
+		gos := fetch("go-"+path.Base(m.path), m.path+"@"+head[:12], "GOPROXY=direct")
+		if ours != gos {
+			t.Errorf("%s at %s: this tool makes %+v, the go command %+v", m.path, head[:12], ours, gos)
+		}
+	}
 }
