@@ -4,14 +4,26 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local
+.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
-# operator's command and the PostgreSQL store, each with a go.mod of its
-# own so that the library's go.mod requires only what the library needs. The CDK
-# app (examples/cdk) is a module too, tested apart (test-cdk).
-MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres
+# operator's command, the PostgreSQL store and the release's tool, each with
+# a go.mod of its own so that the library's go.mod requires only what the
+# library needs. The CDK app (examples/cdk) is a module too, tested apart
+# (test-cdk).
+#
+# Each go.mod requires a version of the others, never a replace: go.work
+# makes them one workspace, so that every go command in the repository
+# builds against the work tree (RELEASING.md says how the versions move).
+# The CDK app is outside it, with a go.work of its own: its go line (that
+# of the CDK's dependencies) is above the workspace's, the oldest Go the
+# library supports, and it requires none of the repository's modules.
+MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres scripts/release
+
+# RELEASE runs the release's tool (scripts/release, RELEASING.md) on its own
+# module, outside the workspace, whose versions it makes.
+RELEASE := GOWORK=off $(GO) -C scripts/release run .
 
 # GO_MIN is the oldest Go the library supports, the go directive of go.mod.
 # test-go1.25 runs the library's tests with it, fetched through the module
@@ -21,20 +33,21 @@ GO_MIN := go1.25.5
 all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order: the
-## library's, those of the other modules, the CDK app's, and the library's
-## again with the oldest Go it supports.
-test: node-deps dynamodb-local compare-deps deps-check
+## library's, those of the other modules (the release's proof among them),
+## the CDK app's, and the library's again with the oldest Go it supports;
+## and the checks of the modules' requirements and of the API.
+test: node-deps dynamodb-local compare-deps local-versions deps-check release-check apicheck
 	$(GO) test -race -shuffle=on -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk
 
 ## test-modules: the tests of the other modules (MODULES).
-test-modules: node-deps compare-deps
+test-modules: node-deps compare-deps local-versions
 	@for m in $(MODULES); do echo "$(GO) -C $$m test -race -shuffle=on -timeout 20m ./..."; \
 		$(GO) -C $$m test -race -shuffle=on -timeout 20m ./... || exit 1; done
 
 ## test-go1.25: the library's tests with $(GO_MIN), the go directive of
 ## go.mod (without -race, which the run above covers).
-test-go1.25: node-deps dynamodb-local
+test-go1.25: node-deps dynamodb-local local-versions
 	GOTOOLCHAIN=$(GO_MIN) $(GO) test -shuffle=on -timeout 20m ./...
 
 ## test-cdk: the tests of the CDK app in examples/cdk, a module of its own
@@ -42,11 +55,11 @@ test-go1.25: node-deps dynamodb-local
 ## the jsii runtime, on Node.js; the first build takes minutes and about 1 GB.
 ## Without -race: the app has no concurrency of its own, and instrumenting
 ## the CDK's generated bindings doubles a build that is already the longest.
-test-cdk:
+test-cdk: local-versions
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) -C examples/cdk test -shuffle=on -timeout 20m ./...
 
 ## vet: go vet over every module.
-vet:
+vet: local-versions
 	$(GO) vet ./...
 	@for m in $(MODULES) examples/cdk; do echo "$(GO) -C $$m vet ./..."; $(GO) -C $$m vet ./... || exit 1; done
 
@@ -56,8 +69,58 @@ fmt-check:
 
 ## deps-check: the import rules between packages (scripts/deps-check.sh
 ## says which).
-deps-check:
+deps-check: local-versions
 	./scripts/deps-check.sh
+
+## local-versions: the versions of the repository's own modules that the
+## go.mod files require (a pseudo-version of a commit on main, or a tag),
+## made from the repository's history into the module cache. The go command
+## reads the go.mod of a required version even when the workspace holds
+## the module, and no proxy serves a commit or a tag before it is pushed.
+## Every target that runs the go command in the workspace needs it; run it
+## once after a clone, and after a pull that changes a requirement, before
+## a go command of your own.
+local-versions:
+	@$(RELEASE) seed
+
+## release-check: each go.mod requires tagged versions of the repository's
+## modules, or pseudo-versions of commits in HEAD's history, and replaces
+## none; and each go.mod and go.sum is tidy on its own (GOWORK=off).
+release-check:
+	$(RELEASE) check -dev
+	$(RELEASE) tidy -check
+
+## tidy: go mod tidy of every module on its own (GOWORK=off: go mod tidy
+## ignores the workspace), with the versions of the repository's modules
+## they require served from its history.
+tidy:
+	$(RELEASE) tidy
+
+## apicheck: the API of the library's modules (the root, otelidempotency,
+## persistence/postgres) against their last release, with apidiff; it fails
+## on an incompatible change that scripts/release/accepted-breaks.txt does
+## not list. Before the first release there is nothing to compare.
+apicheck:
+	$(RELEASE) apicheck
+
+## require: make every module that requires another of the repository's
+## require the pseudo-version of commit REV (a commit on main) instead, and
+## tidy them: when a module comes to need a change of another between
+## releases (make require REV=main).
+require:
+	@test -n "$(REV)" || { echo "usage: make require REV=<commit>"; exit 2; }
+	$(RELEASE) require $(REV)
+
+## release: tag VERSION (vX.Y.Z) of every published module, the root first,
+## then the modules that require it (RELEASING.md); pushes nothing.
+## release-plan prints the steps.
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z"; exit 2; }
+	$(RELEASE) tag $(VERSION)
+
+release-plan:
+	@test -n "$(VERSION)" || { echo "usage: make release-plan VERSION=vX.Y.Z"; exit 2; }
+	$(RELEASE) tag -n $(VERSION)
 
 ## bench: the benchmarks of every package (the latency ones against dynalite
 ## and redis-server included), six runs each, in .bench/<commit>.txt, the
@@ -66,7 +129,7 @@ BENCH_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)$(
 BENCH_OUT   ?= .bench/$(BENCH_REV).txt
 BENCH_COUNT ?= 6
 BENCH       ?= .
-bench: node-deps
+bench: node-deps local-versions
 	@mkdir -p $(dir $(BENCH_OUT))
 	@rc=$$(mktemp); \
 	{ $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) -timeout 60m ./...; echo $$? >$$rc; } | tee $(BENCH_OUT); \
@@ -88,11 +151,11 @@ benchstat:
 ## bench/compare/README.md). COMPARE_FLAGS passes options, such as -rounds 3.
 COMPARE_SERVER ?= dynalite
 COMPARE_FLAGS  ?=
-compare: node-deps compare-deps $(if $(filter dynamodb-local,$(COMPARE_SERVER)),dynamodb-local)
+compare: node-deps compare-deps local-versions $(if $(filter dynamodb-local,$(COMPARE_SERVER)),dynamodb-local)
 	$(GO) -C bench/compare run . -server $(COMPARE_SERVER) $(COMPARE_FLAGS)
 
 ## fuzz: each fuzz target for a short while.
-fuzz:
+fuzz: local-versions
 	@for pkg in $$($(GO) list ./...); do \
 		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$target"; $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 20s $$pkg || exit 1; \
@@ -105,7 +168,7 @@ fuzz:
 CHAOS_DURATION ?= 10m
 CHAOS_STORES   ?= dynamodb,dynamodb-local,dynamodb-local-tx,redis
 CHAOS_FLAGS    ?=
-chaos: node-deps dynamodb-local
+chaos: node-deps dynamodb-local local-versions
 	@mkdir -p .chaos
 	CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestChaos$$' ./internal/testing/chaos \
 		-chaos.long -chaos.duration=$(CHAOS_DURATION) -chaos.stores=$(CHAOS_STORES) $(CHAOS_FLAGS)
@@ -146,7 +209,7 @@ bench/compare/node/node_modules/.package-lock.json: bench/compare/node/package-l
 EXAMPLES := $(filter-out $(patsubst examples/%/go.mod,%,$(wildcard examples/*/go.mod)),$(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go)))
 ARCHS    := arm64 amd64
 
-build:
+build: local-versions
 	@for ex in $(EXAMPLES); do for arch in $(ARCHS); do \
 		echo "dist/$$ex/$$arch/bootstrap"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) -C examples build -trimpath -buildvcs=false -tags lambda.norpc -ldflags="-s -w" \
@@ -157,12 +220,12 @@ build:
 ## against dynalite, through a scripted scenario; its transactions step runs
 ## on DynamoDB Local (needs Go, Node and Java; without Java, that step is
 ## skipped, and the demo says what to install).
-demo: node-deps dynamodb-local
+demo: node-deps dynamodb-local local-versions
 	$(GO) -C examples run ./payments/demo
 
 ## demo-postgres: the PostgreSQL variant of the httpserver example (its
 ## records and ledger in one database, each ledger row committed with the
 ## completion of its key) through a scripted scenario, on a throwaway
 ## PostgreSQL server (Debian's postgresql package), or on DATABASE_URL.
-demo-postgres:
+demo-postgres: local-versions
 	$(GO) -C examples run ./httpserver/pgdemo

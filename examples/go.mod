@@ -8,8 +8,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/retrysafe/retrysafe v0.0.0
-	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-20261204042444-f0e60a779540
+	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0-20261204042444-f0e60a779540
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
 )
@@ -36,7 +36,3 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ..
-
-replace github.com/retrysafe/retrysafe/persistence/postgres => ../persistence/postgres

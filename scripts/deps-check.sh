@@ -14,7 +14,8 @@
 # internal/testing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-module=$(go list -m)
+# The root module's path (in the workspace, go list -m lists every module).
+module=$(GOWORK=off go list -m)
 fail=0
 
 deps() { go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$@"; }

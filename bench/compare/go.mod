@@ -7,7 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/retrysafe/retrysafe v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-20261204042444-f0e60a779540
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -21,5 +21,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ../..

@@ -11,8 +11,8 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/retrysafe/retrysafe v0.0.0
-	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-20261204042444-f0e60a779540
+	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0-20261204042444-f0e60a779540
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/term v0.45.0
 )
@@ -42,11 +42,3 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-// The library in this repository. go install ...@version refuses a module
-// with a replace directive: a release of the command requires a tagged
-// version of the library instead (and is tagged cmd/retrysafe/vX.Y.Z).
-replace github.com/retrysafe/retrysafe => ../..
-
-// The PostgreSQL store, a module of its own in this repository: the same.
-replace github.com/retrysafe/retrysafe/persistence/postgres => ../../persistence/postgres
