@@ -210,9 +210,29 @@ func TestPlanTagsTheRootFirst(t *testing.T) {
 	if len(steps) < 2 || len(steps[0]) != 1 || steps[0][0].dir != "." {
 		t.Fatalf("steps %v: want the root alone first", steps)
 	}
+	// Every module comes in a later step than each module it requires.
+	step := map[string]int{}
+	for i, s := range steps {
+		for _, m := range s {
+			step[m.path] = i
+		}
+	}
+	for _, s := range steps {
+		for _, m := range s {
+			f, err := r.goMod(m, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, req := range f.Require {
+				if i, ok := step[req.Mod.Path]; ok && i >= step[m.path] {
+					t.Errorf("steps %v: %s comes in step %d, not after %s in step %d", steps, m.dir, step[m.path], req.Mod.Path, i)
+				}
+			}
+		}
+	}
 	for _, dir := range []string{"otelidempotency", "cmd/retrysafe", "persistence/postgres"} {
-		if !slices.ContainsFunc(steps[1], func(m mod) bool { return m.dir == dir }) {
-			t.Errorf("steps %v: want %s in the second", steps, dir)
+		if !slices.ContainsFunc(slices.Concat(steps[1:]...), func(m mod) bool { return m.dir == dir }) {
+			t.Errorf("steps %v: want %s after the root", steps, dir)
 		}
 	}
 }
