@@ -73,6 +73,29 @@ func BenchmarkWrap(b *testing.B) {
 	}
 }
 
+// TestWholeInputReplayAllocations holds a replay with the whole input as
+// its key on the memory store to at most 40 allocations: those of a replay
+// with a JMESPath key, and encoding/json's while it encodes the input (the
+// map of headers, two for each member).
+func TestWholeInputReplayAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	h := idempotency.Must(idempotency.Wrap(respond, memory.New()))
+	in := apiEvent("ord_1")
+	if _, err := h(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := h(t.Context(), in); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 40 {
+		t.Errorf("a replay allocates %.1f times, want at most 40", allocs)
+	}
+}
+
 // TestReplayAllocations holds a replay with a JMESPath key on the memory
 // store to at most 20 allocations. Most are encoding/json's: the value the
 // key expression reaches in the body, and the replayed response, its

@@ -6,7 +6,8 @@
 // Values come from encoding/json: FromGo encodes a Go value with
 // json.Marshal and decodes the result, Parse decodes a document, both with
 // json.Decoder.UseNumber so that no number is rounded, and Append writes
-// what they return.
+// what they return. AppendGo writes the same bytes as FromGo and Append
+// from encoding/json's output directly, without decoding it.
 package canonical
 
 import (
@@ -204,7 +205,7 @@ func NoKey(v any) bool {
 // any, "e" and p-1. Zero, and -0, is 0; negative numbers start with '-'.
 // These are the forms of JavaScript's Number.prototype.toString, without
 // its rounding to a double.
-func appendNumber(dst []byte, lit string) ([]byte, bool) {
+func appendNumber[T string | []byte](dst []byte, lit T) ([]byte, bool) {
 	i := 0
 	neg := false
 	if i < len(lit) && (lit[i] == '-' || lit[i] == '+') {
@@ -216,7 +217,7 @@ func appendNumber(dst []byte, lit string) ([]byte, bool) {
 		i++
 	}
 	intPart := lit[intStart:i]
-	frac := ""
+	frac := lit[i:i]
 	if i < len(lit) && lit[i] == '.' {
 		i++
 		fracStart := i
@@ -225,7 +226,7 @@ func appendNumber(dst []byte, lit string) ([]byte, bool) {
 		}
 		frac = lit[fracStart:i]
 	}
-	if intPart == "" && frac == "" {
+	if len(intPart) == 0 && len(frac) == 0 {
 		return dst, false
 	}
 	exp := 0
@@ -255,45 +256,63 @@ func appendNumber(dst []byte, lit string) ([]byte, bool) {
 		return dst, false
 	}
 
-	digits := intPart + frac
+	// The digits are intPart then frac; digit(k) is the k-th of them.
+	n := len(intPart) + len(frac)
+	digit := func(k int) byte {
+		if k < len(intPart) {
+			return intPart[k]
+		}
+		return frac[k-len(intPart)]
+	}
 	point := len(intPart) + exp
 	first := 0
-	for first < len(digits) && digits[first] == '0' {
+	for first < n && digit(first) == '0' {
 		first++
 	}
-	if first == len(digits) {
+	if first == n {
 		return append(dst, '0'), true
 	}
-	last := len(digits)
-	for digits[last-1] == '0' {
+	last := n
+	for digit(last-1) == '0' {
 		last--
 	}
 	point -= first
-	d := digits[first:last]
+	// D is digits[first:last]; appendD appends D[from:to].
+	lenD := last - first
+	appendD := func(dst []byte, from, to int) []byte {
+		from, to = first+from, first+to
+		if from < len(intPart) {
+			dst = append(dst, intPart[from:min(to, len(intPart))]...)
+		}
+		if to > len(intPart) {
+			dst = append(dst, frac[max(from, len(intPart))-len(intPart):to-len(intPart)]...)
+		}
+		return dst
+	}
 	if neg {
 		dst = append(dst, '-')
 	}
 	switch {
-	case point >= len(d) && point <= 21:
-		dst = append(dst, d...)
-		for range point - len(d) {
+	case point >= lenD && point <= 21:
+		dst = appendD(dst, 0, lenD)
+		for range point - lenD {
 			dst = append(dst, '0')
 		}
-	case point > 0 && point < len(d):
-		dst = append(dst, d[:point]...)
+	case point > 0 && point < lenD:
+		dst = appendD(dst, 0, point)
 		dst = append(dst, '.')
-		dst = append(dst, d[point:]...)
+		dst = appendD(dst, point, lenD)
 	case point <= 0 && point > -6:
 		dst = append(dst, '0', '.')
 		for range -point {
 			dst = append(dst, '0')
 		}
-		dst = append(dst, d...)
+		dst = appendD(dst, 0, lenD)
 	default:
-		dst = append(dst, d[0])
-		if len(d) > 1 {
+		dst = append(dst, digit(first))
+		if lenD > 1 {
 			dst = append(dst, '.')
-			dst = append(dst, d[1:]...)
+			dst = appendD(dst, 1, lenD)
 		}
 		dst = append(dst, 'e')
 		dst = strconv.AppendInt(dst, int64(point-1), 10)
@@ -308,7 +327,6 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // short escapes (\b, \f, \n, \r, \t) or \u00xx in lower-case hex. Invalid
 // UTF-8 becomes U+FFFD, one for each byte that does not start a character.
 func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -328,25 +346,33 @@ func appendString(dst []byte, s string) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
+		dst = appendByte(dst, c)
 		i++
 		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendByte appends the ASCII character c as appendString writes it.
+func appendByte(dst []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	if c < 0x20 {
+		return append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+	}
+	return append(dst, c)
 }

@@ -31,6 +31,21 @@ func key(t testing.TB, v any) string {
 // The vectors of docs/keys.md: each document's canonical form and its
 // SHA-256.
 func TestVectors(t *testing.T) {
+	for _, v := range readVectors(t) {
+		g, err := canonical.Parse([]byte(v[0]))
+		require.NoError(t, err, v[0])
+		got, err := canonical.Append(nil, g)
+		require.NoError(t, err, v[0])
+		assert.Equal(t, v[1], string(got), "canonical form of %s", v[0])
+		sum := sha256.Sum256(got)
+		assert.Equal(t, v[2], hex.EncodeToString(sum[:]), "SHA-256 of %s", v[0])
+	}
+}
+
+// readVectors returns the vectors of docs/keys.md: input, canonical form
+// and SHA-256.
+func readVectors(t *testing.T) [][3]string {
+	t.Helper()
 	f, err := os.Open(filepath.Join("..", "..", "docs", "keys.md"))
 	require.NoError(t, err)
 	defer f.Close()
@@ -56,15 +71,7 @@ func TestVectors(t *testing.T) {
 	}
 	require.NoError(t, sc.Err())
 	require.GreaterOrEqual(t, len(vectors), 25, "the vectors of docs/keys.md")
-	for _, v := range vectors {
-		g, err := canonical.Parse([]byte(v[0]))
-		require.NoError(t, err, v[0])
-		got, err := canonical.Append(nil, g)
-		require.NoError(t, err, v[0])
-		assert.Equal(t, v[1], string(got), "canonical form of %s", v[0])
-		sum := sha256.Sum256(got)
-		assert.Equal(t, v[2], hex.EncodeToString(sum[:]), "SHA-256 of %s", v[0])
-	}
+	return vectors
 }
 
 type valueMarshaler struct{ n int }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
 	"github.com/retrysafe/retrysafe/jmespath"
@@ -33,12 +34,14 @@ func Hash(b []byte) string {
 // noKey reports a selection that names no key (null, "", or an array or
 // object of nulls only), which is still material for a payload hash.
 func AppendMaterial(dst []byte, expr *jmespath.Expression, in any) (material []byte, noKey bool, err error) {
-	var v any
 	if expr == nil {
-		v, err = canonical.FromGo(in)
-	} else {
-		v, err = expr.SearchValue(in)
+		material, err = canonical.AppendGo(dst, in)
+		if err != nil {
+			return dst, false, err
+		}
+		return material, canonical.NoKeyForm(material[len(dst):]), nil
 	}
+	v, err := expr.SearchValue(in)
 	if err != nil {
 		return dst, false, err
 	}
@@ -68,10 +71,12 @@ func CompileKey(expr string) (*jmespath.Expression, error) {
 // fails with a *DeriveError when key selects no key or an expression
 // fails on in.
 func Derive(prefix string, key, validation *jmespath.Expression, in any) (recordKey, payloadHash string, err error) {
-	// Material is hashed, not kept: a buffer of the call's will do for
-	// most keys.
-	var buf [256]byte
-	material, noKey, err := AppendMaterial(buf[:0], key, in)
+	// Material is hashed, not kept: its buffer is used again. The whole
+	// input's is as long as the input's JSON.
+	buf := materials.Get().(*[]byte)
+	defer putMaterial(buf)
+	material, noKey, err := AppendMaterial((*buf)[:0], key, in)
+	*buf = material
 	switch {
 	case err != nil:
 		return "", "", &DeriveError{Expression: source(key), Err: err}
@@ -83,12 +88,24 @@ func Derive(prefix string, key, validation *jmespath.Expression, in any) (record
 	recordKey = Key(prefix, material)
 	if validation != nil {
 		material, _, err := AppendMaterial(material[:0], validation, in)
+		*buf = material
 		if err != nil {
 			return "", "", &DeriveError{Expression: validation.String(), Err: fmt.Errorf("payload validation: %w", err)}
 		}
 		payloadHash = Hash(material)
 	}
 	return recordKey, payloadHash, nil
+}
+
+// materials keeps the buffers of Derive's key material.
+var materials = sync.Pool{New: func() any { return new([]byte) }}
+
+// putMaterial returns buf to materials, unless it grew too large to keep.
+func putMaterial(buf *[]byte) {
+	if cap(*buf) > 64<<10 {
+		*buf = nil
+	}
+	materials.Put(buf)
 }
 
 // DeriveError is why Derive found no key in an input.
