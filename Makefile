@@ -164,14 +164,23 @@ fuzz: local-versions
 
 ## chaos: the long mode of the fault-injection harness (internal/testing/chaos):
 ## each store in CHAOS_STORES driven for CHAOS_DURATION, with the race
-## detector; reports in .chaos/. `make test` runs its short mode.
+## detector; reports in .chaos/. The PostgreSQL stores (postgres,
+## postgres-tx) run in the store's module, persistence/postgres, the others
+## in the library's. `make test` runs its short mode, in both.
 CHAOS_DURATION ?= 10m
-CHAOS_STORES   ?= dynamodb,dynamodb-local,dynamodb-local-tx,redis
+CHAOS_STORES   ?= dynamodb,dynamodb-local,dynamodb-local-tx,redis,postgres,postgres-tx
 CHAOS_FLAGS    ?=
+comma := ,
+empty :=
+space := $(empty) $(empty)
+CHAOS_PG_STORES   = $(filter postgres postgres-%,$(subst $(comma),$(space),$(CHAOS_STORES)))
+CHAOS_ROOT_STORES = $(filter-out $(CHAOS_PG_STORES),$(subst $(comma),$(space),$(CHAOS_STORES)))
+CHAOS_TEST = test -race -count=1 -timeout 0 -v -run '^TestChaos$$'
+CHAOS_ARGS = -chaos.long -chaos.duration=$(CHAOS_DURATION) -chaos.stores=$(subst $(space),$(comma),$(strip $(1))) $(CHAOS_FLAGS)
 chaos: node-deps dynamodb-local local-versions
 	@mkdir -p .chaos
-	CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestChaos$$' ./internal/testing/chaos \
-		-chaos.long -chaos.duration=$(CHAOS_DURATION) -chaos.stores=$(CHAOS_STORES) $(CHAOS_FLAGS)
+	$(if $(CHAOS_ROOT_STORES),CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) $(CHAOS_TEST) ./internal/testing/chaos $(call CHAOS_ARGS,$(CHAOS_ROOT_STORES)))
+	$(if $(CHAOS_PG_STORES),CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) -C persistence/postgres $(CHAOS_TEST) . $(call CHAOS_ARGS,$(CHAOS_PG_STORES)))
 
 ## node-deps: the Node packages of the DynamoDB-compatible test server, from
 ## the lockfile, installed again whenever the lockfile changes.

@@ -28,7 +28,7 @@ import (
 // environment. It has no disruptions; it is the fast run, and the reference
 // for the others.
 func Memory() Backend {
-	return &memoryBackend{store: memory.New(func(o *memory.Options) { o.MaxResponseSize = storeResponseLimit })}
+	return &memoryBackend{store: memory.New(func(o *memory.Options) { o.MaxResponseSize = ResponseLimit })}
 }
 
 type memoryBackend struct{ store *memory.Store }
@@ -170,7 +170,7 @@ func (b *dynamoBackend) NewStore(env *Env) (persistence.Store, error) {
 		o.HTTPClient = &http.Client{Transport: transport}
 	})
 	return dynamodb.New(client, b.table, func(o *dynamodb.Options) {
-		o.MaxItemSize = storeResponseLimit
+		o.MaxItemSize = ResponseLimit
 	})
 }
 
@@ -227,7 +227,7 @@ func (b *redisBackend) NewStore(*Env) (persistence.Store, error) {
 		o.PoolSize = 8
 	})
 	return redisstore.New(client, func(o *redisstore.Options) {
-		o.MaxResponseSize = storeResponseLimit
+		o.MaxResponseSize = ResponseLimit
 	})
 }
 

@@ -130,7 +130,7 @@ func (s *tokenFenced) Update(_ context.Context, rec *persistence.Record) error {
 		return persistence.ErrFenced
 	}
 	r := *rec
-	if len(r.Response) > storeResponseLimit {
+	if len(r.Response) > ResponseLimit {
 		r.Response, r.ResponseOmitted = nil, true
 		s.records[rec.Key] = r
 		return persistence.ErrResponseOmitted

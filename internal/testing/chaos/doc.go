@@ -45,7 +45,10 @@
 //
 //   - store calls that fail before reaching the store, that reach it and lose
 //     their reply, that are retried after a lost reply, and conflicts that
-//     come without the existing record (faultstore, per invocation);
+//     come without the existing record (faultstore, per invocation); with
+//     a store's transaction, its BEGIN and its COMMIT too (a COMMIT that
+//     is never sent, whose transaction is rolled back, or whose reply is
+//     lost after it applied; faultstore.Store.BeginTx);
 //   - writes applied late (Rates.LateWrite): a reservation, renewal,
 //     completion, release or commit that times out for its sender at once
 //     and reaches the store after a delay, often after the invocation
@@ -53,7 +56,9 @@
 //     (faultstore.ApplyLate), and for DynamoDB also as an HTTP attempt held
 //     back while the SDK's retry of it goes through (dynalite.ForwardedLate).
 //     A renewal that reaches the store after its own completion is how a
-//     completed key could be reopened;
+//     completed key could be reopened. A commit of a store's transaction
+//     is held on its open connection, and applies late only if the
+//     connection lives that long;
 //   - for DynamoDB, HTTP attempts that are refused, lose their reply or are
 //     throttled (dynalite.Faults, under the SDK, which retries them), and
 //     bursts of throttling of every request; on two servers, dynalite
@@ -64,6 +69,12 @@
 //     below);
 //   - for Redis, restarts that lose every record, and stalls (SIGSTOP) during
 //     which requests time out but may still be applied later;
+//   - for PostgreSQL (stores "postgres" and "postgres-tx", whose backends
+//     are in the store's module, persistence/postgres, since this module
+//     has no PostgreSQL driver), terminated connections
+//     (pg_terminate_backend), stalls of every server process (SIGSTOP),
+//     and crashes of the server followed by its recovery; none of them
+//     loses what committed, so the checker allows no data loss there;
 //   - handlers that fail (transient: the key is released), panic, are killed
 //     before or after their side effect (from the kill on, none of the
 //     invocation's store calls reaches the store and its client gets no
@@ -112,28 +123,34 @@
 //
 // # Transactional mode
 //
-// With a TransactionalBackend (store "dynamodb-local-tx"), every
-// deployment uses idempotency.WithTransactions, and the handler's side
-// effect is an item it stages (dynamodb.Stage) in a table of side effects
-// instead of performing it: it commits with the completion of its key, in
-// one TransactWriteItems, or not at all. Store faults reach commits too
-// (faultstore's OpCommit, and lost HTTP replies under the SDK's retries,
-// with the transaction's ClientRequestToken). The checker takes the side
-// effects from what that table holds, not from the handler's log: a staged
-// side effect that did not commit never happened. Declined requests and
-// failures after the side effect are decisions, recorded without a
-// commit. In this mode a repetition of a side effect that committed is a
-// violation (exactly_once) whatever explains it, except the key's expiry,
-// including kills between the side effect and the completion, failed or
-// fenced completions and overruns; so is a side effect that committed
-// although every commit of its invocation was fenced out or canceled, and
-// a commit that succeeded without its side effect.
+// With a TransactionalBackend (stores "dynamodb-local-tx" and
+// "postgres-tx"), every deployment uses idempotency.WithTransactions, and
+// the handler's side effect is a write in a table of side effects that
+// commits with the completion of its key, or not at all: on DynamoDB an
+// item it stages (dynamodb.Stage), committed in one TransactWriteItems; on
+// PostgreSQL a row it inserts in the transaction the library began for it
+// (postgres.Tx), which the completion commits. Store faults reach commits
+// too (faultstore's OpCommit, and for DynamoDB lost HTTP replies under the
+// SDK's retries, with the transaction's ClientRequestToken); with a
+// transaction, the stack passes BeginTx on, and the probe records its
+// commit as it records a commit of staged writes (see store.go). The
+// checker takes the side effects from what that table holds, not from the
+// handler's log: a staged side effect that did not commit never happened.
+// Declined requests and failures after the side effect are decisions,
+// recorded without a commit. In this mode a repetition of a side effect
+// that committed is a violation (exactly_once) whatever explains it,
+// except the key's expiry, including kills between the side effect and the
+// completion, failed or fenced completions and overruns; so is a side
+// effect that committed although every commit of its invocation was fenced
+// out or canceled, and a commit that succeeded without its side effect.
 //
 // # Running it
 //
-// TestChaos runs the short mode with every `go test` (a few seconds per
-// store), and the long mode with -chaos.long (`make chaos`: ten minutes per
-// store, with the race detector). Every run logs its seed; a failure
-// prints the command that runs the same seed and configuration again, and
-// the timeline of the first keys that broke the invariant.
+// Test is the body of TestChaos, here and in persistence/postgres: it runs
+// the short mode with every `go test` (a few seconds per store), and the
+// long mode with -chaos.long (`make chaos`: ten minutes per store, with
+// the race detector). A Backend outside this module plugs in there, with
+// the package's exported API. Every run logs its seed; a failure prints
+// the command that runs the same seed and configuration again, and the
+// timeline of the first keys that broke the invariant.
 package chaos

@@ -58,12 +58,13 @@ const (
 func errorAnswer(typ, msg string) string { return "err " + typ + " " + msg }
 
 // largeBlobSize is the size of a Large response's blob: incompressible, and
-// larger than the stores' configured limit (storeResponseLimit) even gzipped.
+// larger than the stores' configured limit (ResponseLimit) even gzipped.
 const largeBlobSize = 12 << 10
 
-// storeResponseLimit is the response size limit the backends configure, so
-// that Large responses are completed without their response.
-const storeResponseLimit = 4 << 10
+// ResponseLimit is the largest response a Backend's store must keep (its
+// MaxResponseSize, MaxItemSize): Large responses are larger, and are
+// completed without their response.
+const ResponseLimit = 4 << 10
 
 // receipt returns the blob of the response that invocation charge gives to
 // req: derived from both, so that a replay of another invocation's receipt,
@@ -99,13 +100,26 @@ func (e *AfterEffectError) Error() string {
 }
 
 // TransientError is a failure before the side effect, which releases the
-// key so that a retry runs the handler again.
-type TransientError struct{ Invocation string }
+// key so that a retry runs the handler again. In transactional mode, a
+// write of the side effect that failed is one too: nothing of the
+// transaction commits (see TransactionalBackend).
+type TransientError struct {
+	Invocation string
+	// Err is the failed write's error, if any.
+	Err error
+}
 
 // Error implements error.
 func (e *TransientError) Error() string {
-	return "chaos: transient failure of invocation " + e.Invocation
+	msg := "chaos: transient failure of invocation " + e.Invocation
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }
+
+// Unwrap returns Err.
+func (e *TransientError) Unwrap() error { return e.Err }
 
 // errKilled is what a killed invocation's handler returns. Nothing it causes
 // reaches the store or the client: the store is cut off from the
@@ -166,10 +180,23 @@ func (h *Harness) handle(ctx context.Context, req Request) (Response, error) {
 		answer = errorAnswer(typeName(final), final.Error())
 	}
 	if tx := transactional(h.backend); tx != nil && final == nil {
-		// The side effect is an item staged in the completion: it happens
-		// if and when the completion commits, and the checker reads what
-		// committed from the store.
-		if err := tx.StageEffect(ctx, req.Key, inv.id, answer); err != nil {
+		// The side effect is a write staged in the completion, or made in
+		// the store's transaction: it happens if and when the completion
+		// commits, and the checker reads what committed from the store.
+		stageCtx := ctx
+		if p.before == faultLateEffect {
+			// A handler that does not watch its context makes its write
+			// past the deadline.
+			var cancel context.CancelFunc
+			stageCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Timeout)
+			defer cancel()
+		}
+		if err := tx.StageEffect(stageCtx, req.Key, inv.id, answer); err != nil {
+			var failed *TransientError
+			if errors.As(err, &failed) {
+				h.count(countEffectFailed)
+				return Response{}, err
+			}
 			return Response{}, fmt.Errorf("chaos: staging the side effect: %w", err)
 		}
 		inv.stagedEffect(answer)

@@ -28,8 +28,10 @@ type Backend interface {
 	Disruptions() []Disruption
 }
 
-// A TransactionalBackend is a Backend whose stores commit staged writes
-// (persistence.Committer). When Transactional reports true, the run is in
+// A TransactionalBackend is a Backend whose stores commit the function's
+// writes with the completion of its key: staged writes
+// (persistence.Committer), or writes in the store's transaction
+// (persistence.TxStore). When Transactional reports true, the run is in
 // transactional mode: deployments use idempotency.WithTransactions, the
 // handler stages its side effect with StageEffect instead of performing
 // it, and the checker takes the side effects from CommittedEffects: the
@@ -38,7 +40,11 @@ type TransactionalBackend interface {
 	Backend
 	Transactional() bool
 	// StageEffect stages, in the transaction of ctx's call, the side
-	// effect of invocation inv on the client's key, with its answer.
+	// effect of invocation inv on the client's key, with its answer. A
+	// write that failed (a lost connection, a timeout) returns a
+	// *TransientError: the handler fails with it, and nothing of its
+	// transaction commits. Any other error, such as a context that
+	// carries no transaction, is a violation.
 	StageEffect(ctx context.Context, key, inv, answer string) error
 	// CommittedEffects returns the answers of the side effects of key that
 	// committed, by invocation.

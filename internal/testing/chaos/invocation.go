@@ -71,7 +71,7 @@ func (inv *invocation) float() float64 {
 
 // storeFault chooses the fault of one store call (faultstore.Store.Fault).
 func (inv *invocation) storeFault(op faultstore.Op, _ string, _ int) faultstore.Fault {
-	if op != faultstore.OpGet && inv.float() < inv.h.cfg.Rates.LateWrite {
+	if op != faultstore.OpGet && op != faultstore.OpBegin && inv.float() < inv.h.cfg.Rates.LateWrite {
 		inv.h.count(faultStoreLate)
 		return faultstore.ApplyLate
 	}

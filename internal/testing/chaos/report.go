@@ -92,7 +92,7 @@ func (r *Report) Faults() map[string]int {
 	f := map[string]int{}
 	for k, n := range r.Counts {
 		if !strings.HasPrefix(k, "call_") && !strings.HasPrefix(k, "reply_") && !strings.HasPrefix(k, "late_") &&
-			!strings.HasPrefix(k, countAppliedLate) && k != countCutOff {
+			!strings.HasPrefix(k, countAppliedLate) && k != countCutOff && k != countEffectFailed {
 			f[k] = n
 		}
 	}
@@ -111,6 +111,11 @@ func (r *Report) ViolationsByCheck() map[string]int {
 // countCutOff counts the store calls of killed invocations that the harness
 // kept from the store.
 const countCutOff = "cut_off_after_kill"
+
+// countEffectFailed counts, in transactional mode, the writes of the side
+// effect that failed (a *TransientError of StageEffect): the handler
+// failed, and its transaction was rolled back.
+const countEffectFailed = "side_effect_write_failed"
 
 // countAppliedLate prefixes the counts of the writes applied late, by
 // operation and result, "http_" first for HTTP attempts
@@ -145,6 +150,9 @@ func (r *Report) String() string {
 	section("store calls", pick("call_"))
 	section("writes applied late", pick(countAppliedLate))
 	fmt.Fprintf(&b, "store calls of killed invocations kept from the store: %d\n", r.Counts[countCutOff])
+	if n := r.Counts[countEffectFailed]; n > 0 {
+		fmt.Fprintf(&b, "writes of the side effect that failed, rolled back: %d\n", n)
+	}
 	fmt.Fprintf(&b, "in-progress answers caused by a reservation whose handler never ran: %d\n", r.BlockedByUnused)
 	section("library events", r.Events)
 	section("side effects whose result was not stored", r.Exposed)

@@ -25,6 +25,15 @@ import (
 // asked and what it was told, and nothing of a killed invocation gets past
 // it. It puts the call it records in the context of the call, where the
 // fault injection below finds it when it holds a write back (see late.go).
+//
+// Over a backend whose store runs the function's writes in its
+// transactions (persistence.TxStore), every layer passes BeginTx on and
+// wraps the transaction it gets back: the probe records its begin and its
+// commit (the completion, as the commit of staged writes is), the cache
+// caches what it commits, and the invocation's faultstore.Store injects
+// its faults into both (faultstore.Store.BeginTx says which). A rollback
+// is not recorded: it writes nothing, and the library sends one only
+// after the function failed.
 
 // errNoInvocation is returned for store calls whose context carries no
 // invocation; the harness reports them.
@@ -40,7 +49,10 @@ type probe struct {
 	skew  time.Duration
 }
 
-var _ persistence.Committer = (*probe)(nil)
+var (
+	_ persistence.Committer = (*probe)(nil)
+	_ persistence.TxStore   = (*probe)(nil)
+)
 
 // begin returns the invocation of a call, or the error to fail it with.
 func (p *probe) begin(ctx context.Context, op faultstore.Op, key string) (*invocation, error) {
@@ -202,6 +214,55 @@ func (p *probe) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	return err
 }
 
+// BeginTx implements persistence.TxStore: it records the begin, and
+// returns the transaction with its commit recorded as Commit records a
+// commit of staged writes.
+func (p *probe) BeginTx(ctx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
+	inv, err := p.begin(ctx, faultstore.OpBegin, rec.Key)
+	if err != nil {
+		return ctx, nil, err
+	}
+	txStore, ok := p.inner.(persistence.TxStore)
+	if !ok {
+		return ctx, nil, errors.New("chaos: the store under the probe does not run transactions")
+	}
+	// The begin's context becomes the function's: it does not carry the
+	// pending call, which no fault injection holds back.
+	_, c := send(ctx, inv, storeCall{Op: faultstore.OpBegin, Token: rec.Token, Start: time.Now()})
+	fnCtx, tx, err := txStore.BeginTx(ctx, rec)
+	p.end(inv, c, err, "")
+	if err != nil {
+		return ctx, nil, err
+	}
+	return fnCtx, &probeTx{p: p, inner: tx}, nil
+}
+
+// probeTx is a transaction whose commit the probe records.
+type probeTx struct {
+	p     *probe
+	inner persistence.Tx
+}
+
+// Commit implements persistence.Tx.
+func (t *probeTx) Commit(ctx context.Context, rec *persistence.Record) error {
+	inv, err := t.p.begin(ctx, faultstore.OpCommit, rec.Key)
+	if err != nil {
+		// A dead process sends no COMMIT; its connection closes, and the
+		// server rolls the transaction back.
+		_ = t.inner.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	ctx, c := send(ctx, inv, storeCall{Op: faultstore.OpCommit, Token: rec.Token,
+		InProgressUntil: rec.InProgressExpiresAt, ExpiresAt: rec.ExpiresAt, Start: time.Now()})
+	err = t.inner.Commit(ctx, rec)
+	t.p.end(inv, c, err, "")
+	return err
+}
+
+// Rollback implements persistence.Tx. A killed invocation's goes through
+// too: it stands for the connection that closes when a process dies.
+func (t *probeTx) Rollback(ctx context.Context) error { return t.inner.Rollback(ctx) }
+
 // Unwrap implements persistence.Unwrapper.
 func (p *probe) Unwrap() persistence.Store { return p.inner }
 
@@ -210,7 +271,10 @@ func (p *probe) Unwrap() persistence.Store { return p.inner }
 // without an invocation go straight to the backend.
 type dispatch struct{ backend persistence.Store }
 
-var _ persistence.Committer = dispatch{}
+var (
+	_ persistence.Committer = dispatch{}
+	_ persistence.TxStore   = dispatch{}
+)
 
 func (d dispatch) store(ctx context.Context) persistence.Store {
 	if inv := invocationFrom(ctx); inv != nil {
@@ -242,6 +306,16 @@ func (d dispatch) Commit(ctx context.Context, rec *persistence.Record, writes []
 		return errors.New("chaos: the backend's store does not commit staged writes")
 	}
 	return committer.Commit(ctx, rec, writes)
+}
+
+// BeginTx implements persistence.TxStore, over a backend that runs
+// transactions.
+func (d dispatch) BeginTx(ctx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
+	txStore, ok := d.store(ctx).(persistence.TxStore)
+	if !ok {
+		return ctx, nil, errors.New("chaos: the backend's store does not run transactions")
+	}
+	return txStore.BeginTx(ctx, rec)
 }
 
 // Unwrap implements persistence.Unwrapper: the backend's store.
@@ -291,7 +365,7 @@ var dynamoWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteI
 // classifyReply classifies the reply to a request forwarded late, c's
 // attempt, as the store would have classified it. A completion of a large
 // response that applied is recorded as omitted: the store leaves the
-// response of every large request out (storeResponseLimit), which its
+// response of every large request out (ResponseLimit), which its
 // reply does not say.
 func classifyReply(err error, c storeCall, large bool) result {
 	var reply *dynalite.ReplyError

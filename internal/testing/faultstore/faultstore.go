@@ -3,6 +3,11 @@
 // before reaching the store, requests that reach it but whose reply is lost,
 // lost replies that a client retries, and writes that time out for their
 // caller but reach the store later, after the caller moved on.
+//
+// Over a persistence.TxStore, the faults reach the transactions too: the
+// BeginTx that begins one (OpBegin) and the Commit of its Tx (OpCommit).
+// A transaction lives on one connection of the inner store, so a fault
+// there is what a client of that connection sees (see Store.BeginTx).
 package faultstore
 
 import (
@@ -27,6 +32,8 @@ const (
 	OpUpdate Op = "update"
 	OpDelete Op = "delete"
 	OpCommit Op = "commit"
+	// OpBegin is TxStore.BeginTx.
+	OpBegin Op = "begin"
 )
 
 // Fault is what to do to one call.
@@ -158,6 +165,7 @@ func snapshot(rec *persistence.Record) *persistence.Record {
 var (
 	_ persistence.Store     = (*Store)(nil)
 	_ persistence.Committer = (*Store)(nil)
+	_ persistence.TxStore   = (*Store)(nil)
 	_ persistence.Unwrapper = (*Store)(nil)
 )
 
@@ -271,6 +279,90 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 		}})
 	}
 	return do(fault, func() error { return committer.Commit(ctx, rec, writes) })
+}
+
+// BeginTx implements persistence.TxStore, over an Inner that runs
+// transactions. Its own faults are those of a BEGIN: FailBefore and
+// ApplyLate fail it without reaching Inner (a BEGIN that reaches the
+// server after its client gave up finds the connection closed: nothing
+// begins); LoseReply begins the transaction, rolls it back, as the server
+// does when the client closes the connection, and fails;
+// RetryAfterLostReply does that, then begins another and returns it.
+//
+// The Tx it returns injects the faults of OpCommit into its Commit:
+//
+//   - FailBefore: COMMIT is never sent; the client closes the connection,
+//     so the transaction is rolled back, and the error says nothing of it
+//     (an unknown outcome, to the caller);
+//   - LoseReply: the commit runs, and its reply is lost;
+//   - RetryAfterLostReply: as LoseReply. A client does not send a COMMIT
+//     again: a transaction ends with its first;
+//   - ApplyLate: the commit is held back, on the transaction's open
+//     connection, and runs when its Held is applied, as the completion
+//     and COMMIT of a client that pipelined them, held in the network,
+//     would. It cannot outlive the connection: if the connection ends
+//     meanwhile (a terminated backend, a restart), the server rolls the
+//     transaction back, and the late commit fails. Rollback does nothing
+//     once the commit is held: it was sent.
+func (s *Store) BeginTx(ctx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
+	txStore, ok := s.Inner.(persistence.TxStore)
+	if !ok {
+		return ctx, nil, errors.New("faultstore: the inner store does not run transactions")
+	}
+	begin := func() (context.Context, persistence.Tx, error) {
+		txCtx, tx, err := txStore.BeginTx(ctx, rec)
+		if err != nil {
+			return ctx, nil, err
+		}
+		return txCtx, &faultTx{s: s, inner: tx}, nil
+	}
+	switch s.start(OpBegin, rec.Key) {
+	case FailBefore, ApplyLate:
+		return ctx, nil, ErrInjected
+	case LoseReply:
+		if _, tx, err := begin(); err == nil {
+			_ = tx.Rollback(ctx)
+		}
+		return ctx, nil, ErrInjected
+	case RetryAfterLostReply:
+		if _, tx, err := begin(); err == nil {
+			_ = tx.Rollback(ctx)
+		}
+	}
+	return begin()
+}
+
+// faultTx is a transaction of the inner store whose Commit takes the
+// faults of OpCommit. The library calls its methods one at a time.
+type faultTx struct {
+	s     *Store
+	inner persistence.Tx
+	sent  bool // Commit was called: Rollback does nothing
+}
+
+func (t *faultTx) Commit(ctx context.Context, rec *persistence.Record) error {
+	t.sent = true
+	switch t.s.start(OpCommit, rec.Key) {
+	case ApplyLate:
+		snap := snapshot(rec)
+		return t.s.hold(ctx, &Held{Op: OpCommit, Key: rec.Key, Record: snap, apply: func(ctx context.Context) error {
+			return t.inner.Commit(ctx, snapshot(snap))
+		}})
+	case FailBefore:
+		_ = t.inner.Rollback(ctx)
+		return ErrInjected
+	case LoseReply, RetryAfterLostReply:
+		_ = t.inner.Commit(ctx, rec)
+		return ErrInjected
+	}
+	return t.inner.Commit(ctx, rec)
+}
+
+func (t *faultTx) Rollback(ctx context.Context) error {
+	if t.sent {
+		return nil
+	}
+	return t.inner.Rollback(ctx)
 }
 
 // Unwrap returns Inner.

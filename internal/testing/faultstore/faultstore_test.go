@@ -109,3 +109,128 @@ func TestApplyLateGivesOnHoldEveryWrite(t *testing.T) {
 	assert.Nil(t, held[2].Record)
 	assert.Equal(t, `"ok"`, string(held[1].Record.Response), "a copy of the response, taken when it was held")
 }
+
+// txStore is a persistence.TxStore over a memory store whose transactions
+// record how they end.
+type txStore struct {
+	*memory.Store
+	txs []*fakeTx
+}
+
+type fakeTx struct {
+	s                     *txStore
+	committed, rolledBack int
+}
+
+func (s *txStore) BeginTx(ctx context.Context, _ *persistence.Record) (context.Context, persistence.Tx, error) {
+	tx := &fakeTx{s: s}
+	s.txs = append(s.txs, tx)
+	return ctx, tx, nil
+}
+
+func (tx *fakeTx) Commit(ctx context.Context, rec *persistence.Record) error {
+	tx.committed++
+	return tx.s.Update(ctx, rec)
+}
+
+func (tx *fakeTx) Rollback(context.Context) error {
+	tx.rolledBack++
+	return nil
+}
+
+func TestBeginTxFaults(t *testing.T) {
+	for _, tc := range []struct {
+		fault faultstore.Fault
+		// began and rolledBack are the transactions begun, and of those
+		// rolled back, before the caller gets its answer.
+		began, rolledBack int
+		ok                bool
+	}{
+		{faultstore.None, 1, 0, true},
+		{faultstore.FailBefore, 0, 0, false},
+		{faultstore.ApplyLate, 0, 0, false},
+		{faultstore.LoseReply, 1, 1, false},
+		{faultstore.RetryAfterLostReply, 2, 1, true},
+	} {
+		inner := &txStore{Store: memory.New()}
+		s := faultstore.New(inner)
+		s.Fault = faultstore.On(faultstore.OpBegin, 1, tc.fault)
+		_, tx, err := s.BeginTx(t.Context(), reservation("k", "t1"))
+		if tc.ok {
+			require.NoError(t, err, "fault %d", tc.fault)
+			require.NotNil(t, tx)
+		} else {
+			require.ErrorIs(t, err, faultstore.ErrInjected, "fault %d", tc.fault)
+			require.Nil(t, tx)
+		}
+		require.Len(t, inner.txs, tc.began, "fault %d", tc.fault)
+		rolledBack := 0
+		for _, tx := range inner.txs {
+			rolledBack += tx.rolledBack
+		}
+		assert.Equal(t, tc.rolledBack, rolledBack, "fault %d", tc.fault)
+		assert.Equal(t, 1, s.Calls(faultstore.OpBegin))
+	}
+}
+
+func TestTxCommitFaults(t *testing.T) {
+	for _, tc := range []struct {
+		fault                 faultstore.Fault
+		committed, rolledBack int
+		ok                    bool
+	}{
+		{faultstore.None, 1, 0, true},
+		{faultstore.FailBefore, 0, 1, false},
+		{faultstore.LoseReply, 1, 0, false},
+		{faultstore.RetryAfterLostReply, 1, 0, false}, // a COMMIT is not sent again
+	} {
+		inner := &txStore{Store: memory.New()}
+		rec := reservation("k", "t1")
+		require.NoError(t, inner.Put(t.Context(), rec, now))
+		s := faultstore.New(inner)
+		s.Fault = faultstore.On(faultstore.OpCommit, 1, tc.fault)
+		_, tx, err := s.BeginTx(t.Context(), rec)
+		require.NoError(t, err)
+		done := *rec
+		done.Status = persistence.StatusCompleted
+		err = tx.Commit(t.Context(), &done)
+		if tc.ok {
+			require.NoError(t, err, "fault %d", tc.fault)
+		} else {
+			require.ErrorIs(t, err, faultstore.ErrInjected, "fault %d", tc.fault)
+		}
+		require.NoError(t, tx.Rollback(t.Context()), "after the commit, a rollback does nothing")
+		assert.Equal(t, tc.committed, inner.txs[0].committed, "fault %d", tc.fault)
+		assert.Equal(t, tc.rolledBack, inner.txs[0].rolledBack, "fault %d", tc.fault)
+		got, err := inner.Get(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, tc.committed == 1, got.Status == persistence.StatusCompleted, "fault %d", tc.fault)
+	}
+}
+
+// A commit held back runs on its transaction when applied: the caller's
+// rollback, after its commit timed out, does not end the transaction.
+func TestTxCommitApplyLate(t *testing.T) {
+	inner := &txStore{Store: memory.New()}
+	rec := reservation("k", "t1")
+	require.NoError(t, inner.Put(t.Context(), rec, now))
+	s := faultstore.New(inner)
+	s.Fault = faultstore.On(faultstore.OpCommit, 1, faultstore.ApplyLate)
+	_, tx, err := s.BeginTx(t.Context(), rec)
+	require.NoError(t, err)
+	done := *rec
+	done.Status = persistence.StatusCompleted
+	err = tx.Commit(t.Context(), &done)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.NoError(t, tx.Rollback(t.Context()))
+	assert.Zero(t, inner.txs[0].committed+inner.txs[0].rolledBack, "the transaction is open, its commit held")
+
+	held := s.TakeHeld()
+	require.Len(t, held, 1)
+	assert.Equal(t, faultstore.OpCommit, held[0].Op)
+	require.NoError(t, held[0].Apply(t.Context()))
+	assert.Equal(t, 1, inner.txs[0].committed)
+	got, err := inner.Get(t.Context(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, persistence.StatusCompleted, got.Status)
+}

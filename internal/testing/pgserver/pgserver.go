@@ -19,7 +19,9 @@
 // The servers are for tests: authentication is trust on 127.0.0.1 and the
 // socket, and fsync is off, so that a commit does not wait for the disk
 // (what a benchmark measures is the server's work and the round trips, not
-// the disk's).
+// the disk's). Freeze, Thaw and Restart disrupt a running server, for
+// fault-injection tests: a crash of its processes loses nothing committed
+// even so; a crash of the machine would.
 //
 // The package uses only the standard library (and psql, for the few
 // statements it runs itself), so that the root module, which has no
@@ -87,6 +89,7 @@ type Server struct {
 	mu     sync.Mutex
 	proc   *exec.Cmd
 	exited chan struct{} // closed when proc has exited
+	frozen bool          // Freeze stopped its processes
 	dbs    atomic.Int64  // databases created, for unique names
 }
 
@@ -263,7 +266,7 @@ func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
 
 // launch starts postgres on s.Port and waits until it accepts connections.
 func (s *Server) launch(ctx context.Context, cred *credential) error {
-	logFile, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logFile, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("pgserver: %w", err)
 	}
@@ -427,26 +430,106 @@ func (s *Server) Pid() int {
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var err error
-	if s.proc != nil {
-		quit(s.proc)
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			kill(s.proc)
-			select {
-			case <-s.exited:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("pgserver: postgres (pid %d) did not exit", s.proc.Process.Pid)
-			}
-		}
-		s.proc = nil
-	}
+	err := s.stopLocked()
 	if s.dir != "" && err == nil {
 		if rmErr := os.RemoveAll(s.dir); rmErr != nil {
 			err = fmt.Errorf("pgserver: %w", rmErr)
 		}
 		s.dir = ""
+	}
+	return err
+}
+
+// stopLocked stops the server's processes, as Stop does, and keeps its
+// directory. s.mu is held.
+func (s *Server) stopLocked() error {
+	if s.proc == nil {
+		return nil
+	}
+	if s.frozen {
+		_ = signalGroup(s.proc, false)
+		s.frozen = false
+	}
+	var err error
+	quit(s.proc)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		kill(s.proc)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			err = fmt.Errorf("pgserver: postgres (pid %d) did not exit", s.proc.Process.Pid)
+		}
+	}
+	s.proc = nil
+	return err
+}
+
+// Freeze stops every process of the server, the postmaster and its
+// backends (SIGSTOP to its process group), until Thaw: connections are
+// accepted by the kernel, and statements sent, but nothing is answered.
+// A statement that reached a backend before or during the freeze runs
+// when it thaws, whether or not its client still waits for it. Freeze
+// returns an error where there are no such signals (not on Unix).
+func (s *Server) Freeze() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errors.New("pgserver: Freeze of a stopped server")
+	}
+	if err := signalGroup(s.proc, true); err != nil {
+		return fmt.Errorf("pgserver: freezing postgres: %w", err)
+	}
+	s.frozen = true
+	return nil
+}
+
+// Thaw resumes the processes that Freeze stopped (SIGCONT).
+func (s *Server) Thaw() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errors.New("pgserver: Thaw of a stopped server")
+	}
+	if err := signalGroup(s.proc, false); err != nil {
+		return fmt.Errorf("pgserver: thawing postgres: %w", err)
+	}
+	s.frozen = false
+	return nil
+}
+
+// Restart crashes the server and starts it again, on the same port and
+// data: an immediate shutdown (SIGQUIT: the backends end at once, without
+// a checkpoint), then a start that recovers from the write-ahead log, as
+// after a crash of the server's processes. Every connection ends, and
+// every open transaction with it. Nothing committed is lost: although
+// fsync is off, the log is in the operating system's page cache, which a
+// crash of the processes keeps (a crash of the machine would not).
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	if s.proc == nil {
+		s.mu.Unlock()
+		return errors.New("pgserver: Restart of a stopped server")
+	}
+	err := s.stopLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	// The port was the server's a moment ago; another process may have
+	// taken it since, or the kernel not released it yet.
+	for range 50 {
+		if err = s.launch(ctx, cred); err == nil || !strings.Contains(err.Error(), "could not bind") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return err
 }

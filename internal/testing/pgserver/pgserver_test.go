@@ -86,3 +86,71 @@ func TestDatabaseName(t *testing.T) {
 		require.LessOrEqual(t, len(got), 63)
 	}
 }
+
+// A restart is a crash of the server's processes: what committed before
+// it is there after it, on the same port.
+func TestRestartKeepsWhatCommitted(t *testing.T) {
+	srv := pgserver.Start(t)
+	ctx := t.Context()
+	addr, pid := srv.Addr(), srv.Pid()
+	require.NoError(t, srv.CreateDatabase(ctx, "d"))
+	_, err := srv.Query(ctx, "d", "CREATE TABLE t (id int); INSERT INTO t VALUES (1), (2)")
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Restart(ctx))
+	require.Equal(t, addr, srv.Addr())
+	require.NotEqual(t, pid, srv.Pid(), "a new postmaster")
+	out, err := srv.Query(ctx, "d", "SELECT count(*) FROM t")
+	require.NoError(t, err)
+	require.Equal(t, "2", out)
+	require.Contains(t, srv.Log(), "database system was interrupted", "the start recovered from a crash")
+}
+
+// Freeze stops the postmaster and its backends; Thaw resumes them.
+func TestFreezeStopsEveryProcess(t *testing.T) {
+	srv := pgserver.Start(t)
+	ctx := t.Context()
+	pid := srv.Pid()
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil {
+		t.Skip("no /proc to read the processes' states from")
+	}
+	// The processes of the server's group: the postmaster, and the
+	// auxiliary processes it started.
+	group := func() map[int]string {
+		states := map[int]string{}
+		entries, err := os.ReadDir("/proc")
+		require.NoError(t, err)
+		for _, e := range entries {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid pgrp ...
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+			if len(f) > 2 && f[2] == strconv.Itoa(pid) {
+				states[p] = f[0]
+			}
+		}
+		return states
+	}
+	require.NoError(t, srv.Freeze())
+	states := group()
+	require.Greater(t, len(states), 1, "the postmaster and its processes")
+	for p, state := range states {
+		require.Equal(t, "T", state, "process %d is not stopped", p)
+	}
+	require.NoError(t, srv.Thaw())
+	for p, state := range group() {
+		require.NotEqual(t, "T", state, "process %d is still stopped", p)
+	}
+	out, err := srv.Query(ctx, "postgres", "SELECT 1")
+	require.NoError(t, err)
+	require.Equal(t, "1", out)
+
+	require.NoError(t, srv.Freeze())
+	require.NoError(t, srv.Stop(), "a frozen server stops")
+}

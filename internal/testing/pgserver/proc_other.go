@@ -2,7 +2,10 @@
 
 package pgserver
 
-import "os/exec"
+import (
+	"errors"
+	"os/exec"
+)
 
 // Where there are no unix credentials and signals, the server runs as the
 // current user and is killed outright.
@@ -14,3 +17,7 @@ func setProcAttr(*exec.Cmd) {}
 func quit(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
 func kill(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+
+func signalGroup(*exec.Cmd, bool) error {
+	return errors.New("pgserver: no SIGSTOP and SIGCONT on this system")
+}

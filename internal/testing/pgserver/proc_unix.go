@@ -39,3 +39,13 @@ func kill(cmd *exec.Cmd) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Process.Kill()
 }
+
+// signalGroup stops (SIGSTOP) or resumes (SIGCONT) the server's process
+// group: the postmaster and every process it started.
+func signalGroup(cmd *exec.Cmd, stop bool) error {
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}
