@@ -176,6 +176,7 @@ byte tfin[NTOK+1];
 /* The attempts' own state, that the store reads to make their writes. */
 byte t0[NTOK+1];	/* when the attempt began, and sent its reservation */
 byte lend[NTOK+1];	/* the end of the last lease it asked for */
+bit renewed[NTOK+1];	/* a renewal of it applied */
 
 /*
  * Ghosts: what the properties are about, written where it happens.
@@ -187,9 +188,9 @@ byte lend[NTOK+1];	/* the end of the last lease it asked for */
  *   cwin       a completion applied in this window
  *   staged     the staged write (TX) applied in this window
  *   fate[k]    where attempt k is: the exceptions are told apart by it
- *   granted[k] the latest end of a lease that k's reservation or renewals
- *              set when they applied: what the replies told k at most
- *              (SHOW_RENEW_BACK only)
+ *   granted[k] the latest end of a lease that k's reservation, or a
+ *              renewal of k that applied in time, set: what their replies
+ *              told k (SHOW_RENEW_BACK only)
  * A window ends when a completed record expires: a later call may run the
  * handler again (docs/guarantees.md: "within a key's expiry window").
  */
@@ -324,11 +325,16 @@ inline apply(w, k, tm) {
 			rexp = max(tm + EXPIRY, rinp);
 			granted[k] = (SHOWRENEWBACK -> max(granted[k], rinp) : 0)
 		:: w == W_RENEW ->
+			/* A renewal in time (the reservation still live) tells
+			 * its holder that it holds the key to the new end. */
+			granted[k] = ((SHOWRENEWBACK && st == S_OWN_IN_PROGRESS) -> max(granted[k], tm) : granted[k]);
+			/* Only a deadline past a lease and a tick leaves room for
+			 * a second renewal, which alone needs to know. */
+			renewed[k] = (DEADLINE > LEASE + 1);
 			/* The whole in-progress record, as the caller has it. */
 			rstat = INPROGRESS; rtok = k;
 			rinp = tm;	/* the end of the lease it asked for */
-			rexp = max(t0[k] + EXPIRY, rinp);
-			granted[k] = (SHOWRENEWBACK -> max(granted[k], rinp) : 0)
+			rexp = max(t0[k] + EXPIRY, rinp)
 		:: w == W_COMPLETE || w == W_RECORD_AN_ERROR || w == W_COMMIT ->
 			rstat = COMPLETED; rtok = k;
 			rinp = 0;
@@ -525,10 +531,11 @@ end:	do
 		fate[k] = F_OUT; mfin[k] = 1 + W_RELEASE; tfin[k] = now;
 		printf("t=%d  attempt %d: no reply to its reservation; sends release\n", now, k) }
 	/* run: the handler, with its lease renewed meanwhile. */
-	:: d_step { fate[k] == F_RUN && leaseend(k, now) > lend[k] ->
-		/* lease.renew, sent at now. Whatever its reply, the model lets
-		 * the renewals go on: more runs than the library's, which stops
-		 * at a failed one. */
+	:: d_step { fate[k] == F_RUN && leaseend(k, now) > lend[k] && (mren[k] == 0 || renewed[k]) ->
+		/* lease.renew, sent at now. The library renews again only
+		 * after a renewal succeeded, so after one that applied; the
+		 * model does not ask that the reply came: it has more runs than
+		 * the library, which stops at a failed renewal. */
 		mren[k] = mren[k] | (1 << (leaseend(k, now) - t0[k]));
 		lend[k] = leaseend(k, now);
 		printf("t=%d  attempt %d: sends renew (in-progress expiry %d)\n", now, k, lend[k]) }
