@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-go1.25 test-modules test-cdk vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
+.PHONY: all test test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
@@ -34,11 +34,12 @@ all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order: the
 ## library's, those of the other modules (the release's proof among them),
-## the CDK app's, and the library's again with the oldest Go it supports;
-## and the checks of the modules' requirements and of the API.
+## the CDK app's, the library's again with the oldest Go it supports, and
+## the protocol's model; and the checks of the modules' requirements and of
+## the API.
 test: node-deps dynamodb-local compare-deps local-versions deps-check release-check apicheck
 	$(GO) test -race -shuffle=on -timeout 20m ./...
-	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk
+	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk model
 
 ## test-modules: the tests of the other modules (MODULES).
 test-modules: node-deps compare-deps local-versions
@@ -57,6 +58,13 @@ test-go1.25: node-deps dynamodb-local local-versions
 ## the CDK's generated bindings doubles a build that is already the longest.
 test-cdk: local-versions
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) -C examples/cdk test -shuffle=on -timeout 20m ./...
+
+## model: the protocol's model (model/idempotency.pml) checked with SPIN
+## over every interleaving, in several configurations, with its documented
+## exceptions and known-broken tables, which must fail (model/check.sh;
+## needs spin and gcc; model/README.md).
+model:
+	./model/check.sh
 
 ## vet: go vet over every module.
 vet: local-versions

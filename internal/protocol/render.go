@@ -63,8 +63,10 @@ func Markdown() string {
 }
 
 // Promela renders the table as a Promela include for the model checker
-// (model/table.pml): constants for the writes, states and outcomes, and
-// an inline that fills the array outcome[write*NSTATES+state].
+// (model/table.pml): constants for the writes, states and outcomes, the
+// array outcome[write*NSTATES+state], an inline that fills it (it names
+// the array itself: SPIN does not pass arrays to inlines), and inlines that
+// print the names, for the model's traces.
 func Promela() string {
 	var b strings.Builder
 	b.WriteString("/* Generated from internal/protocol (go test ./internal/protocol -update); do not edit. */\n\n")
@@ -79,13 +81,32 @@ func Promela() string {
 	for _, o := range []Outcome{Applies, Conflict, Refused, Done} {
 		fmt.Fprintf(&b, "#define O_%s %d\n", o.Ident(), int(o))
 	}
-	b.WriteString("\n/* fill_table sets t[w*NSTATES+s] to the outcome of write w in state s. */\n")
-	b.WriteString("inline fill_table(t) {\n")
+	b.WriteString("\n/*\n * outcome[w*NSTATES+s] is the outcome of write w in state s, once\n")
+	b.WriteString(" * fill_table has run. A model that fills it before its search starts may\n")
+	b.WriteString(" * define OUTCOME_HIDDEN to keep it out of the state vector.\n */\n")
+	b.WriteString("#ifdef OUTCOME_HIDDEN\nhidden byte outcome[NWRITES*NSTATES];\n#else\nbyte outcome[NWRITES*NSTATES];\n#endif\n\n")
+	b.WriteString("inline fill_table() {\n")
 	for _, r := range Table {
-		fmt.Fprintf(&b, "\tt[W_%s*NSTATES+S_%s] = O_%s;\n", r.Write.Ident(), r.State.Ident(), r.Outcome.Ident())
+		fmt.Fprintf(&b, "\toutcome[W_%s*NSTATES+S_%s] = O_%s;\n", r.Write.Ident(), r.State.Ident(), r.Outcome.Ident())
 	}
 	b.WriteString("}\n")
+	// Names, for the model's traces.
+	printName(&b, "write", "w", "W_", len(Writes), func(i int) (string, string) { return Writes[i].Ident(), Writes[i].String() })
+	printName(&b, "state", "s", "S_", len(States), func(i int) (string, string) { return States[i].Ident(), States[i].String() })
+	outcomes := []Outcome{Applies, Conflict, Refused, Done}
+	printName(&b, "outcome", "o", "O_", len(outcomes), func(i int) (string, string) { return outcomes[i].Ident(), outcomes[i].String() })
 	return b.String()
+}
+
+// printName writes an inline that prints the name of a write, state or
+// outcome: print_write(w) prints "renew" for W_RENEW.
+func printName(b *strings.Builder, kind, arg, prefix string, n int, name func(int) (ident, text string)) {
+	fmt.Fprintf(b, "\ninline print_%s(%s) {\n\tif\n", kind, arg)
+	for i := range n {
+		ident, text := name(i)
+		fmt.Fprintf(b, "\t:: %s == %s%s -> printf(\"%s\")\n", arg, prefix, ident, text)
+	}
+	b.WriteString("\tfi\n}\n")
 }
 
 func upperFirst(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
