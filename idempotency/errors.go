@@ -35,6 +35,8 @@ var (
 	// ErrNotCommitted: the writes the function staged, and its result,
 	// were not committed (WithTransactions).
 	ErrNotCommitted = errors.New("idempotency: the function's writes were not committed")
+	// ErrHeld: the key is held until an operator releases it.
+	ErrHeld = errors.New("idempotency: the key is held until an operator releases it")
 )
 
 // CommitError is returned instead of the function's result when the
@@ -102,6 +104,26 @@ func (e *InProgressError) Error() string {
 
 // Is makes errors.Is(err, ErrInProgress) true.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// HeldError is returned when the call that reserved the key ended without
+// an outcome (it timed out, crashed, or its result could not be stored)
+// and the key is held until an operator releases it
+// ([WithHoldUntilReleased]): its side effect may have happened, and a
+// person must decide. Retrying does not help until then.
+type HeldError struct {
+	Key string
+	// Since is when the reservation that holds the key lapsed.
+	Since time.Time
+}
+
+// Error implements error.
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("idempotency: key %s is held: the call that reserved it ended without an outcome at %s; an operator must check its effect and release the key (retrysafe release)",
+		e.Key, e.Since.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // PayloadMismatchError is returned when the key was first used with a
 // different payload (see WithPayloadValidation): the stored result belongs

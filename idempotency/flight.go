@@ -45,6 +45,10 @@ type flight struct {
 	// outcome is the completed record the leader ended with, or nil;
 	// written before done is closed.
 	outcome *persistence.Record
+	// heldSince is set when the leader found the key held until an
+	// operator releases it (WithHoldUntilReleased): when its reservation
+	// lapsed.
+	heldSince time.Time
 }
 
 var flights struct {
@@ -121,6 +125,30 @@ func (f *flight) held(t time.Time) {
 	f.until = t
 	f.answer()
 	f.mu.Unlock()
+}
+
+// landHeld records, before the leader lands, that the key is held until
+// an operator releases it, since the reservation that holds it lapsed at
+// since: followers are refused so, without a store request. f may be
+// nil.
+func (f *flight) landHeld(since time.Time) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	f.heldSince = since
+	f.mu.Unlock()
+}
+
+// operatorHeld returns when the reservation that the leader found held
+// lapsed, once the leader has landed; zero otherwise.
+func (f *flight) operatorHeld() time.Time {
+	if !f.landed() {
+		return time.Time{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.heldSince
 }
 
 // answer closes f.answered, once. f.mu must be held.

@@ -174,6 +174,8 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 			switch {
 			case err != nil:
 				return nil, Result{}, err
+			case !f.operatorHeld().IsZero():
+				return nil, Result{}, g.held(ctx, c, f.operatorHeld())
 			case held:
 				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
 			case outcome != nil:
@@ -230,6 +232,12 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			return rec, Result{}, nil
 		}
 		mismatch := payloadHash != "" && existing.PayloadHash != payloadHash
+		if existing.Held && existing.Lapsed(time.Now()) && !mismatch {
+			// Held until an operator releases it: no wait ends that.
+			f.landHeld(existing.InProgressExpiresAt)
+			res, err = g.answer(ctx, c, payloadHash, existing)
+			return nil, res, err
+		}
 		if existing.Status != persistence.StatusCompleted && !mismatch {
 			// Held by another process: followers without WithWait are
 			// answered so at once, and a waiter polls the store.
@@ -269,6 +277,7 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, 
 		Status:      persistence.StatusInProgress,
 		PayloadHash: payloadHash,
 		Token:       newToken(),
+		Held:        g.cfg.hold,
 	}
 	reserved := func() (*persistence.Record, *persistence.Record, error) {
 		if !time.Now().Before(rec.InProgressExpiresAt) {
@@ -351,6 +360,9 @@ func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existin
 		return Result{}, &PayloadMismatchError{Key: c.key}
 	}
 	if existing.Status != persistence.StatusCompleted {
+		if existing.Held && existing.Lapsed(time.Now()) {
+			return Result{}, g.held(ctx, c, existing.InProgressExpiresAt)
+		}
 		return Result{}, g.inProgress(ctx, c, existing.InProgressExpiresAt)
 	}
 	c.observe(ctx, EventReplayed, nil)
@@ -368,6 +380,14 @@ func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existin
 	}
 	c.setOutcome(OutcomeReplay)
 	return Result{Response: existing.Response, Record: existing}, nil
+}
+
+// held refuses the call: the key is held, since the reservation lapsed,
+// until an operator releases it.
+func (g *Guard) held(ctx context.Context, c *call, since time.Time) error {
+	c.observe(ctx, EventHeld, nil)
+	c.setOutcome(OutcomeHeld)
+	return &HeldError{Key: c.key, Since: since}
 }
 
 // inProgress refuses the call: the key is held until until.

@@ -110,6 +110,10 @@ const (
 	// one ran past its deadline), or the store lost the record (a Redis
 	// restart or failover).
 	EventFencedOut
+	// EventHeld: the call was refused with *HeldError: the call that
+	// reserved the key ended without an outcome, and the key is held
+	// until an operator releases it (WithHoldUntilReleased).
+	EventHeld
 	// EventCallEnded: the call ended, Duration after it began, with
 	// Outcome; Err is the error it returned. It is the last event of a
 	// call.
@@ -135,6 +139,7 @@ var eventKindNames = map[EventKind]string{
 	EventCompletionFailed: "completion_failed",
 	EventReleaseFailed:    "release_failed",
 	EventFencedOut:        "fenced_out",
+	EventHeld:             "held",
 	EventCallEnded:        "call_ended",
 }
 
@@ -200,4 +205,7 @@ const (
 	OutcomeNotCommitted Outcome = "not_committed"
 	// OutcomeCanceled: the call's context ended while it waited.
 	OutcomeCanceled Outcome = "canceled"
+	// OutcomeHeld: the key is held after a call that ended without an
+	// outcome, until an operator releases it (*HeldError).
+	OutcomeHeld Outcome = "held"
 )

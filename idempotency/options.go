@@ -131,6 +131,7 @@ type settings struct {
 	lease             time.Duration
 	wait              time.Duration
 	transactions      bool
+	hold              bool
 	finalWriteTimeout time.Duration
 	observers         []Observer
 }
@@ -344,6 +345,18 @@ func WithLease(d time.Duration) Option {
 // Wrapping fails with a store that does neither.
 func WithTransactions() TransactionOption {
 	return transactionOption{spec{name: "WithTransactions", set: func(_ *core.Config, s *settings) { s.transactions = true }}}
+}
+
+// WithHoldUntilReleased holds the key of a call that ends without an
+// outcome (it times out, crashes, or its result cannot be stored): its
+// reservation is not taken over when it lapses, and calls with the key
+// fail with [*HeldError] until an operator releases it (retrysafe
+// release) or the record expires. Use it for side effects that must never
+// repeat without a person deciding, such as a withdrawal at a third party
+// that has no idempotency key. It does the opposite of a lease, which
+// frees the key of a call that ended so that a retry runs.
+func WithHoldUntilReleased() Option {
+	return option{spec{name: "WithHoldUntilReleased", set: func(_ *core.Config, s *settings) { s.hold = true }}}
 }
 
 // WithWait makes a call that finds its key in progress wait, up to max,

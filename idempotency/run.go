@@ -158,6 +158,7 @@ func (g *Guard) completed(rec *persistence.Record, resp []byte) {
 	rec.Status = persistence.StatusCompleted
 	rec.ExpiresAt = ceilSecond(time.Now().Add(g.cfg.expiry))
 	rec.Response = resp
+	rec.Held = false // a completed record holds its key by its result
 }
 
 // A settlement is a write that completes a key: what it is reported as

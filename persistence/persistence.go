@@ -79,6 +79,13 @@ type Record struct {
 	// result cannot be replayed.
 	ResponseOmitted bool
 
+	// Held is set on a reservation that keeps its key when it lapses: no
+	// other call takes it over, and only an operator's release
+	// (Admin.DeleteRecord) or the record's expiry frees the key. Its
+	// in-progress expiry still tells a call that runs from one that ended
+	// without an outcome.
+	Held bool
+
 	// ErrorType and ErrorMessage hold a handler error that was recorded in
 	// place of a response, because the caller classified it as permanent.
 	// ErrorType is empty when no error was recorded.
@@ -87,17 +94,23 @@ type Record struct {
 }
 
 // Live reports whether the record still holds its key at time now: it has
-// not reached ExpiresAt and, if it is in progress, it has not reached
-// InProgressExpiresAt either. A record that is not live may be overwritten by
-// a new reservation.
+// not reached ExpiresAt and, if it is in progress and not Held, it has not
+// reached InProgressExpiresAt either. A record that is not live may be
+// overwritten by a new reservation.
 func (r *Record) Live(now time.Time) bool {
 	if r.ExpiresAt.Before(now) {
 		return false
 	}
-	if r.Status == StatusInProgress && !r.InProgressExpiresAt.IsZero() && r.InProgressExpiresAt.Before(now) {
+	if r.Status == StatusInProgress && !r.Held && !r.InProgressExpiresAt.IsZero() && r.InProgressExpiresAt.Before(now) {
 		return false
 	}
 	return true
+}
+
+// Lapsed reports whether the record is a reservation past its in-progress
+// expiry at now: a call that has ended without an outcome, or runs late.
+func (r *Record) Lapsed(now time.Time) bool {
+	return r.Status == StatusInProgress && !r.InProgressExpiresAt.IsZero() && r.InProgressExpiresAt.Before(now)
 }
 
 // Store keeps idempotency records. Implementations must be safe for

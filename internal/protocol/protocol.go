@@ -87,12 +87,18 @@ const (
 	OtherCompleted
 	// OtherExpired: completed by another call, past its expiry.
 	OtherExpired
+	// OwnHeld: the sender's reservation, past its in-progress expiry, and
+	// held (idempotency.WithHoldUntilReleased): nobody takes it over.
+	OwnHeld
+	// OtherHeld: another call's reservation, held, past its in-progress
+	// expiry.
+	OtherHeld
 
 	numStates
 )
 
 // States are the states, in order.
-var States = []State{Absent, OwnInProgress, OwnLapsed, OtherInProgress, OtherLapsed, OwnCompleted, OwnExpired, OtherCompleted, OtherExpired}
+var States = []State{Absent, OwnInProgress, OwnLapsed, OtherInProgress, OtherLapsed, OwnCompleted, OwnExpired, OtherCompleted, OtherExpired, OwnHeld, OtherHeld}
 
 var stateNames = [numStates]string{
 	"absent",
@@ -104,6 +110,8 @@ var stateNames = [numStates]string{
 	"own expired",
 	"other completed",
 	"other expired",
+	"own held",
+	"other held",
 }
 
 // String returns the state's name as docs/protocol.md writes it.
@@ -115,7 +123,7 @@ func (s State) Ident() string { return ident(stateNames[s]) }
 // Own reports whether the record carries the sender's token.
 func (s State) Own() bool {
 	switch s {
-	case OwnInProgress, OwnLapsed, OwnCompleted, OwnExpired:
+	case OwnInProgress, OwnLapsed, OwnCompleted, OwnExpired, OwnHeld:
 		return true
 	}
 	return false
@@ -124,7 +132,7 @@ func (s State) Own() bool {
 // InProgress reports whether the record is in progress.
 func (s State) InProgress() bool {
 	switch s {
-	case OwnInProgress, OwnLapsed, OtherInProgress, OtherLapsed:
+	case OwnInProgress, OwnLapsed, OtherInProgress, OtherLapsed, OwnHeld, OtherHeld:
 		return true
 	}
 	return false
@@ -136,11 +144,15 @@ func (s State) Completed() bool { return s != Absent && !s.InProgress() }
 // Live reports whether the record holds its key (persistence.Record.Live).
 func (s State) Live() bool {
 	switch s {
-	case OwnInProgress, OtherInProgress, OwnCompleted, OtherCompleted:
+	case OwnInProgress, OtherInProgress, OwnCompleted, OtherCompleted, OwnHeld, OtherHeld:
 		return true
 	}
 	return false
 }
+
+// Held reports whether the record is a held reservation past its
+// in-progress expiry: it still holds its key.
+func (s State) Held() bool { return s == OwnHeld || s == OtherHeld }
 
 // Expired reports whether the record is past its expiry. A store may
 // delete an expired record at any time (Redis does at once, DynamoDB's TTL
@@ -212,8 +224,10 @@ func outcome(w Write, s State) (Outcome, string) {
 		switch {
 		case s == Absent:
 			return Applies, "the key is free"
-		case s == OwnInProgress:
+		case s == OwnInProgress || s == OwnHeld:
 			return Conflict, "the caller's own earlier attempt, whose reply was lost: the conflict returns it, and the caller, seeing its token, holds the key"
+		case s == OtherHeld:
+			return Conflict, "held: the call that reserved it ended without an outcome, and only the operator's release, or the record's expiry, frees the key"
 		case s == OwnCompleted:
 			return Conflict, "a duplicate of the caller's reservation, applied after the caller completed: a live record holds the key"
 		case s.Live():
@@ -225,7 +239,7 @@ func outcome(w Write, s State) (Outcome, string) {
 		}
 	case Renew:
 		switch {
-		case s == OwnInProgress || s == OwnLapsed:
+		case s == OwnInProgress || s == OwnLapsed || s == OwnHeld:
 			return Applies, "the caller's own reservation, not taken over: the in-progress expiry becomes the later of the two, so that an earlier renewal applied after a later one changes nothing"
 		case s.Own():
 			return Refused, "completed: a renewal applied late must not reopen the key"
@@ -236,7 +250,7 @@ func outcome(w Write, s State) (Outcome, string) {
 		}
 	case Complete, RecordError, Commit:
 		switch {
-		case s == OwnInProgress || s == OwnLapsed:
+		case s == OwnInProgress || s == OwnLapsed || s == OwnHeld:
 			if w == Commit {
 				return Applies, "the caller's own reservation: the completion and the function's writes apply together"
 			}
@@ -253,7 +267,7 @@ func outcome(w Write, s State) (Outcome, string) {
 		}
 	case Release:
 		switch {
-		case s == OwnInProgress || s == OwnLapsed:
+		case s == OwnInProgress || s == OwnLapsed || s == OwnHeld:
 			return Applies, "the caller's own reservation, not taken over"
 		case s == Absent:
 			return Done, "nothing to delete: an earlier attempt, or the store, deleted it"

@@ -30,6 +30,7 @@ const (
 	attrErrorType
 	attrErrorMessage
 	attrResponseOmitted
+	attrHeld
 	numAttrs
 
 	firstOptional = attrInProgressExpiry
@@ -50,6 +51,7 @@ var placeholders = [numAttrs]string{
 	attrErrorType:        "y",
 	attrErrorMessage:     "m",
 	attrResponseOmitted:  "o",
+	attrHeld:             "h",
 }
 
 // attrNames returns the table's attribute names, by index.
@@ -65,6 +67,7 @@ func (o *Options) attrNames() [numAttrs]string {
 		attrErrorType:        o.ErrorTypeAttr,
 		attrErrorMessage:     o.ErrorMessageAttr,
 		attrResponseOmitted:  o.ResponseOmittedAttr,
+		attrHeld:             o.HeldAttr,
 	}
 }
 
@@ -122,6 +125,9 @@ func (s *Store) encode(rec *persistence.Record) values {
 	}
 	if rec.ResponseOmitted {
 		v[attrResponseOmitted] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if rec.Held && rec.Status == persistence.StatusInProgress {
+		v[attrHeld] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	return v
 }
@@ -256,6 +262,13 @@ func (s *Store) decode(item map[string]types.AttributeValue) (*persistence.Recor
 		rec.ResponseOmitted = av.Value
 	default:
 		return fail(attrResponseOmitted, fmt.Errorf("want type BOOL, got %T", av))
+	}
+	switch av := item[s.names[attrHeld]].(type) {
+	case nil:
+	case *types.AttributeValueMemberBOOL:
+		rec.Held = av.Value
+	default:
+		return fail(attrHeld, fmt.Errorf("want type BOOL, got %T", av))
 	}
 
 	var encoding string

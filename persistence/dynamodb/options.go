@@ -67,6 +67,11 @@ type Options struct {
 	// Default "response_omitted".
 	ResponseOmittedAttr string
 
+	// HeldAttr is true (type BOOL) on a reservation that keeps its key when
+	// it lapses (Record.Held, idempotency.WithHoldUntilReleased); absent
+	// otherwise. Not a Powertools attribute. Default "held".
+	HeldAttr string
+
 	// DataEncodingAttr names the compression of DataAttr ("gzip"), absent
 	// when the data is stored as is. Not a Powertools attribute. Default
 	// "data_encoding".
@@ -133,6 +138,7 @@ func resolveOptions(optFns []func(*Options)) (Options, error) {
 	def(&o.ErrorMessageAttr, "error_message")
 	def(&o.ResponseOmittedAttr, "response_omitted")
 	def(&o.DataEncodingAttr, "data_encoding")
+	def(&o.HeldAttr, "held")
 	if o.SortKeyAttr != "" {
 		def(&o.StaticPKValue, StaticPKPrefix+os.Getenv("AWS_LAMBDA_FUNCTION_NAME"))
 	} else if o.StaticPKValue != "" {
@@ -166,6 +172,7 @@ func resolveOptions(optFns []func(*Options)) (Options, error) {
 		{"ErrorMessageAttr", o.ErrorMessageAttr},
 		{"ResponseOmittedAttr", o.ResponseOmittedAttr},
 		{"DataEncodingAttr", o.DataEncodingAttr},
+		{"HeldAttr", o.HeldAttr},
 	}
 	seen := make(map[string]string, len(names))
 	for _, n := range names {

@@ -95,13 +95,15 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 	// millisecond, which makes "stored < rounded up now" exactly
 	// Record.Live's "stored time before now" for times stored in whole
 	// seconds and milliseconds.
+	// A held reservation (Record.Held) is never taken over when it lapses.
 	s.putCond = "attribute_not_exists(#k) OR " + name(attrExpiry) + " < :now OR (" +
-		name(attrStatus) + " = :p AND " + name(attrInProgressExpiry) + " < :now_ms)"
+		name(attrStatus) + " = :p AND " + name(attrInProgressExpiry) + " < :now_ms AND attribute_not_exists(" + name(attrHeld) + "))"
 	s.putNames = map[string]string{
 		"#k":                       opts.KeyAttr,
 		name(attrExpiry):           opts.ExpiryAttr,
 		name(attrStatus):           opts.StatusAttr,
 		name(attrInProgressExpiry): opts.InProgressExpiryAttr,
+		name(attrHeld):             opts.HeldAttr,
 	}
 
 	// Completion (and renewal): the record is the caller's own (the
@@ -122,7 +124,9 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 				continue
 			case present:
 				set = append(set, name(i)+" = "+value(i))
-			case i == attrInProgressExpiry:
+			case i == attrInProgressExpiry || i == attrHeld:
+				// The reservation may have written them; a completed
+				// record has neither.
 				remove = append(remove, name(i))
 			default:
 				continue // never written by the reservation

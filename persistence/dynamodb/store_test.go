@@ -114,9 +114,9 @@ func TestItemLayout(t *testing.T) {
 		done := completed(rec, []byte(`{"statusCode":200,"body":"ok"}`))
 		done.InProgressExpiresAt = time.Time{}
 		in, _ := store.UpdateInput(done)
-		require.Equal(t, "SET #e = :e, #s = :s, #d = :d REMOVE #i", *in.UpdateExpression,
-			"the completion writes what changes, and removes the in-progress expiry")
-		require.Len(t, in.ExpressionAttributeNames, 5, "#token of the condition, and the four of the expression")
+		require.Equal(t, "SET #e = :e, #s = :s, #d = :d REMOVE #i, #h", *in.UpdateExpression,
+			"the completion writes what changes, and removes the in-progress expiry and the hold")
+		require.Len(t, in.ExpressionAttributeNames, 6, "#token of the condition, and the five of the expression")
 		require.NoError(t, store.Update(t.Context(), done))
 		item = srv.rawItem(t, name, idKey(rec.Key))
 		require.Equal(t, map[string]types.AttributeValue{

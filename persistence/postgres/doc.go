@@ -75,6 +75,7 @@
 //	error_type             text                           a recorded handler error's type (NULL if none)
 //	error_message          text                           its message (NULL if none)
 //	response_omitted       boolean NOT NULL               the response was too large to keep
+//	held                   boolean NOT NULL               a reservation that keeps its key when it lapses
 //
 // Read the times with to_timestamp(expiration) and
 // to_timestamp(in_progress_expiration / 1000.0). The key's collation is

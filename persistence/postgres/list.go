@@ -17,7 +17,7 @@ import (
 // them), each page after the last key of the one before, without the
 // response column.
 const (
-	listColumns = `id, status, expiration, in_progress_expiration, validation, NULL::bytea, owner_token, error_type, error_message, response_omitted`
+	listColumns = `id, status, expiration, in_progress_expiration, validation, NULL::bytea, owner_token, error_type, error_message, response_omitted, held`
 
 	// listSQL: every key after $1 that starts with $2.
 	listSQL = `SELECT ` + listColumns + ` FROM {t}

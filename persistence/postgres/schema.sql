@@ -13,7 +13,8 @@ CREATE TABLE IF NOT EXISTS "idempotency" (
 	owner_token            text NOT NULL,
 	error_type             text,
 	error_message          text,
-	response_omitted       boolean NOT NULL DEFAULT false
+	response_omitted       boolean NOT NULL DEFAULT false,
+	held                   boolean NOT NULL DEFAULT false
 );
 -- The expiry sweep (Store.Sweep): expiration < now.
 CREATE INDEX IF NOT EXISTS "idempotency_expiration_idx" ON "idempotency" (expiration);

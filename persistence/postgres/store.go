@@ -109,23 +109,23 @@ func New(db DB, table string, optFns ...func(*Options)) (*Store, error) {
 // (or roll back) and then does the same. So of concurrent reservations of
 // one key exactly one applies, whatever the order.
 const putSQL = `WITH reserved AS (
-	INSERT INTO {t} AS r (id, status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted)
-	VALUES ($1, 'INPROGRESS', $2, $3, $4, $5, $6, $7, $8, $9)
+	INSERT INTO {t} AS r (id, status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted, held)
+	VALUES ($1, 'INPROGRESS', $2, $3, $4, $5, $6, $7, $8, $9, $12)
 	ON CONFLICT (id) DO UPDATE SET
 		status = excluded.status, expiration = excluded.expiration,
 		in_progress_expiration = excluded.in_progress_expiration, validation = excluded.validation,
 		data = excluded.data, owner_token = excluded.owner_token, error_type = excluded.error_type,
-		error_message = excluded.error_message, response_omitted = excluded.response_omitted
-	WHERE r.expiration < $10 OR (r.status = 'INPROGRESS' AND r.in_progress_expiration < $11)
+		error_message = excluded.error_message, response_omitted = excluded.response_omitted, held = excluded.held
+	WHERE r.expiration < $10 OR (r.status = 'INPROGRESS' AND r.in_progress_expiration < $11 AND NOT r.held)
 	RETURNING true
 ), held AS MATERIALIZED (
-	SELECT status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted
+	SELECT status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted, held
 	FROM {t} WHERE id = $1 AND NOT EXISTS (SELECT FROM reserved)
 	FOR SHARE
 )
 SELECT EXISTS (SELECT FROM reserved), held.* FROM (VALUES (1)) AS one (x) LEFT JOIN held ON true`
 
-const getSQL = `SELECT status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted
+const getSQL = `SELECT status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted, held
 FROM {t} WHERE id = $1`
 
 // updateSQL renews or completes the caller's own reservation
@@ -139,7 +139,7 @@ FROM {t} WHERE id = $1`
 // record).
 const updateSQL = `WITH updated AS (
 	UPDATE {t} SET status = $2, expiration = $3, in_progress_expiration = $4, data = $5,
-		error_type = $6, error_message = $7, response_omitted = $8
+		error_type = $6, error_message = $7, response_omitted = $8, held = $10
 	WHERE id = $1 AND owner_token = $9 AND status = 'INPROGRESS'
 		AND ($2 = 'COMPLETED' OR in_progress_expiration IS NULL OR in_progress_expiration <= $4)
 	RETURNING true
@@ -178,7 +178,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	err := s.db.QueryRow(ctx, s.putSQL,
 		rec.Key, rec.ExpiresAt.Unix(), inProgressMillis(rec.InProgressExpiresAt), nullText(rec.PayloadHash),
 		nullBytes(rec.Response), rec.Token, nullText(clean(rec.ErrorType)), nullText(clean(rec.ErrorMessage)), rec.ResponseOmitted,
-		ceilUnix(now), ceilUnixMilli(now),
+		ceilUnix(now), ceilUnixMilli(now), rec.Held,
 	).Scan(append([]any{&reserved}, h.dest()...)...)
 	if err != nil {
 		return s.opError("put", rec.Key, err)
@@ -236,7 +236,7 @@ func (s *Store) update(ctx context.Context, db DB, op string, rec *persistence.R
 	err := db.QueryRow(ctx, s.updateSQL,
 		rec.Key, string(rec.Status), rec.ExpiresAt.Unix(), inProgressMillis(rec.InProgressExpiresAt),
 		nullBytes(response), nullText(clean(rec.ErrorType)), nullText(clean(rec.ErrorMessage)), omitted,
-		rec.Token,
+		rec.Token, rec.Held && rec.Status == persistence.StatusInProgress,
 	).Scan(&applied, &done)
 	switch {
 	case err != nil:
@@ -293,10 +293,11 @@ type row struct {
 	errorType    pgtype.Text
 	errorMessage pgtype.Text
 	omitted      pgtype.Bool
+	held         pgtype.Bool
 }
 
 func (r *row) dest() []any {
-	return []any{&r.status, &r.expiration, &r.inProgress, &r.validation, &r.data, &r.token, &r.errorType, &r.errorMessage, &r.omitted}
+	return []any{&r.status, &r.expiration, &r.inProgress, &r.validation, &r.data, &r.token, &r.errorType, &r.errorMessage, &r.omitted, &r.held}
 }
 
 func (r *row) record(key string) *persistence.Record {
@@ -308,6 +309,7 @@ func (r *row) record(key string) *persistence.Record {
 		Token:           r.token.String,
 		Response:        r.data,
 		ResponseOmitted: r.omitted.Bool,
+		Held:            r.held.Bool,
 		ErrorType:       r.errorType.String,
 		ErrorMessage:    r.errorMessage.String,
 	}

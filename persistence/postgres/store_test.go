@@ -116,6 +116,7 @@ func TestCreateTable(t *testing.T) {
 		"error_type text YES",
 		"error_message text YES",
 		"response_omitted boolean NO",
+		"held boolean NO",
 	}, columns)
 
 	rows, err = pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = 'idempotency' ORDER BY indexname`)

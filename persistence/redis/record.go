@@ -37,6 +37,9 @@ func (f *Fields) encode(rec *persistence.Record, response []byte, omitted bool) 
 	if omitted {
 		args = append(args, f.ResponseOmitted, "1")
 	}
+	if rec.Held && rec.Status == persistence.StatusInProgress {
+		args = append(args, f.Held, "1")
+	}
 	return args
 }
 
@@ -84,6 +87,8 @@ func (f *Fields) decode(key string, reply []any) (*persistence.Record, error) {
 			rec.ErrorMessage = value
 		case f.ResponseOmitted:
 			rec.ResponseOmitted = value == "1"
+		case f.Held:
+			rec.Held = value == "1"
 		}
 	}
 	if !hasStatus || !hasExpiration {

@@ -24,6 +24,7 @@ const (
 	DefaultErrorTypeField            = "error_type"
 	DefaultErrorMessageField         = "error_message"
 	DefaultResponseOmittedField      = "response_omitted"
+	DefaultHeldField                 = "held"
 )
 
 // guardField is the hash field the scripts delete to make a read-only
@@ -53,6 +54,9 @@ type Fields struct {
 	// ResponseOmitted is "1" when the response was too large to keep; absent
 	// otherwise.
 	ResponseOmitted string
+	// Held is "1" on a reservation that keeps its key when it lapses
+	// (persistence.Record.Held); absent otherwise.
+	Held string
 }
 
 // Options configures a Store. The zero value is ready to use.
@@ -168,6 +172,7 @@ func (f Fields) resolve() (Fields, error) {
 		{"ErrorType", &f.ErrorType, DefaultErrorTypeField},
 		{"ErrorMessage", &f.ErrorMessage, DefaultErrorMessageField},
 		{"ResponseOmitted", &f.ResponseOmitted, DefaultResponseOmittedField},
+		{"Held", &f.Held, DefaultHeldField},
 	} {
 		if *field.p == "" {
 			*field.p = field.def
@@ -199,7 +204,7 @@ func (s *Store) RedisKey(key string) string { return s.prefix + key }
 // lost): the key then holds rec, with rec.Token, until its in-progress expiry
 // or a Delete with that token.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
-	args := make([]any, 0, 9+18)
+	args := make([]any, 0, 10+18)
 	args = append(args,
 		ceilMilli(now),
 		rec.ExpiresAt.UnixMilli(),
@@ -207,6 +212,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		s.fields.Status, s.fields.Expiration, s.fields.InProgressExpiration,
 		guardField,
 		s.fields.Token, rec.Token,
+		s.fields.Held,
 	)
 	args = append(args, s.fields.encode(rec, rec.Response, rec.ResponseOmitted)...)
 	reply, acks, err := s.runScript(ctx, putScript, rec.Key, args...)

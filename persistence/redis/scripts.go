@@ -28,7 +28,8 @@ import "github.com/redis/go-redis/v9"
 //	ARGV[7]    the guard field
 //	ARGV[8]    the token field name
 //	ARGV[9]    the caller's token
-//	ARGV[10..] the new record's fields and values
+//	ARGV[10]   the held field name
+//	ARGV[11..] the new record's fields and values
 //
 // It returns 1 when it wrote the record, or the existing record's fields and
 // values (as HGETALL) when a live record holds the key.
@@ -42,22 +43,22 @@ import "github.com/redis/go-redis/v9"
 // writes; Redis 7.0 also waits on a connection without any, but that is
 // not documented.)
 //
-// A record is live at now unless expiration < now, or it is in progress and
-// in_progress_expiration < now: persistence.Record.Live. With integers
+// A record is live at now unless expiration < now, or it is in progress,
+// not held, and in_progress_expiration < now: persistence.Record.Live. With integers
 // a and the caller's exact time t, a < t exactly when a < ceil(t), so the
 // caller rounds now up to the millisecond and the comparison is exact.
 var putScript = redis.NewScript(`
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
 if kind == 'hash' then
-  local f = redis.call('HMGET', key, ARGV[4], ARGV[5], ARGV[6])
+  local f = redis.call('HMGET', key, ARGV[4], ARGV[5], ARGV[6], ARGV[10])
   local expires = tonumber(f[2])
   if not f[1] or not expires then
     return redis.error_reply('WRONGTYPE key holds a hash that is not an idempotency record (no status or expiration field)')
   end
   local now = tonumber(ARGV[1])
   local live = expires * 1000 >= now
-  if live and f[1] == ARGV[3] and f[3] then
+  if live and f[1] == ARGV[3] and f[3] and not f[4] then
     local until_ms = tonumber(f[3])
     if not until_ms then
       return redis.error_reply('WRONGTYPE key holds a record with a malformed in-progress expiration')
@@ -76,7 +77,7 @@ if kind == 'hash' then
 elseif kind ~= 'none' then
   return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
 end
-redis.call('HSET', key, unpack(ARGV, 10))
+redis.call('HSET', key, unpack(ARGV, 11))
 redis.call('PEXPIREAT', key, ARGV[2])
 return 1
 `)

@@ -121,6 +121,9 @@ func arrange(t *testing.T, s persistence.Store, key, mine string, st protocol.St
 	switch st {
 	case protocol.OwnLapsed, protocol.OtherLapsed:
 		rec.InProgressExpiresAt = now.Add(-2 * time.Second)
+	case protocol.OwnHeld, protocol.OtherHeld:
+		rec.InProgressExpiresAt = now.Add(-2 * time.Second)
+		rec.Held = true
 	}
 	// Reserved at a time when the record is free, and (for the lapsed
 	// states) live.
@@ -164,7 +167,7 @@ func send(t *testing.T, s persistence.Store, w protocol.Write, key, mine string,
 func renewal(key, mine string, prior *persistence.Record, now time.Time) *persistence.Record {
 	rec := inProgress(key, now)
 	if prior != nil {
-		rec.PayloadHash = prior.PayloadHash
+		rec.PayloadHash, rec.Held = prior.PayloadHash, prior.Held
 	}
 	rec.Token = mine
 	rec.InProgressExpiresAt = now.Add(10 * time.Minute).Add(77 * time.Millisecond)

@@ -178,6 +178,9 @@ func Diff(got, want *persistence.Record) string {
 	if got.ResponseOmitted != want.ResponseOmitted {
 		field("ResponseOmitted", got.ResponseOmitted, want.ResponseOmitted)
 	}
+	if got.Held != want.Held {
+		field("Held", got.Held, want.Held)
+	}
 	if got.ErrorType != want.ErrorType {
 		field("ErrorType", got.ErrorType, want.ErrorType)
 	}
