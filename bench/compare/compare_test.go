@@ -327,6 +327,12 @@ func testCompare(t *testing.T, server string) *report {
 		require.Equal(t, w.Ours.N, w.Theirs.N, "same counts on both sides")
 	}
 	require.Equal(t, 1.0, rep.Rows[3].Theirs.RequestsOps["PutItem"], "Powertools' replay is one PutItem with ALL_OLD too")
+	for _, w := range rep.Rows[2:4] {
+		require.NotNil(t, w.Floor, w.Name)
+		require.NotNil(t, w.FloorAA, "%s: the A/A check, the floor run twice", w.Name)
+		require.Equal(t, w.Ours.N, w.Floor.N, "the floor runs in the same loops")
+		require.Equal(t, w.Ours.Requests, w.Floor.Requests, "%s: the floor makes the library's requests", w.Name)
+	}
 	for _, name := range []string{"compare.md", "compare.svg", "compare.json"} {
 		_, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
