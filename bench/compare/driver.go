@@ -459,9 +459,10 @@ func (d *goDriver) run() (runResult, error) {
 					for j := lo; j < hi; j++ {
 						_, _ = respond(p.ctx, bare[j])
 					}
+					cpu, wall := cpuTime()-cpu0, int64(time.Since(wall0))
 					for _, s := range p.sides {
-						s.res.CPUBareNs += cpuTime() - cpu0
-						s.res.WallBareNs += int64(time.Since(wall0))
+						s.res.CPUBareNs += cpu
+						s.res.WallBareNs += wall
 					}
 					continue
 				}

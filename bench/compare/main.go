@@ -97,7 +97,7 @@ func main() {
 		return
 	}
 	var o options
-	flag.IntVar(&o.rounds, "rounds", 7, "measured rounds")
+	flag.IntVar(&o.rounds, "rounds", 9, "measured rounds")
 	flag.IntVar(&o.warmup, "warmup", 1, "rounds run first and not counted (JIT warm-up, connections)")
 	flag.IntVar(&o.nMemory, "n-memory", 10000, "invocations per loop with the in-memory store")
 	flag.IntVar(&o.nDynamoDB, "n-dynamodb", 800, "invocations per loop with DynamoDB")
