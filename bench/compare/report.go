@@ -252,11 +252,11 @@ func (r *report) markdown() string {
 	}
 	if r.hasFloor() {
 		p("\nWhat the library adds over the bare SDK: the *SDK floor* makes the same DynamoDB requests as the library, " +
-			"directly with the same SDK client against the same server, in the same loops, interleaved with it by chunks of 64 invocations " +
+			"directly with the same SDK client against the same server, twice, in the same loops as the library, the three taking turns of a few calls in a shuffled order " +
 			"(a conditional PutItem and an UpdateItem " +
 			"storing the same response for a first call; the conditional PutItem that fails with the existing item for a replay, " +
-			"and a GetItem where the server does not return it). Ratios are this library over the floor: the median of the rounds' ratios, " +
-			"then the lowest and highest round. *A/A* is a second floor, run in the same loops, over the first: the measurement's own error.\n\n")
+			"and a GetItem where the server does not return it). Ratios are this library over the floor (its two runs pooled): the median of the rounds' ratios, " +
+			"then the lowest and highest round. *A/A* is the floor's second run over its first: the measurement's own error.\n\n")
 		p("| Workload | CPU per invocation | | | | A/A | Added latency, median | | | Request bytes per invocation | | DynamoDB requests per invocation | |\n")
 		p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
 		p("| | **retrysafe** | SDK floor | ratio | rounds | floor over floor (rounds) | **retrysafe** | SDK floor | ratio | **retrysafe** | SDK floor | **retrysafe** | SDK floor |\n")
