@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// cpuTime counts the work of every thread, as getrusage does: a busy
+// threadsCPU counts the work of every thread, as getrusage does: a busy
 // goroutine on another thread shows in it.
 func TestCPUTimeCountsEveryThread(t *testing.T) {
 	rusage := func() int64 {
@@ -18,7 +18,7 @@ func TestCPUTimeCountsEveryThread(t *testing.T) {
 		}
 		return ru.Utime.Nano() + ru.Stime.Nano()
 	}
-	c0, r0 := cpuTime(), rusage()
+	c0, r0 := threadsCPU(), rusage()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -26,11 +26,11 @@ func TestCPUTimeCountsEveryThread(t *testing.T) {
 		}
 	}()
 	<-done
-	c, r := cpuTime()-c0, rusage()-r0
+	c, r := threadsCPU()-c0, rusage()-r0
 	if c < int64(50*time.Millisecond) {
-		t.Errorf("cpuTime counted %v of a goroutine busy for 100ms (getrusage %v)", time.Duration(c), time.Duration(r))
+		t.Errorf("threadsCPU counted %v of a goroutine busy for 100ms (getrusage %v)", time.Duration(c), time.Duration(r))
 	}
-	if c2 := cpuTime(); c2 < c0+c {
-		t.Errorf("cpuTime went back: %d after %d", c2, c0+c)
+	if c2 := threadsCPU(); c2 < c0+c {
+		t.Errorf("threadsCPU went back: %d after %d", c2, c0+c)
 	}
 }
