@@ -1,0 +1,2 @@
+// Package grpcidempotency gives gRPC services idempotency keys.
+package grpcidempotency

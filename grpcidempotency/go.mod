@@ -1,0 +1,23 @@
+module github.com/retrysafe/retrysafe/grpcidempotency
+
+go 1.26.0
+
+replace github.com/retrysafe/retrysafe => ..
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/retrysafe/retrysafe v0.0.0
+	github.com/stretchr/testify v1.12.1
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/jmespath-community/go-jmespath v1.1.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
