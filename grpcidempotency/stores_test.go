@@ -1,0 +1,218 @@
+package grpcidempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/lossyh2"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb"
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
+	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
+	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testing/testenv"
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/dynamodb"
+	"github.com/retrysafe/retrysafe/persistence/memory"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
+)
+
+// The tests over real stores: dynalite and DynamoDB Local (shared by the
+// tests of the binary) and a redis-server of each test's own, on
+// 127.0.0.1. They skip when a server cannot start, and fail instead with
+// IDEMPOTENCY_REQUIRE_INTEGRATION=1.
+
+func TestMain(m *testing.M) { dynalite.Main(stopLocal{m}) }
+
+// stopLocal runs the tests, then stops the shared DynamoDB Local, before
+// dynalite.Main stops dynalite.
+type stopLocal struct{ m *testing.M }
+
+func (s stopLocal) Run() int {
+	code := s.m.Run()
+	if srv, err := sharedLocal(); err == nil {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping DynamoDB Local:", err)
+		}
+	}
+	return code
+}
+
+var sharedLocal = sync.OnceValues(func() (*dynamodblocal.Server, error) {
+	return dynamodblocal.StartContext(context.Background())
+})
+
+// backend is a kind of store, and how to open stores of it.
+type backend struct {
+	name string
+	// open returns a function that opens stores on one new database of
+	// the backend, as server processes would, each with its own client.
+	// The memory store is one process's: its stores are one.
+	open func(t *testing.T) func() persistence.Store
+}
+
+var backends = []backend{
+	{"memory", func(t *testing.T) func() persistence.Store {
+		store := memory.New()
+		return func() persistence.Store { return store }
+	}},
+	{"redis", func(t *testing.T) func() persistence.Store {
+		srv := redisserver.Start(t)
+		return func() persistence.Store {
+			store, err := redisstore.New(srv.NewClient())
+			require.NoError(t, err)
+			return store
+		}
+	}},
+	{"dynalite", func(t *testing.T) func() persistence.Store {
+		srv := dynalite.Shared(t)
+		return dynamoStores(t, srv.NewTable, srv.NewClient)
+	}},
+	{"dynamodb-local", func(t *testing.T) func() persistence.Store {
+		srv, err := sharedLocal()
+		if errors.Is(err, dynamodblocal.ErrUnavailable) {
+			testenv.SkipUnlessRequired(t, err)
+		}
+		require.NoError(t, err)
+		return dynamoStores(t, srv.NewTable, srv.NewClient)
+	}},
+}
+
+func dynamoStores(t *testing.T,
+	newTable func(testenv.TB, func(context.Context, *awsdynamodb.Client, string) error) string,
+	newClient func(...func(*awsdynamodb.Options)) *awsdynamodb.Client) func() persistence.Store {
+	table := newTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
+		return dynamodb.CreateTable(ctx, client, name)
+	})
+	return func() persistence.Store {
+		store, err := dynamodb.New(newClient(), table)
+		require.NoError(t, err)
+		return store
+	}
+}
+
+// forEachBackend runs test once per backend.
+func forEachBackend(t *testing.T, test func(t *testing.T, open func() persistence.Store)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b.open(t)) })
+	}
+}
+
+// Two servers on one database, as two processes: what one completed, the
+// other replays; what one holds, the other refuses with ABORTED; 100
+// identical calls across both run the handler once.
+func TestServersShareAStore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
+		svc := newOrders()
+		wait := grpcidempotency.WithGuardOptions(idempotency.WithWait(time.Minute))
+		a := dial(t, serve(t, svc, open(), wait))
+		b := dial(t, serve(t, svc, open(), wait))
+
+		req := &testpb.CreateOrderRequest{Item: "book", RequestId: "replayed"}
+		_, err := a.CreateOrder(t.Context(), req)
+		require.NoError(t, err)
+		resp, err := b.CreateOrder(t.Context(), req)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, resp.GetRun())
+
+		_, err = b.CreateOrder(t.Context(), &testpb.CreateOrderRequest{Item: "pen", RequestId: "replayed"})
+		assert.Equal(t, grpcidempotency.ReasonKeyReused, reasonOf(err))
+
+		burst := &testpb.CreateOrderRequest{Item: "x", RequestId: "burst"}
+		var wg sync.WaitGroup
+		for i := range 100 {
+			client := []testpb.OrdersClient{a, b}[i%2]
+			wg.Go(func() {
+				resp, err := client.CreateOrder(t.Context(), burst)
+				if assert.NoError(t, err) {
+					assert.EqualValues(t, 1, resp.GetRun())
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 1, svc.Runs("create:burst"))
+	})
+}
+
+// The holder of a key in one process makes a duplicate in another wait
+// or fail with ABORTED.
+func TestKeyInUseAcrossServers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
+		svc := newOrders()
+		svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+		a := dial(t, serve(t, svc, open()))
+		b := dial(t, serve(t, svc, open()))
+		req := &testpb.CreateOrderRequest{RequestId: "held"}
+		first := make(chan error, 1)
+		go func() {
+			_, err := a.CreateOrder(t.Context(), req)
+			first <- err
+		}()
+		<-svc.entered
+		_, err := b.CreateOrder(t.Context(), req)
+		assert.Equal(t, codes.Aborted, status.Code(err))
+		assert.Equal(t, grpcidempotency.ReasonKeyInUse, reasonOf(err))
+		close(svc.hold)
+		require.NoError(t, <-first)
+	})
+}
+
+// Calls through a proxy that loses calls and replies, from clients that
+// retry with the client interceptor: every key's side effect happens
+// exactly once, and every call gets its response.
+func TestLostRepliesThroughAProxy(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
+		const clients, keys, workers = 3, 40, 2
+		seed := testenv.Seed(t, "GRPCIDEMPOTENCY_SEED")
+		svc := newOrders()
+		addrs := []string{
+			serve(t, svc, open(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond)),
+			serve(t, svc, open(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond)),
+		}
+		idem, err := grpcidempotency.NewClientInterceptor(fast)
+		require.NoError(t, err)
+		var proxies []*lossyh2.Proxy
+		conns := make([][]testpb.OrdersClient, clients)
+		for c := range clients {
+			for i, addr := range addrs {
+				p := lossyh2.Start(t, addr, lossyproxy.Random(seed, uint64(c*len(addrs)+i), 0.05, 0.05))
+				proxies = append(proxies, p)
+				conns[c] = append(conns[c], dial(t, p.Addr, grpc.WithChainUnaryInterceptor(idem),
+					grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond}})))
+			}
+		}
+		lossyproxy.Drive(seed, clients, keys, workers, len(addrs), func(client, key, proxy int) {
+			req := &testpb.CreateOrderRequest{Item: "x", RequestId: fmt.Sprintf("key-%d", key)}
+			resp, err := conns[client][proxy].CreateOrder(t.Context(), req, grpc.WaitForReady(true))
+			if assert.NoError(t, err, "client %d, key %d", client, key) {
+				assert.EqualValues(t, 1, resp.GetRun(), "client %d, key %d", client, key)
+			}
+		})
+		for k := range keys {
+			assert.Equal(t, 1, svc.Runs(fmt.Sprintf("create:key-%d", k)), "key %d", k)
+		}
+		var lost lossyh2.Stats
+		for _, p := range proxies {
+			s := p.Stats()
+			lost.LostCalls += s.LostCalls
+			lost.LostReplies += s.LostReplies
+		}
+		t.Logf("seed %d: %d calls lost, %d replies lost", seed, lost.LostCalls, lost.LostReplies)
+		assert.Positive(t, lost.LostReplies, "the proxies lost replies")
+	})
+}
