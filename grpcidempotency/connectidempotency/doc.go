@@ -1,0 +1,2 @@
+// Package connectidempotency gives Connect services idempotency keys.
+package connectidempotency
