@@ -90,11 +90,13 @@ func (i *serverInterceptor) intercept(ctx context.Context, req any, info *grpc.U
 
 // replay sends an answer of the engine's.
 func replay(ctx context.Context, a *engine.Reply) (any, error) {
-	if h := toMD(a.Header); len(h) > 0 {
-		_ = grpc.SetHeader(ctx, h) // without a stream (a direct call), there is no one to tell
-	}
-	if t := toMD(a.Trailer); len(t) > 0 {
-		_ = grpc.SetTrailer(ctx, t)
+	if stream := grpc.ServerTransportStreamFromContext(ctx); stream != nil { // else a direct call: no one to tell
+		if h := toMD(a.Header); len(h) > 0 {
+			_ = stream.SetHeader(h)
+		}
+		if t := toMD(a.Trailer); len(t) > 0 {
+			_ = stream.SetTrailer(t)
+		}
 	}
 	if a.Status != nil {
 		return nil, status.ErrorProto(a.Status)
