@@ -8,10 +8,12 @@ GOFLAGS ?=
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
-# operator's command and the PostgreSQL store, each with a go.mod of its
-# own so that the library's go.mod requires only what the library needs. The CDK
-# app (examples/cdk) is a module too, tested apart (test-cdk).
-MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres
+# operator's command, the PostgreSQL store, and the gRPC and Connect
+# interceptors with their example (which need Go 1.26, as gRPC and Connect
+# do), each with a go.mod of its own so that the library's go.mod requires
+# only what the library needs. The CDK app (examples/cdk) is a module too,
+# tested apart (test-cdk).
+MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres grpcidempotency examples/grpcorders
 
 # GO_MIN is the oldest Go the library supports, the go directive of go.mod.
 # test-go1.25 runs the library's tests with it, fetched through the module
