@@ -2,7 +2,7 @@
 // a mutating call carries a unique key, runs at most once per key, and
 // every retry with the key gets the first call's response. It is for
 // google.golang.org/grpc what httpapi.Middleware is for net/http, on the
-// same engine (an idempotency.Guard) and the same stores (DynamoDB,
+// same engine (an [idempotency.Guard]) and the same stores (DynamoDB,
 // Redis, PostgreSQL, memory); package connectidempotency is the same for
 // Connect. docs/grpc.md in the repository is the page for API clients.
 //
@@ -20,18 +20,18 @@
 //
 // The key of a call is the request message's request_id field, as AIP-155
 // names it: a singular string field, found by name through protoreflect
-// (WithKeyField names another; WithKeyFunc reads a key anywhere, such as
+// ([WithKeyField] names another; [WithKeyFunc] reads a key anywhere, such as
 // AEP-155's idempotency_key.key). Requests without such a field carry the
-// key in the idempotency-key metadata (WithMetadataKey). A Policy says,
-// per method (WithMethodPolicy) or for all (WithPolicy), where the key is
-// read and which source wins when a call carries both (FieldFirst, the
-// default, MetadataFirst, FieldOnly, MetadataOnly; the other source is
+// key in the idempotency-key metadata ([WithMetadataKey]). A [Policy] says,
+// per method ([WithMethodPolicy]) or for all ([WithPolicy]), where the key is
+// read and which source wins when a call carries both ([FieldFirst], the
+// default, [MetadataFirst], [FieldOnly], [MetadataOnly]; the other source is
 // then ignored), and what happens to a call without a key: it runs
 // unprotected, since AIP-155 makes request IDs optional, unless
-// RequireKey answers it INVALID_ARGUMENT. Skip leaves a method alone.
+// [Policy.RequireKey] answers it INVALID_ARGUMENT. Skip leaves a method alone.
 // Calls whose request is not a protocol buffers message pass through.
 //
-// Keys are 1 to MaxKeyLength (255) characters of UTF-8 without control
+// Keys are 1 to [MaxKeyLength] (255) characters of UTF-8 without control
 // characters, compared exactly. AIP-155 restricts its example to 36 ASCII
 // characters, a UUID; longer keys are accepted too, since clients of
 // other APIs send them (Stripe allows 255) and only a hash of the key is
@@ -43,8 +43,8 @@
 // Lambda, else "idempotency"): services that share a table set their own
 // prefix. The gRPC and Connect interceptors, given the same prefix and
 // store, share records, so that a call retried over the other protocol
-// gets its replay. WithScope makes the caller part of the key
-// (ScopePeerCertificate, ScopeMetadata, or a function of your own): two
+// gets its replay. [WithScope] makes the caller part of the key
+// ([ScopePeerCertificate], [ScopeMetadata], or a function of your own): two
 // callers who choose the same key never see each other's responses.
 //
 // # Fingerprints
@@ -62,7 +62,7 @@
 // # Answers
 //
 // The interceptor answers as follows. Its own answers carry a
-// google.rpc.ErrorInfo whose domain is ErrorDomain and whose reason is one
+// google.rpc.ErrorInfo whose domain is [ErrorDomain] and whose reason is one
 // of the Reason constants, and the details docs/grpc.md lists:
 //
 //	Situation                                     Code                Reason
@@ -89,7 +89,7 @@
 //
 // The RetryInfo of ABORTED is the HTTP adapters' Retry-After, without
 // their rounding to whole seconds: how long the handler usually takes
-// (a moving average of its recent runs), at most WithMaxRetryDelay (2 s
+// (a moving average of its recent runs), at most [WithMaxRetryDelay] (2 s
 // by default) and the time until the first call's reservation lapses, at
 // least 10 ms. A retry then usually gets the replay. A handler's own
 // ABORTED carries no such ErrorInfo.
@@ -123,7 +123,7 @@
 // server that implements the method; UNKNOWN is what a handler's plain Go
 // error becomes, which the HTTP adapters release too; DATA_LOSS is a
 // server error like INTERNAL. A handler marks any other result as not
-// executed with MarkNotExecuted, for example INVALID_ARGUMENT from
+// executed with [MarkNotExecuted], for example INVALID_ARGUMENT from
 // validation that ran before the side effect. A released error that
 // idempotency.Permanent or idempotency.WithPermanentErrors marks as
 // permanent is recorded instead (the classifier sees the handler's error,
@@ -138,19 +138,19 @@
 //
 // # Options
 //
-// The interceptors take options of their own kind: ServerOption for
-// NewServerInterceptor, ClientOption for NewClientInterceptor, and
-// Option, which is both, for the key's place (WithKeyField,
+// The interceptors take options of their own kind: [ServerOption] for
+// [NewServerInterceptor], [ClientOption] for [NewClientInterceptor], and
+// [Option], which is both, for the key's place (WithKeyField,
 // WithMetadataKey), so that an option given where it does not apply does
 // not compile. The options of package idempotency that configure a Guard
-// go through WithGuardOptions, in their own kind,
+// go through [WithGuardOptions], in their own kind,
 // idempotency.GuardOption: the expiry, prefix, wait, lease, observers and
 // transactions are the Guard's, and keep their documentation and checks
 // there, while the options that select keys from typed inputs
 // (idempotency.WithKey) are not GuardOptions and do not compile there.
 // One list of options for each interceptor, checked when it is made, with
 // every problem reported at once, is the form of grpc.NewServer and
-// connect.NewHandler; the plain data of a Policy or a RetryPolicy goes in
+// connect.NewHandler; the plain data of a Policy or a [RetryPolicy] goes in
 // a struct, as the AWS SDK's Options do.
 //
 // Without idempotency.WithExpiry, keys are remembered for
@@ -162,9 +162,9 @@
 //
 // NewClientInterceptor gives a call a key when its request message has
 // the key field: the caller's own, when the field is set; else the key of
-// ContextWithKey, or a new UUID (NewKey), set in a copy of the request, so
+// [ContextWithKey], or a new UUID ([NewKey]), set in a copy of the request, so
 // that the caller's message is never changed. Calls of the methods that
-// WithKeyedMethods names carry the key in the metadata instead, when
+// [WithKeyedMethods] names carry the key in the metadata instead, when
 // their request has no key field. Calls without a key pass through, once.
 // A keyed call is sent again, with the same key:
 //
@@ -174,7 +174,7 @@
 //	anything else, ABORTED without one    returns it
 //	the call's context ends               returns CANCELLED or DEADLINE_EXCEEDED
 //
-// within the RetryPolicy of WithRetry: at most MaxAttempts attempts (5),
+// within the RetryPolicy of [WithRetry]: at most MaxAttempts attempts (5),
 // none starting later than MaxElapsed (a minute) after the first, which
 // must stay within half the server's KeyWindow (an hour), so that no
 // retry reaches a server that forgot the key. The backoff is exponential
