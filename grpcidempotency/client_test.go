@@ -250,3 +250,46 @@ func TestClientStopsWithTheCallsContext(t *testing.T) {
 	cancel()
 	assert.Equal(t, codes.Canceled, status.Code(<-done))
 }
+
+// gRPC's own retries (a retryPolicy in the service config) resend an
+// attempt with its key, and run inside each attempt of the interceptor:
+// with both, attempts multiply.
+func TestClientAndGRPCRetryPolicy(t *testing.T) {
+	const serviceConfig = `{"methodConfig": [{
+		"name": [{"service": "retrysafe.test.orders.v1.Orders"}],
+		"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+			"backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+	svc := newOrders()
+	var fail atomic.Int32
+	a := &attempts{fail: func(n int, _ string) error {
+		if n <= int(fail.Load()) {
+			return status.Error(codes.Unavailable, "lost")
+		}
+		return nil
+	}}
+	addr := serveAttempts(t, svc, a)
+	dialRetrying := func(maxAttempts int) testpb.OrdersClient {
+		idem, err := grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(
+			grpcidempotency.RetryPolicy{MaxAttempts: maxAttempts, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
+		require.NoError(t, err)
+		return dial(t, addr, grpc.WithDefaultServiceConfig(serviceConfig), grpc.WithChainUnaryInterceptor(idem))
+	}
+
+	// gRPC's retries alone: the interceptor's MaxAttempts is 1.
+	fail.Store(2)
+	_, err := dialRetrying(1).CreateOrder(t.Context(), &testpb.CreateOrderRequest{})
+	require.NoError(t, err)
+	seen := a.all()
+	require.Len(t, seen, 3)
+	assert.Len(t, seen[0].field, 36)
+	assert.Equal(t, seen[0].field, seen[2].field, "gRPC resends the attempt with its key")
+
+	// Both: 2 attempts of the interceptor's, each retried by gRPC up to 3
+	// times.
+	fail.Store(1 << 20)
+	before := len(a.all())
+	_, err = dialRetrying(2).CreateOrder(t.Context(), &testpb.CreateOrderRequest{})
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.Len(t, a.all(), before+6)
+	assert.Equal(t, 1, svc.Total())
+}
