@@ -123,6 +123,15 @@ func serve(t testing.TB, svc testpb.OrdersServer, store persistence.Store, opts 
 	return serveWith(t, svc, grpc.ChainUnaryInterceptor(idem))
 }
 
+// interceptorOf returns the server interceptor of opts over store, as a
+// server option.
+func interceptorOf(t testing.TB, store persistence.Store, opts ...grpcidempotency.ServerOption) grpc.ServerOption {
+	t.Helper()
+	idem, err := grpcidempotency.NewServerInterceptor(store, opts...)
+	require.NoError(t, err)
+	return grpc.ChainUnaryInterceptor(idem)
+}
+
 // serveWith starts a gRPC server of svc with opts.
 func serveWith(t testing.TB, svc testpb.OrdersServer, opts ...grpc.ServerOption) string {
 	t.Helper()

@@ -243,17 +243,17 @@ func TestStoredErrors(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			svc := newOrders()
 			client := s.client(t, serve(t, svc, memory.New()))
-			for _, tc := range []struct {
-				code   connect.Code
-				stored bool
-			}{
-				{connect.CodeNotFound, true},
-				{connect.CodeFailedPrecondition, true},
-				{connect.CodeInvalidArgument, true},
-				{connect.CodeUnavailable, false},
-				{connect.CodeInternal, false},
-				{connect.CodePermissionDenied, false},
-			} {
+			notStored := map[connect.Code]bool{
+				connect.CodeCanceled: true, connect.CodeDeadlineExceeded: true, connect.CodeUnauthenticated: true,
+				connect.CodePermissionDenied: true, connect.CodeResourceExhausted: true, connect.CodeAborted: true,
+				connect.CodeUnavailable: true, connect.CodeUnimplemented: true, connect.CodeInternal: true,
+				connect.CodeUnknown: true, connect.CodeDataLoss: true,
+			}
+			for c := connect.CodeCanceled; c <= connect.CodeUnauthenticated; c++ {
+				tc := struct {
+					code   connect.Code
+					stored bool
+				}{c, !notStored[c]}
 				key := tc.code.String()
 				msg := &testpb.CreateOrderRequest{RequestId: key, FailCode: int32(tc.code)}
 				_, err1 := client.CreateOrder(t.Context(), connect.NewRequest(msg))

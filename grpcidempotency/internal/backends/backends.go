@@ -47,6 +47,18 @@ var sharedLocal = sync.OnceValues(func() (*dynamodblocal.Server, error) {
 	return dynamodblocal.StartContext(context.Background())
 })
 
+// DynamoDBLocal returns the DynamoDB Local server shared by the tests of
+// the binary, the backend with transactions; it skips the test when
+// DynamoDB Local cannot start.
+func DynamoDBLocal(t *testing.T) *dynamodblocal.Server {
+	srv, err := sharedLocal()
+	if errors.Is(err, dynamodblocal.ErrUnavailable) {
+		testenv.SkipUnlessRequired(t, err)
+	}
+	require.NoError(t, err)
+	return srv
+}
+
 // A Backend is a kind of store, and how to open stores of it.
 type Backend struct {
 	Name string
@@ -72,19 +84,17 @@ var All = []Backend{
 	}},
 	{"dynalite", func(t *testing.T) func() persistence.Store {
 		srv := dynalite.Shared(t)
-		return dynamoStores(t, srv.NewTable, srv.NewClient)
+		return DynamoStores(t, srv.NewTable, srv.NewClient)
 	}},
 	{"dynamodb-local", func(t *testing.T) func() persistence.Store {
-		srv, err := sharedLocal()
-		if errors.Is(err, dynamodblocal.ErrUnavailable) {
-			testenv.SkipUnlessRequired(t, err)
-		}
-		require.NoError(t, err)
-		return dynamoStores(t, srv.NewTable, srv.NewClient)
+		srv := DynamoDBLocal(t)
+		return DynamoStores(t, srv.NewTable, srv.NewClient)
 	}},
 }
 
-func dynamoStores(t *testing.T,
+// DynamoStores returns a function that opens stores on a new table of a
+// DynamoDB server.
+func DynamoStores(t *testing.T,
 	newTable func(testenv.TB, func(context.Context, *awsdynamodb.Client, string) error) string,
 	newClient func(...func(*awsdynamodb.Options)) *awsdynamodb.Client) func() persistence.Store {
 	table := newTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
