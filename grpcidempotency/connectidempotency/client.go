@@ -52,7 +52,9 @@ func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 		case !ok:
 			return next(ctx, req)
 		case k.Metadata:
+			// For the call only, as the key field below.
 			req.Header().Set(c.cfg.MetadataKey, k.Key)
+			defer req.Header().Del(c.cfg.MetadataKey)
 		}
 		if k.Request != msg {
 			// The copy with the key goes in the request for the call

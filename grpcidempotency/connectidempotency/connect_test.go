@@ -353,8 +353,13 @@ func TestClientKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "orders/mine", resp.Msg.GetName())
 
-	_, err = client.Charge(t.Context(), connect.NewRequest(&testpb.ChargeRequest{}))
-	require.NoError(t, err, "WithKeyedMethods: the key goes in a header")
+	charge := connect.NewRequest(&testpb.ChargeRequest{})
+	for range 2 {
+		resp, err := client.Charge(t.Context(), charge)
+		require.NoError(t, err, "WithKeyedMethods: the key goes in a header")
+		assert.EqualValues(t, 1, resp.Msg.GetRun(), "a new key for each call")
+		assert.Empty(t, charge.Header().Get("Idempotency-Key"), "the caller's request is not changed")
+	}
 	_, err = setups[0].client(t, url).Charge(t.Context(), connect.NewRequest(&testpb.ChargeRequest{}))
 	assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
 	assert.Equal(t, connectidempotency.ReasonMissingKey, reasonOf(err))

@@ -36,8 +36,9 @@
 //
 // The client interceptor sets the key field in a copy of the request
 // message, which it puts in the connect.Request for the call and takes
-// out again after it, so that the caller's message is never changed; do
-// not use one connect.Request for concurrent calls. Connect reports a
+// out again after it, and likewise a key it adds to the headers, so that
+// the caller's request is unchanged when the call returns; do not use one
+// connect.Request for concurrent calls. Connect reports a
 // connection that the network reset as CANCELED, as it would a client
 // that went away: while the call's own context goes on, the client
 // interceptor takes it for a lost answer, UNAVAILABLE, and retries. Connect
