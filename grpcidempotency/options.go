@@ -16,22 +16,22 @@ import (
 const (
 	// DefaultKeyField is the request field that carries the key, as
 	// AIP-155 names it.
-	DefaultKeyField = engine.DefaultKeyField
+	DefaultKeyField = "request_id"
 	// DefaultMetadataKey is the metadata key that carries the key when the
 	// request message has no key field.
-	DefaultMetadataKey = engine.DefaultMetadataKey
+	DefaultMetadataKey = "idempotency-key"
 	// MetadataReplayed is the response header that marks a replay: its
 	// value is "true".
-	MetadataReplayed = engine.MetadataReplayed
+	MetadataReplayed = "idempotent-replayed"
 	// MaxKeyLength is the longest key accepted, in characters. AIP-155's
 	// UUIDs have 36.
-	MaxKeyLength = engine.MaxKeyLength
+	MaxKeyLength = 255
 	// DefaultMaxRetryDelay caps the retry delay of ABORTED (see
 	// WithMaxRetryDelay).
-	DefaultMaxRetryDelay = engine.DefaultMaxRetryDelay
+	DefaultMaxRetryDelay = 2 * time.Second
 	// ErrorDomain is the domain of the google.rpc.ErrorInfo in the
 	// interceptor's own answers.
-	ErrorDomain = engine.ErrorDomain
+	ErrorDomain = "github.com/retrysafe/retrysafe"
 )
 
 // The reasons of the google.rpc.ErrorInfo in the interceptor's own
@@ -39,40 +39,40 @@ const (
 const (
 	// ReasonMissingKey (INVALID_ARGUMENT): the method requires a key and
 	// the call has none.
-	ReasonMissingKey = engine.ReasonMissingKey
+	ReasonMissingKey = "MISSING_KEY"
 	// ReasonInvalidKey (INVALID_ARGUMENT): the key is empty in the
 	// metadata, longer than MaxKeyLength, not UTF-8, has control
 	// characters, or the metadata carries several different keys.
-	ReasonInvalidKey = engine.ReasonInvalidKey
+	ReasonInvalidKey = "INVALID_KEY"
 	// ReasonMissingScope (UNAUTHENTICATED): the scope function found no
 	// caller (ErrNoScope).
-	ReasonMissingScope = engine.ReasonMissingScope
+	ReasonMissingScope = "MISSING_SCOPE"
 	// ReasonScopeFailed (INTERNAL): the scope function failed.
-	ReasonScopeFailed = engine.ReasonScopeFailed
+	ReasonScopeFailed = "SCOPE_FAILED"
 	// ReasonKeyInUse (ABORTED, with a google.rpc.RetryInfo): a call with
 	// the key is still running.
-	ReasonKeyInUse = engine.ReasonKeyInUse
+	ReasonKeyInUse = "KEY_IN_USE"
 	// ReasonKeyReused (INVALID_ARGUMENT): the key was used before for
 	// another request.
-	ReasonKeyReused = engine.ReasonKeyReused
+	ReasonKeyReused = "KEY_REUSED"
 	// ReasonStoreUnavailable (UNAVAILABLE, with a google.rpc.RetryInfo):
 	// the store failed before the handler ran; nothing happened.
-	ReasonStoreUnavailable = engine.ReasonStoreUnavailable
+	ReasonStoreUnavailable = "STORE_UNAVAILABLE"
 	// ReasonNotCommitted (UNAVAILABLE with a google.rpc.RetryInfo, or
 	// INTERNAL when the store has no transactions): the handler's writes
 	// were not committed with its result (idempotency.WithTransactions).
-	ReasonNotCommitted = engine.ReasonNotCommitted
+	ReasonNotCommitted = "NOT_COMMITTED"
 	// ReasonRecordedError (INTERNAL): an earlier call with the key failed
 	// with an error recorded as permanent, without a status.
-	ReasonRecordedError = engine.ReasonRecordedError
+	ReasonRecordedError = "RECORDED_ERROR"
 	// ReasonResponseNotStored (INTERNAL): an earlier call with the key
 	// completed, but its response was too large for the store.
-	ReasonResponseNotStored = engine.ReasonResponseNotStored
+	ReasonResponseNotStored = "RESPONSE_NOT_STORED"
 	// ReasonReplayFailed (INTERNAL): the stored response cannot be read.
-	ReasonReplayFailed = engine.ReasonReplayFailed
+	ReasonReplayFailed = "REPLAY_FAILED"
 	// ReasonFingerprintFailed (INTERNAL): the request could not be
 	// encoded.
-	ReasonFingerprintFailed = engine.ReasonFingerprintFailed
+	ReasonFingerprintFailed = "FINGERPRINT_FAILED"
 )
 
 // ErrNoScope is matched (with errors.Is) by the errors of scope functions
@@ -140,10 +140,10 @@ type RetryPolicy struct {
 
 // Defaults of RetryPolicy.
 const (
-	DefaultMaxAttempts = engine.DefaultMaxAttempts
-	DefaultMaxElapsed  = engine.DefaultMaxElapsed
-	DefaultBaseDelay   = engine.DefaultBaseDelay
-	DefaultMaxDelay    = engine.DefaultMaxDelay
+	DefaultMaxAttempts = 5
+	DefaultMaxElapsed  = time.Minute
+	DefaultBaseDelay   = 100 * time.Millisecond
+	DefaultMaxDelay    = 5 * time.Second
 )
 
 // A ServerOption configures NewServerInterceptor.
