@@ -102,7 +102,11 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 			serve(t, svc, open(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond)),
 			serve(t, svc, open(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond)),
 		}
-		idem, err := grpcidempotency.NewClientInterceptor(fast)
+		// A budget that the proxy's faults and a slow store under load do
+		// not exhaust: attempts are cheap, and a duplicate of a call in
+		// progress retries every 10 ms.
+		idem, err := grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(
+			grpcidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
 		require.NoError(t, err)
 		var proxies []*lossyh2.Proxy
 		conns := make([][]testpb.OrdersClient, clients)

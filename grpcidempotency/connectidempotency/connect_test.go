@@ -416,7 +416,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 			serve(t, svc, open(), connectidempotency.WithMaxRetryDelay(10*time.Millisecond)),
 		}
 		idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(
-			connectidempotency.RetryPolicy{MaxAttempts: 30, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
+			connectidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
 		require.NoError(t, err)
 		var proxies []*lossyproxy.Proxy
 		conns := make([][]testpbconnect.OrdersClient, clients)
