@@ -180,6 +180,13 @@
 // retry reaches a server that forgot the key. The backoff is exponential
 // with jitter (BaseDelay 100 ms doubled, at most MaxDelay 5 s).
 //
+// A broken connection cancels the server's calls on it. A call cancelled
+// while its reservation was on its way to the store may leave it there
+// with no one to release it: its key then answers KEY_IN_USE until the
+// reservation lapses, within the Guard's lease (idempotency.WithLease,
+// 30 s by default on servers, whose calls have no deadline; the call's
+// deadline when it has one). Keep MaxElapsed longer than that.
+//
 // gRPC's own retries (a retryPolicy in the service config) resend an
 // attempt's message and metadata as they are, so they keep its key, and
 // are safe. But they run inside each attempt of the interceptor: with

@@ -19,6 +19,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/backends"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/lossyh2"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb/testpbconnect"
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -411,10 +412,14 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		const clients, keys, workers = 3, 30, 2
 		seed := testenv.Seed(t, "CONNECTIDEMPOTENCY_SEED")
 		svc := newOrders()
-		urls := []string{
-			serve(t, svc, open(), connectidempotency.WithMaxRetryDelay(10*time.Millisecond)),
-			serve(t, svc, open(), connectidempotency.WithMaxRetryDelay(10*time.Millisecond)),
+		// A reservation whose write lands after its call was cancelled
+		// holds the key until its lease lapses: a short lease keeps that
+		// within the clients' budget.
+		opts := []connectidempotency.ServerOption{
+			connectidempotency.WithMaxRetryDelay(10 * time.Millisecond),
+			connectidempotency.WithGuardOptions(idempotency.WithLease(time.Second)),
 		}
+		urls := []string{serve(t, svc, open(), opts...), serve(t, svc, open(), opts...)}
 		idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(
 			connectidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
 		require.NoError(t, err)
@@ -422,7 +427,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		conns := make([][]testpbconnect.OrdersClient, clients)
 		for c := range clients {
 			for i, url := range urls {
-				p := lossyproxy.Start(t, url[len("http://"):], lossyproxy.Random(seed, uint64(c*len(urls)+i), 0.1, 0.1))
+				p := lossyproxy.Start(t, url[len("http://"):], lossyh2.Random(seed, uint64(c*len(urls)+i), 0.1, 0.1))
 				proxies = append(proxies, p)
 				conns[c] = append(conns[c], setups[0].client(t, p.URL, connect.WithInterceptors(idem)))
 			}

@@ -206,3 +206,36 @@ func frames(src io.Reader, dst io.Writer, pass func(typ byte, stream uint32) boo
 		}
 	}
 }
+
+// Random returns a decide function for Start, and for lossyproxy's
+// proxies, that loses a call before the server with probability
+// lostCalls, and a reply after it with probability lostReplies. The fate
+// of call n depends on seed, stream (one for each proxy of a test) and n
+// alone, through SplitMix64, so that a run can be replayed from its seed.
+//
+// lossyproxy.Random draws the first output of a PCG whose increment is
+// made of stream and n: for one seed, those outputs are close to an
+// affine function of n, so that a seed may lose nothing in a hundred
+// calls, or many in a row.
+func Random(seed, stream uint64, lostCalls, lostReplies float64) func(n int) lossyproxy.Fault {
+	return func(n int) lossyproxy.Fault {
+		p := float64(splitmix64(seed^splitmix64(stream<<32|uint64(n)))>>11) / (1 << 53)
+		switch {
+		case p < lostCalls:
+			return lossyproxy.LoseRequest
+		case p < lostCalls+lostReplies:
+			return lossyproxy.LoseReply
+		}
+		return lossyproxy.Pass
+	}
+}
+
+// splitmix64 is the output function of SplitMix64 (Steele, Lea and
+// Flood), a bijection that mixes every bit of x into every bit of the
+// result.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
