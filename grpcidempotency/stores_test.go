@@ -118,7 +118,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		conns := make([][]testpb.OrdersClient, clients)
 		for c := range clients {
 			for i, addr := range addrs {
-				p := lossyh2.Start(t, addr, lossyh2.Random(seed, uint64(c*len(addrs)+i), 0.05, 0.05))
+				p := lossyh2.Start(t, addr, lossyh2.Scheduled(lossyh2.Random(seed, uint64(c*len(addrs)+i), 0.05, 0.05), lossyproxy.Pass, lossyproxy.LoseReply, lossyproxy.LoseRequest))
 				proxies = append(proxies, p)
 				conns[c] = append(conns[c], dial(t, p.Addr, grpc.WithChainUnaryInterceptor(idem),
 					grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond}})))

@@ -75,7 +75,7 @@ func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 		}, func(err error) *spb.Status { return attemptStatus(ctx, err) })
 		if err != nil && !errors.As(err, new(*connect.Error)) {
 			// The call's context ended while it waited for a retry.
-			return nil, connect.NewError(connect.CodeOf(err), err)
+			return nil, connect.NewError(connect.Code(statusOfResult(err).GetCode()), err)
 		}
 		return resp, err
 	}

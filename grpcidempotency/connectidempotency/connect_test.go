@@ -427,7 +427,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		conns := make([][]testpbconnect.OrdersClient, clients)
 		for c := range clients {
 			for i, url := range urls {
-				p := lossyproxy.Start(t, url[len("http://"):], lossyh2.Random(seed, uint64(c*len(urls)+i), 0.1, 0.1))
+				p := lossyproxy.Start(t, url[len("http://"):], lossyh2.Scheduled(lossyh2.Random(seed, uint64(c*len(urls)+i), 0.1, 0.1), lossyproxy.Pass, lossyproxy.LoseReply, lossyproxy.LoseRequest))
 				proxies = append(proxies, p)
 				conns[c] = append(conns[c], setups[0].client(t, p.URL, connect.WithInterceptors(idem)))
 			}
@@ -448,4 +448,25 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		}
 		assert.Positive(t, lostReplies, "the proxies lost replies")
 	})
+}
+
+// A call whose context ends while the client waits for its next attempt
+// ends with the context's code.
+func TestClientStopsWithTheCallsContext(t *testing.T) {
+	svc := newOrders()
+	idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(connectidempotency.RetryPolicy{
+		MaxAttempts: 1000, BaseDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour, KeyWindow: 24 * time.Hour}))
+	require.NoError(t, err)
+	client := setups[0].client(t, serve(t, svc, memory.New()), connect.WithInterceptors(idem))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.CreateOrder(ctx, connect.NewRequest(&testpb.CreateOrderRequest{RequestId: "k", FailCode: int32(connect.CodeUnavailable)}))
+		done <- err
+	}()
+	for svc.Runs("create:k") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	assert.Equal(t, connect.CodeCanceled, connect.CodeOf(<-done))
 }

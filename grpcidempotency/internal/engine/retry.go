@@ -54,8 +54,8 @@ func (p RetryPolicy) Resolve() (RetryPolicy, error) {
 
 // Do calls attempt until it succeeds or the policy says to stop, and
 // returns its last error; statusOf returns the status of an error of
-// attempt's. It returns the context's error, wrapped, when ctx ends while
-// Do waits for the next attempt. attempts, when not nil, receives the
+// attempt's. It returns the context's error, wrapped, when ctx ends
+// before the next attempt. attempts, when not nil, receives the
 // number of attempts made.
 func (p RetryPolicy) Do(ctx context.Context, attempts *int, attempt func() error, statusOf func(error) *spb.Status) error {
 	start := time.Now()
@@ -68,7 +68,7 @@ func (p RetryPolicy) Do(ctx context.Context, attempts *int, attempt func() error
 			return nil
 		}
 		wait, again := p.retry(statusOf(err), n)
-		if !again || n == p.MaxAttempts || ctx.Err() != nil || time.Since(start)+wait > p.MaxElapsed {
+		if !again || n == p.MaxAttempts || time.Since(start)+wait > p.MaxElapsed {
 			return err
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
@@ -78,7 +78,7 @@ func (p RetryPolicy) Do(ctx context.Context, attempts *int, attempt func() error
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return fmt.Errorf("waiting to send attempt %d: %w", n+1, context.Cause(ctx))
+			return fmt.Errorf("waiting to send attempt %d: %w", n+1, ctx.Err())
 		case <-timer.C:
 		}
 	}

@@ -239,3 +239,14 @@ func splitmix64(x uint64) uint64 {
 	x = (x ^ x>>27) * 0x94d049bb133111eb
 	return x ^ x>>31
 }
+
+// Scheduled returns decide, except that the first calls meet the faults of
+// first, in order: so that a test's faults happen whatever its seed draws.
+func Scheduled(decide func(n int) lossyproxy.Fault, first ...lossyproxy.Fault) func(n int) lossyproxy.Fault {
+	return func(n int) lossyproxy.Fault {
+		if n <= len(first) {
+			return first[n-1]
+		}
+		return decide(n)
+	}
+}
