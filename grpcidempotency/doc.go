@@ -73,6 +73,8 @@
 //	first call with the key                       the handler's answer
 //	retry after the first completed               the stored answer, with its header and trailer metadata, plus idempotent-replayed: true
 //	retry while the first runs                    ABORTED             KEY_IN_USE, + RetryInfo (idempotency.WithWait: waits instead)
+//	retry after the first ended without an        FAILED_PRECONDITION KEY_HELD, until an operator releases the key
+//	  outcome, idempotency.WithHoldUntilReleased
 //	retry with another request or method          INVALID_ARGUMENT    KEY_REUSED (+ BadRequest)
 //	store failed before the handler ran           UNAVAILABLE         STORE_UNAVAILABLE, + RetryInfo of 1 s
 //	retry of a key whose error was recorded       its status, or INTERNAL RECORDED_ERROR
@@ -85,7 +87,16 @@
 // request. A reused key is a mistake in the request: no change of state
 // makes the key right for it, and the fix is a new key. It is also what
 // Stripe (400) and the IETF draft (422) answer, and every refusal of a
-// key is then one code, with the reason to tell them apart.
+// key is then one code, with the reason to tell them apart. A held key
+// (KEY_HELD) is FAILED_PRECONDITION for the same reason turned around:
+// the request is right, and the state must change first. With
+// idempotency.WithHoldUntilReleased, a call that ended without an outcome
+// (it crashed, timed out, or its result could not be stored) keeps its key
+// when its reservation lapses, instead of letting a retry run it again,
+// until an operator checks its effect and releases the key (retrysafe
+// release). The answer is not stored, carries no RetryInfo, and the client
+// interceptors do not retry it; its ErrorInfo's metadata has held_since,
+// when the reservation lapsed (RFC 3339).
 //
 // The RetryInfo of ABORTED is the HTTP adapters' Retry-After, without
 // their rounding to whole seconds: how long the handler usually takes
@@ -171,6 +182,7 @@
 //	Answer                                Client interceptor
 //	UNAVAILABLE (a lost connection too)   retries after its RetryInfo, or a backoff
 //	ABORTED with a RetryInfo              retries after the RetryInfo (KEY_IN_USE)
+//	FAILED_PRECONDITION (KEY_HELD)        returns it: only an operator's release frees the key
 //	anything else, ABORTED without one    returns it
 //	the call's context ends               returns CANCELLED or DEADLINE_EXCEEDED
 //

@@ -53,6 +53,11 @@ const (
 	// ReasonKeyInUse (ABORTED, with a google.rpc.RetryInfo): a call with
 	// the key is still running.
 	ReasonKeyInUse = "KEY_IN_USE"
+	// ReasonKeyHeld (FAILED_PRECONDITION): the call that reserved the key
+	// ended without an outcome, and the key is held until an operator
+	// releases it (idempotency.WithHoldUntilReleased). Not stored; no
+	// retry helps until the release.
+	ReasonKeyHeld = "KEY_HELD"
 	// ReasonKeyReused (INVALID_ARGUMENT): the key was used before for
 	// another request.
 	ReasonKeyReused = "KEY_REUSED"

@@ -113,3 +113,43 @@ func ForEach(t *testing.T, test func(t *testing.T, open func() persistence.Store
 		t.Run(b.Name, func(t *testing.T) { test(t, b.Open(t)) })
 	}
 }
+
+// EndsWithoutOutcome returns a store whose completions never arrive: the
+// call that reserved a key ends as if its process died before it recorded
+// its result (the completion fails as a timeout does), and its
+// reservation lapses at the end of its lease.
+func EndsWithoutOutcome(inner persistence.Store) persistence.Store {
+	return losesCompletions{inner}
+}
+
+type losesCompletions struct{ persistence.Store }
+
+func (s losesCompletions) Update(ctx context.Context, rec *persistence.Record) error {
+	if rec.Status == persistence.StatusCompleted {
+		return context.DeadlineExceeded
+	}
+	return s.Store.Update(ctx, rec)
+}
+
+// Release releases every key of store as an operator does (retrysafe
+// release), and returns how many records it found, and how many of them
+// were held.
+func Release(ctx context.Context, store persistence.Store) (records, held int, err error) {
+	admin, ok := store.(persistence.Admin)
+	if !ok {
+		return 0, 0, fmt.Errorf("%T is not a persistence.Admin", store)
+	}
+	err = admin.List(ctx, "", 0, func(page []*persistence.Record) error {
+		for _, rec := range page {
+			records++
+			if rec.Held {
+				held++
+			}
+			if err := admin.DeleteRecord(ctx, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return records, held, err
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -9,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/retrysafe/retrysafe/idempotency"
 )
 
 // The reasons of the google.rpc.ErrorInfo of the interceptors' own
@@ -20,6 +23,7 @@ const (
 	ReasonMissingScope      = "MISSING_SCOPE"
 	ReasonScopeFailed       = "SCOPE_FAILED"
 	ReasonKeyInUse          = "KEY_IN_USE"
+	ReasonKeyHeld           = "KEY_HELD"
 	ReasonKeyReused         = "KEY_REUSED"
 	ReasonStoreUnavailable  = "STORE_UNAVAILABLE"
 	ReasonNotCommitted      = "NOT_COMMITTED"
@@ -109,6 +113,21 @@ func (e *Engine) keyReused(from source) *spb.Status {
 		"The idempotency key in "+what+" was used before for a different request (another method, or other fields). "+
 			"Use a new key for a new request; send the same request with a key to retry it.",
 		e.cfg.violation(from, ReasonKeyReused, "used before for a different request"), md...)
+}
+
+// keyHeld is the answer to a call whose key is held
+// (idempotency.WithHoldUntilReleased): the call that reserved it ended
+// without an outcome, and only an operator's release frees it. No retry
+// helps before that, so there is no RetryInfo.
+func (e *Engine) keyHeld(from source, err error) *spb.Status {
+	what, md := e.cfg.where(from)
+	if held := (*idempotency.HeldError)(nil); errors.As(err, &held) && !held.Since.IsZero() {
+		md = append(md, "held_since", held.Since.UTC().Format(time.RFC3339Nano))
+	}
+	return newStatus(code.Code_FAILED_PRECONDITION, ReasonKeyHeld,
+		"The call that reserved the idempotency key in "+what+" ended without an outcome, so its effect may or may not have happened, "+
+			"and the key is held until an operator checks it and releases the key. Do not retry until then: "+
+			"every call with the key gets this answer, and none runs.", nil, md...)
 }
 
 func missingScope(err error) *spb.Status {

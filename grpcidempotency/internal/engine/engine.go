@@ -181,6 +181,8 @@ func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context
 		return e.refuse(newStatus(code.Code_UNAVAILABLE, ReasonStoreUnavailable,
 			"The idempotency store could not be reached, so the call was not processed. Retry with the same idempotency key.",
 			retryInfo(storeRetryDelay)))
+	case idempotency.OutcomeHeld:
+		return e.refuse(e.keyHeld(from, err))
 	case idempotency.OutcomeCanceled:
 		c := code.Code_CANCELLED
 		if errors.Is(err, context.DeadlineExceeded) {
