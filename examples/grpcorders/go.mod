@@ -27,6 +27,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/jmespath-community/go-jmespath v1.1.1 // indirect
+	github.com/retrysafe/retrysafe/grpcidempotency v0.0.0-20261204091921-9a5e108232a1
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
 	golang.org/x/net v0.58.0 // indirect
