@@ -8,8 +8,9 @@ GOFLAGS ?=
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
-# operator's command, the PostgreSQL store and the release's tool, each with
-# a go.mod of its own so that the library's go.mod requires only what the
+# operator's command, the PostgreSQL store, the gRPC and Connect
+# interceptors with their example, and the release's tool, each with a
+# go.mod of its own so that the library's go.mod requires only what the
 # library needs. The CDK app (examples/cdk) is a module too, tested apart
 # (test-cdk).
 #
@@ -19,7 +20,7 @@ GOFLAGS ?=
 # The CDK app is outside it, with a go.work of its own: its go line (that
 # of the CDK's dependencies) is above the workspace's, the oldest Go the
 # library supports, and it requires none of the repository's modules.
-MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres scripts/release
+MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres grpcidempotency examples/grpcorders scripts/release
 
 # RELEASE runs the release's tool (scripts/release, RELEASING.md) on its own
 # module, outside the workspace, whose versions it makes.
@@ -105,9 +106,10 @@ tidy:
 	$(RELEASE) tidy
 
 ## apicheck: the API of the library's modules (the root, otelidempotency,
-## persistence/postgres) against their last release, with apidiff; it fails
-## on an incompatible change that scripts/release/accepted-breaks.txt does
-## not list. Before the first release there is nothing to compare.
+## persistence/postgres, grpcidempotency) against their last release, with
+## apidiff; it fails on an incompatible change that
+## scripts/release/accepted-breaks.txt does not list. Before the first
+## release there is nothing to compare.
 apicheck:
 	$(RELEASE) apicheck
 

@@ -12,7 +12,11 @@
 //     by a JMESPath expression, with payload validation (package
 //     confirmation);
 //   - examples/orders: an SQS consumer that processes each order once and
-//     reports only the failed messages of a batch (package order).
+//     reports only the failed messages of a batch (package order);
+//   - examples/grpcorders: a gRPC service whose CreateOrder runs once per
+//     AIP-155 request_id, and a client that retries it with one key
+//     (package orderserver; a module of its own, so that this one does not
+//     require gRPC).
 //
 // template.yaml at the repository root deploys the functions with AWS SAM; the test
 // of this package checks that the template agrees with the code: table

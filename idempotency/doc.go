@@ -33,7 +33,9 @@
 //     ([KeyFromContext]). The reservation holds the key until the
 //     context's deadline (on Lambda, the invocation's); without one, or
 //     with [WithLease], it is a lease renewed while the function runs, so
-//     that the key of a process that dies lapses within one lease.
+//     that the key of a process that dies lapses within one lease. With
+//     [WithHoldUntilReleased] it does not lapse: calls with the key fail
+//     with [*HeldError] until an operator releases it.
 //  3. Settle. A result is stored (complete), a permanent error recorded
 //     ([Permanent], [WithPermanentErrors]), the result committed with the
 //     writes the function staged ([WithTransactions]), or, when the
@@ -61,8 +63,10 @@
 //	new                reserve applied, the function ran, and its complete,  the function's, when recorded
 //	                   record an error or commit applied (or was done)
 //	replay             reserve found the key completed                       none, or *ResponseTooLargeError
-//	recorded_error       reserve found the key completed with an error         *RecordedError
-//	in_progress        reserve found the key held                            *InProgressError
+//	recorded_error     reserve found the key completed with an error         *RecordedError
+//	in_progress        reserve found another call's reservation, live        *InProgressError
+//	held               reserve found a held reservation, past its            *HeldError
+//	                   in-progress expiry (WithHoldUntilReleased)
 //	payload_mismatch   reserve found the key used with another payload       *PayloadMismatchError
 //	store_error        reserve, or the read after its conflict, failed       *StoreError
 //	handler_error      the function failed or panicked; release applied      the function's
@@ -84,7 +88,7 @@
 //	Option             WithExpiry, WithKeyPrefix, WithLogger,         yes   yes       yes               yes                 yes
 //	                   WithLease, WithWait, WithFinalWriteTimeout,
 //	                   WithPermanentErrors, WithErrorDecoder,
-//	                   WithObserver
+//	                   WithObserver, WithHoldUntilReleased
 //	TransactionOption  WithTransactions                               yes   yes       yes                                   yes
 //	KeyOption          WithKey, WithPayloadValidation,                yes                                                   yes
 //	                   WithRequireKey
@@ -107,7 +111,7 @@
 // # Errors
 //
 // The function's own errors are returned unchanged. The library's errors
-// are the pointer types [InProgressError], [PayloadMismatchError],
+// are the pointer types [InProgressError], [HeldError], [PayloadMismatchError],
 // [KeyError], [StoreError], [RecordedError], [ResponseTooLargeError],
 // [ReplayError], [ResponseEncodingError] and [CommitError], each matching
 // a sentinel with errors.Is. Lambda reports an error's type name as its
@@ -120,5 +124,5 @@
 // except when something fails after it started: a call that dies before
 // its result is stored, a completion that fails, a call that runs past its
 // deadline and is taken over. docs/guarantees.md states each limit, and
-// what [WithTransactions] closes.
+// what [WithTransactions] and [WithHoldUntilReleased] close.
 package idempotency

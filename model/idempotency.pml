@@ -18,8 +18,10 @@
  *   P3  a completed record changes only by its expiry
  *   P4  bounded blocking: an in-progress record holds its key at most a
  *       lease from its owner's last reservation or renewal, and never past
- *       the owner's deadline
+ *       the owner's deadline; a held one (HOLD), at most until its expiry
  *   P5  a reservation is never taken from its holder while it is live
+ *   P6  (GRANTED only) a holder keeps the key until the end of the lease
+ *       that the replies to its reservation and renewals told it of
  *
  * Settings (spin -D...):
  *   NPROC, NATT  invocations, and the attempts of each, one after another
@@ -33,17 +35,29 @@
  *                commit, and applies exactly when the commit applies
  *   ONLY_REPEAT  check P1 and P2 only: a broken table then shows the
  *                repeated side effect it leads to, not its first wrong write
- *   BROKEN_RENEW, BROKEN_COMPLETE, BROKEN_RELEASE
+ *   HOLD         held reservations (idempotency.WithHoldUntilReleased):
+ *                a reservation past its in-progress expiry still holds the
+ *                key (own held, other held) until its expiry; P1 then
+ *                allows no exception but a side effect run after its own
+ *                record's expiry, or before an operator's release
+ *   OPREL        (with HOLD) the operator: may release a held record past
+ *                its in-progress expiry at any time
+ *   GRANTED      check P6
+ *   BROKEN_RENEW, BROKEN_COMPLETE, BROKEN_RELEASE, BROKEN_HELD
  *                table entries known to be wrong: each must fail
+ *   BROKEN_RENEW_BACK
+ *                a renewal that overwrites the in-progress expiry, even
+ *                with an earlier one (the library before renewals took the
+ *                later of the two): must fail P6
  *   SHOW_CRASH, SHOW_LOST, SHOW_OVERRUN
  *                an assertion that fails when the side effect repeats in
  *                one of the documented exceptions: each must fail, which
  *                shows that the exception is reachable
+ *   SHOW_HELD_EXPIRY, SHOW_HELD_RELEASE
+ *                (with HOLD) an assertion that fails when the side effect
+ *                repeats after a record's expiry, or after an operator's
+ *                release: each must fail
  *   NOHIDDEN     no hidden variables, for a breadth-first search
- *   SHOW_RENEW_BACK
- *                an assertion that fails when a call takes over a
- *                reservation before the end of the lease its holder was
- *                granted (model/README.md)
  */
 
 /*
@@ -131,10 +145,33 @@ c_decl {
 #else
 #define SHOWOVERRUN 0
 #endif
-#ifdef SHOW_RENEW_BACK
-#define SHOWRENEWBACK 1
+#ifdef GRANTED
+#define CHECKGRANTED 1
 #else
-#define SHOWRENEWBACK 0
+#define CHECKGRANTED 0
+#endif
+#ifdef BROKEN_RENEW_BACK
+#define RENEWBACK 1
+#else
+#define RENEWBACK 0
+#endif
+#ifdef HOLD
+#define HOLDING 1
+#else
+#define HOLDING 0
+#endif
+#ifdef SHOW_HELD_EXPIRY
+#define SHOWHELDEXPIRY 1
+#else
+#define SHOWHELDEXPIRY 0
+#endif
+#ifdef SHOW_HELD_RELEASE
+#define SHOWHELDRELEASE 1
+#else
+#define SHOWHELDRELEASE 0
+#endif
+#if defined(OPREL) && !defined(HOLD)
+#error "OPREL releases held records: it needs HOLD"
 #endif
 
 #if DEADLINE > 7
@@ -144,7 +181,11 @@ c_decl {
 #error "the store has writes for 6 attempts: NPROC*NATT is at most 6"
 #endif
 
-/* The record. A token is an attempt's number, 1..NTOK; 0 is none. */
+/*
+ * The record. A token is an attempt's number, 1..NTOK; 0 is none. With
+ * HOLD every reservation is held (persistence.Record.Held): the setting is
+ * the library's, the same for every call with the key.
+ */
 #define ABSENT 0
 #define INPROGRESS 1
 #define COMPLETED 2
@@ -190,14 +231,21 @@ bit renewed[NTOK+1];	/* a renewal of it applied */
  *   fate[k]    where attempt k is: the exceptions are told apart by it
  *   granted[k] the latest end of a lease that k's reservation, or a
  *              renewal of k that applied in time, set: what their replies
- *              told k (SHOW_RENEW_BACK only)
- * A window ends when a completed record expires: a later call may run the
- * handler again (docs/guarantees.md: "within a key's expiry window").
+ *              told k (GRANTED only)
+ *   lost[k]    (HOLD) k's held reservation ended without k: it expired, or
+ *              the operator released it
+ *   acked[k]   (HOLD) an operator's release came after k's side effect in
+ *              this window: the operator decided on it
+ * A window ends when a completed record expires, and with HOLD when an
+ * in-progress one does: a later call may run the handler again
+ * (docs/guarantees.md: "within a key's expiry window").
  */
 bit ran[NTOK+1];
 bit held[NTOK+1];
 bit gtaken[NTOK+1];
 byte granted[NTOK+1];
+bit lost[NTOK+1];
+bit acked[NTOK+1];
 bit cwin;
 bit staged;
 #define F_NONE 0
@@ -221,8 +269,14 @@ SCRATCH out;
 /* The end of a lease taken at t by k: never past k's deadline. */
 #define leaseend(k, t) min((t) + LEASE, t0[k] + DEADLINE)
 
+/*
+ * An in-progress record is live: before its expiry, and before its
+ * in-progress expiry unless it is held.
+ */
+#define inplive(t) (rstat == INPROGRESS && !(rexp < (t)) && (HOLDING || !(rinp < (t))))
+
 /* k's record, in progress and live: k holds the key. */
-#define holds(k) (rstat == INPROGRESS && rtok == (k) && !(rinp < now) && !(rexp < now))
+#define holds(k) (rtok == (k) && inplive(now))
 
 /* For traces: the record, as the store holds it. */
 inline print_record() {
@@ -237,10 +291,14 @@ inline print_record() {
 inline classify(k, tm) {
 	if
 	:: rstat == ABSENT -> st = S_ABSENT
-	:: rstat == INPROGRESS && rtok == k ->
-		st = ((rinp < tm || rexp < tm) -> S_OWN_LAPSED : S_OWN_IN_PROGRESS)
-	:: rstat == INPROGRESS && rtok != k ->
-		st = ((rinp < tm || rexp < tm) -> S_OTHER_LAPSED : S_OTHER_IN_PROGRESS)
+	/* A held reservation past its in-progress expiry is held until its
+	 * expiry; past that, it is lapsed like any other. */
+	:: rstat == INPROGRESS && rtok == k && !(rinp < tm) && !(rexp < tm) -> st = S_OWN_IN_PROGRESS
+	:: rstat == INPROGRESS && rtok == k && rinp < tm && !(rexp < tm) && HOLDING -> st = S_OWN_HELD
+	:: rstat == INPROGRESS && rtok == k && (rexp < tm || (rinp < tm && !HOLDING)) -> st = S_OWN_LAPSED
+	:: rstat == INPROGRESS && rtok != k && !(rinp < tm) && !(rexp < tm) -> st = S_OTHER_IN_PROGRESS
+	:: rstat == INPROGRESS && rtok != k && rinp < tm && !(rexp < tm) && HOLDING -> st = S_OTHER_HELD
+	:: rstat == INPROGRESS && rtok != k && (rexp < tm || (rinp < tm && !HOLDING)) -> st = S_OTHER_LAPSED
 	:: rstat == COMPLETED && rtok == k ->
 		st = ((rexp < tm) -> S_OWN_EXPIRED : S_OWN_COMPLETED)
 	:: rstat == COMPLETED && rtok != k ->
@@ -249,12 +307,17 @@ inline classify(k, tm) {
 }
 
 /*
- * A window ends when the completed record expires: from then on, the key
- * is as good as new.
+ * A window ends when the completed record expires, or with HOLD a held one
+ * (which frees the key as the operator's release does): from then on, the
+ * key is as good as new.
  */
 inline endwindow() {
 	if
-	:: rstat == COMPLETED && rexp < now ->
+	:: rstat != ABSENT && rexp < now && (rstat == COMPLETED || HOLDING) ->
+		if
+		:: rstat == INPROGRESS -> lost[rtok] = 1
+		:: else -> skip
+		fi;
 		cwin = 0;
 		staged = 0;
 		gj = 1;
@@ -262,6 +325,7 @@ inline endwindow() {
 		:: gj <= NTOK ->
 			ran[gj] = 0;
 			held[gj] = 0;
+			acked[gj] = 0;
 			/* How an attempt ended matters only while its side
 			 * effect counts. */
 			if
@@ -280,9 +344,13 @@ inline endwindow() {
  * P4, bounded blocking: an in-progress record holds its key no longer than
  * a lease from its owner's last reservation or renewal, never past the
  * owner's deadline, and it does not expire before its in-progress expiry.
+ * A held record holds its key until its expiry, by design (only the
+ * operator frees it earlier): that expiry is never later than an expiry
+ * from its reservation, or the end of its owner's last lease.
  */
 inline checkblocking() {
-	assert(!ALL || rstat != INPROGRESS || (rinp <= lend[rtok] && rinp <= t0[rtok] + DEADLINE && rexp >= rinp))	/* P4 */
+	assert(!ALL || rstat != INPROGRESS || (rinp <= lend[rtok] && rinp <= t0[rtok] + DEADLINE && rexp >= rinp &&
+		rexp <= max(t0[rtok] + EXPIRY, lend[rtok])))	/* P4 */
 }
 
 /*
@@ -304,7 +372,7 @@ inline apply(w, k, tm) {
 	if
 	:: out == O_APPLIES ->
 		if
-		:: rstat == INPROGRESS && rtok != k && !(rinp < now) && !(rexp < now) ->
+		:: rtok != k && inplive(now) ->
 			gtaken[rtok] = 1;
 			/* P5: only the holder's own writes change a live
 			 * reservation. */
@@ -316,25 +384,35 @@ inline apply(w, k, tm) {
 		assert(!ALL || rstat != COMPLETED || (w == W_RESERVE && rexp < tm));	/* P3 */
 		if
 		:: w == W_RESERVE ->
-			/* SHOW_RENEW_BACK: a takeover while the holder runs
-			 * and the lease that its writes set (and their replies
-			 * told it) has not ended. */
-			assert(!SHOWRENEWBACK || st != S_OTHER_LAPSED || fate[rtok] != F_RUN || granted[rtok] < tm);	/* SHOW_RENEW_BACK */
+			/* P6: no takeover while the holder runs and the lease
+			 * that its writes set (and their replies told it) has
+			 * not ended. */
+			assert(!CHECKGRANTED || st != S_OTHER_LAPSED || fate[rtok] != F_RUN || granted[rtok] < tm);	/* P6 */
 			rstat = INPROGRESS; rtok = k;
 			rinp = leaseend(k, tm);
 			rexp = max(tm + EXPIRY, rinp);
-			granted[k] = (SHOWRENEWBACK -> max(granted[k], rinp) : 0)
+			granted[k] = (CHECKGRANTED -> max(granted[k], rinp) : 0)
 		:: w == W_RENEW ->
 			/* A renewal in time (the reservation still live) tells
 			 * its holder that it holds the key to the new end. */
-			granted[k] = ((SHOWRENEWBACK && st == S_OWN_IN_PROGRESS) -> max(granted[k], tm) : granted[k]);
+			granted[k] = ((CHECKGRANTED && st == S_OWN_IN_PROGRESS) -> max(granted[k], tm) : granted[k]);
 			/* Only a deadline past a lease and a tick leaves room for
 			 * a second renewal, which alone needs to know. */
 			renewed[k] = (DEADLINE > LEASE + 1);
-			/* The whole in-progress record, as the caller has it. */
-			rstat = INPROGRESS; rtok = k;
-			rinp = tm;	/* the end of the lease it asked for */
-			rexp = max(t0[k] + EXPIRY, rinp)
+			/* The in-progress expiry becomes the later of the
+			 * record's and the renewal's: a renewal applied after a
+			 * later one changes nothing. Otherwise the whole
+			 * in-progress record, as the caller has it.
+			 * BROKEN_RENEW_BACK: the renewal's, whatever the
+			 * record's was. */
+			if
+			:: rstat == INPROGRESS && tm < rinp && !RENEWBACK ->
+				printf(", the in-progress expiry is later already: nothing changes")
+			:: else ->
+				rstat = INPROGRESS; rtok = k;
+				rinp = tm;	/* the end of the lease it asked for */
+				rexp = max(t0[k] + EXPIRY, rinp)
+			fi
 		:: w == W_COMPLETE || w == W_RECORD_AN_ERROR || w == W_COMMIT ->
 			rstat = COMPLETED; rtok = k;
 			rinp = 0;
@@ -359,18 +437,27 @@ inline apply(w, k, tm) {
 		fi
 	:: else -> skip
 	fi;
+	printf(" -> "); print_record(); printf("\n");
 	if
 	:: w == W_RESERVE && fate[k] == F_WAIT && now < t0[k] + DEADLINE ->
 		/* The reply, to an attempt that still waits for it: before its
 		 * deadline, which ends the reservation's request (the context
 		 * of guard.put). It holds the key when the reservation applied,
-		 * or when the conflict is with its own record (guard.put);
-		 * otherwise it answers *InProgressError or the stored result,
+		 * or when the conflict is with its own record (guard.put), and
+		 * the reply came before the reservation's in-progress expiry;
+		 * when it came later, the attempt does not run its function,
+		 * and releases the reservation (errLapsedOnArrival). Otherwise
+		 * it answers *InProgressError, *HeldError or the stored result,
 		 * and ends. */
-		fate[k] = ((out == O_APPLIES || rtok == k) -> F_RUN : F_OUT)
+		if
+		:: (out == O_APPLIES || rtok == k) && now < leaseend(k, t0[k]) -> fate[k] = F_RUN
+		:: (out == O_APPLIES || rtok == k) && now >= leaseend(k, t0[k]) ->
+			fate[k] = F_OUT; mfin[k] = 1 + W_RELEASE; tfin[k] = now;
+			printf("t=%d  attempt %d: the reply came after its in-progress expiry; sends release\n", now, k)
+		:: else -> fate[k] = F_OUT
+		fi
 	:: else -> skip
 	fi;
-	printf(" -> "); print_record(); printf("\n");
 	checkblocking();
 	st = 0; out = 0
 }
@@ -389,6 +476,15 @@ inline apply(w, k, tm) {
  * And whether or not the side effect repeats, an attempt that holds the key
  * runs it only if no completion applied in the window.
  *
+ * With held reservations (HOLD), none of these exceptions: an attempt that
+ * holds the key runs the side effect only if no other attempt ran it in
+ * the window holding the key, unless an operator's release came between
+ * them; and an attempt runs it without holding the key only once its
+ * reservation ended without it: its record expired, which ends the window,
+ * or the operator released it. So a side effect repeats only when one of
+ * the two ran after its own record's expiry (SHOW_HELD_EXPIRY), or after an
+ * operator's release (SHOW_HELD_RELEASE).
+ *
  * Each SHOW_* assertion fails on its exception in its plain form: j held
  * the key when it ran its side effect.
  */
@@ -402,19 +498,32 @@ inline sideeffect(k) {
 	:: holds(k) -> assert(!cwin)	/* P1 */
 	:: else -> skip
 	fi;
+	/* Held: an attempt runs its side effect without holding the key only
+	 * once its reservation ended without it (its record expired, or the
+	 * operator released it). */
+	assert(!HOLDING || holds(k) || lost[k]);	/* P1 */
 	gj = 1;
 	do
 	:: gj > NTOK -> break
 	:: gj <= NTOK && (gj == k || !ran[gj]) -> gj++
 	:: gj <= NTOK && gj != k && ran[gj] ->
 		if
-		:: holds(k) ->
+		:: HOLDING ->
+			/* Held: no exception for a crash, a lost completion or
+			 * an overrun. Two side effects run holding the key only
+			 * with an operator's release between them; otherwise
+			 * one of them ran without holding it (after its record's
+			 * expiry, above). */
+			assert(!holds(k) || !held[gj] || acked[gj]);	/* P1 */
+			assert(!SHOWHELDEXPIRY || (holds(k) && held[gj]));	/* SHOW_HELD_EXPIRY */
+			assert(!SHOWHELDRELEASE || !holds(k) || !held[gj] || !acked[gj])	/* SHOW_HELD_RELEASE */
+		:: !HOLDING && holds(k) ->
 			assert(!gtaken[gj]);	/* P1 */
 			assert(fate[gj] == F_CRASH || fate[gj] == F_SENT || fate[gj] == F_RUN);	/* P1 */
 			assert(!SHOWCRASH || !held[gj] || fate[gj] != F_CRASH);	/* SHOW_CRASH */
 			assert(!SHOWLOST || !held[gj] || fate[gj] != F_SENT);	/* SHOW_LOST */
 			assert(!SHOWOVERRUN || !held[gj] || fate[gj] != F_RUN)	/* SHOW_OVERRUN */
-		:: else ->
+		:: !HOLDING && !holds(k) ->
 			assert(!gtaken[k])	/* P1 */
 		fi;
 		gj++
@@ -452,6 +561,30 @@ end:	do
 #endif
 	od
 }
+
+#ifdef OPREL
+/*
+ * The operator (retrysafe release): deletes a held record past its
+ * in-progress expiry, at any time. It stands for a person who checked the
+ * side effect of the call that holds it, and decided that the key may run
+ * again. The release is conditioned on the record being the one the
+ * operator read: done at once, it is that record.
+ */
+active proctype Operator() {
+end:	do
+	:: d_step { rstat == INPROGRESS && rinp < now && !(rexp < now) ->
+		printf("t=%d  operator: releases the held record of %d\n", now, rtok);
+		lost[rtok] = 1;
+		gj = 1;
+		do
+		:: gj <= NTOK -> acked[gj] = (ran[gj] -> 1 : acked[gj]); gj++
+		:: else -> break
+		od;
+		gj = 0;
+		rstat = ABSENT; rtok = 0; rinp = 0; rexp = 0 }
+	od
+}
+#endif
 
 /*
  * Writes that the network holds no longer: sent more than MAXDELAY ago. A
@@ -598,6 +731,11 @@ init {
 		outcome[W_COMMIT*NSTATES + S_OTHER_LAPSED] = O_APPLIES;
 		outcome[W_COMMIT*NSTATES + S_OTHER_COMPLETED] = O_APPLIES;
 		outcome[W_COMMIT*NSTATES + S_OTHER_EXPIRED] = O_APPLIES;
+#endif
+#ifdef BROKEN_HELD
+		/* A held record taken over once it lapsed, as a record that is
+		 * not held. */
+		outcome[W_RESERVE*NSTATES + S_OTHER_HELD] = O_APPLIES;
 #endif
 #ifdef BROKEN_RELEASE
 		/* A release that deletes whatever is there. */

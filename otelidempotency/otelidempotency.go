@@ -31,7 +31,9 @@
 // ([idempotency.Call]'s System). The call span's status is Error, with
 // the error recorded on it, when the call failed for a reason of the
 // system's or the function's (outcomes store_error, handler_error,
-// fenced_out, completion_failed, not_committed): the final write's error
+// fenced_out, completion_failed, not_committed), or when the key is held
+// for an operator (held: a call ended without an outcome, and someone must
+// check it; the span has a held event): the final write's error
 // when it failed (the call may have returned its result all the same),
 // and the error the call returned. Refusals that are the caller's to handle (in_progress,
 // payload_mismatch, no_key) and replays are not errors.
@@ -47,7 +49,7 @@
 // retrysafe.outcome is one of idempotency's outcomes: new, replay,
 // recorded_error (a recorded error replayed), in_progress,
 // payload_mismatch, no_key, store_error, handler_error, fenced_out,
-// completion_failed, not_committed, canceled. A call that waited for
+// completion_failed, not_committed, canceled, held. A call that waited for
 // another (WithWait) has an outcome of its own, what it got after the
 // wait, and retrysafe.waited true. retrysafe.store.operation is put, get,
 // update, delete or commit; retrysafe.store.result is ok, conflict,
@@ -335,7 +337,7 @@ func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 			c.failed.Store(&err)
 		}
 		o.phase(ctx, c, c.finalPhase(), e, e.Err)
-	case idempotency.EventRenewed, idempotency.EventRenewalFailed:
+	case idempotency.EventRenewed, idempotency.EventRenewalFailed, idempotency.EventHeld:
 		c.span.AddEvent(e.Kind.String())
 	case idempotency.EventCallEnded:
 		o.end(ctx, c, e)
@@ -393,7 +395,7 @@ func (o *Observer) end(ctx context.Context, c *call, e idempotency.Event) {
 func failure(outcome idempotency.Outcome) bool {
 	switch outcome {
 	case idempotency.OutcomeStoreError, idempotency.OutcomeHandlerError, idempotency.OutcomeFencedOut,
-		idempotency.OutcomeCompletionFailed, idempotency.OutcomeNotCommitted:
+		idempotency.OutcomeCompletionFailed, idempotency.OutcomeNotCommitted, idempotency.OutcomeHeld:
 		return true
 	}
 	return false

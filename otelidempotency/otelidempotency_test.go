@@ -26,6 +26,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	otelidempotency "github.com/retrysafe/retrysafe/otelidempotency"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -569,4 +570,31 @@ type refusingStore struct{ *memory.Store }
 func (refusingStore) Commit(context.Context, *persistence.Record, []any) error {
 	return &persistence.CommitCanceledError{Reasons: []persistence.CommitCancelReason{{Code: "ConditionalCheckFailed"}},
 		Err: fmt.Errorf("transaction canceled")}
+}
+
+// A call refused because its key is held for an operator
+// (WithHoldUntilReleased) ends with outcome held, its span in error with a
+// held event, so that alerts find it.
+func TestHeldKeyIsAnError(t *testing.T) {
+	store := memory.New()
+	tel := newTelemetry(t)
+	then := time.Now().Add(-time.Minute)
+	h, err := idempotency.Wrap(func(context.Context, order) (string, error) { return "done", nil },
+		store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	// The record a call that timed out leaves, held.
+	require.NoError(t, store.Put(t.Context(), &persistence.Record{
+		Key: core.Key("orders", []byte(`"o-1"`)), Status: persistence.StatusInProgress, Held: true,
+		ExpiresAt: then.Add(time.Hour), InProgressExpiresAt: then.Add(time.Second), Token: "timed-out",
+	}, then))
+	_, err = h(t.Context(), order{OrderID: "o-1"})
+	require.ErrorIs(t, err, idempotency.ErrHeld)
+
+	calls := tel.calls()
+	require.Len(t, calls, 1)
+	o, _ := attr(calls[0], otelidempotency.AttrOutcome)
+	assert.Equal(t, "held", o.AsString())
+	assert.Equal(t, codes.Error, calls[0].Status().Code)
+	assert.True(t, slices.ContainsFunc(calls[0].Events(), func(e sdktrace.Event) bool { return e.Name == "held" }))
+	assert.Equal(t, map[string]int64{"held": 1}, tel.counts(t))
 }

@@ -8,8 +8,9 @@
 #   - concrete stores never import the core;
 #   - no package of the library links the testing package (the conformance
 #     suite, persistence/storetest, excepted), nor imports unsafe;
-#   - the library's go.mod requires no OpenTelemetry and no pgx: the otelidempotency
-#     and persistence/postgres modules, which follow the rules above too, do.
+#   - the library's go.mod requires no OpenTelemetry, no pgx, no gRPC and no
+#     Connect: the otelidempotency, persistence/postgres and grpcidempotency
+#     modules, which follow the rules above too, do.
 # The library is every package of the root module but the test harness in
 # internal/testing.
 set -euo pipefail
@@ -71,5 +72,23 @@ fi
 if grep -q "jackc/pgx" go.mod; then
 	echo "the library's go.mod must not require pgx (the $pg module does)"; fail=1
 fi
+# The gRPC and Connect interceptors, a module of their own: the library's
+# go.mod requires neither framework, the Connect package links no gRPC
+# package, and neither package links testing or imports unsafe.
+grpcmod=grpcidempotency
+if grep -qE "google.golang.org/grpc|connectrpc.com/connect" go.mod; then
+	echo "the library's go.mod must not require gRPC or Connect (the $grpcmod module does)"; fail=1
+fi
+if bad=$(go -C $grpcmod list -deps ./connectidempotency | grep -E "^google.golang.org/grpc(/|$)"); then
+	echo "$grpcmod/connectidempotency must not link gRPC, but links:"; echo "$bad"; fail=1
+fi
+for pkg in ./ ./connectidempotency; do
+	if go -C $grpcmod list -deps "$pkg" | grep -qx testing; then
+		echo "$grpcmod/$pkg must not link the testing package"; fail=1
+	fi
+	if go -C $grpcmod list -f '{{join .Imports "\n"}}' "$pkg" | grep -qx unsafe; then
+		echo "$grpcmod/$pkg must not import unsafe"; fail=1
+	fi
+done
 [ "$fail" = 0 ] && echo "deps-check: import rules hold"
 exit "$fail"

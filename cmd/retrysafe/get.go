@@ -21,8 +21,9 @@ var getCommand = &command{
 	summary: "show a record: its state, expiry, owner, and response or recorded error",
 	about: `The state says what a retry with the key gets: why it answers 409 (a call
 holds the key until its in-progress expiry), whether the key is stuck (in
-progress past that expiry: the next retry runs the handler again), the
-stored response, or a recorded error. Times are in UTC and relative to now.
+progress past that expiry: the next retry runs the handler again), whether
+it is held for release (WithHoldUntilReleased: retries are refused until
+someone runs release), the stored response, or a recorded error. Times are in UTC and relative to now.
 Responses are shown decompressed; -o json prints the record for scripts.`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		sf := &storeFlags{}
@@ -97,6 +98,9 @@ func describe(t *table, rec *persistence.Record, now time.Time) {
 	// (DynamoDB), which no longer counts.
 	if rec.Status == persistence.StatusInProgress {
 		t.row("in progress until", when(rec.InProgressExpiresAt, now))
+		if rec.Held {
+			t.row("held", "until released: retries are refused past that time, not taken over")
+		}
 	}
 	t.row("owner token", rec.Token)
 	t.row("payload hash", orNone(rec.PayloadHash, "no payload validation"))

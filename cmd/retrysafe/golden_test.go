@@ -41,6 +41,10 @@ var goldenRecords = func() []*persistence.Record {
 			ExpiresAt: at(23 * time.Hour), InProgressExpiresAt: at(-45 * time.Minute), Token: "T4KXQ7ZM2BWR6NHYC3VDLJ5FPA",
 			PayloadHash: core.Hash([]byte("fingerprint")),
 			Response:    []byte(`{"statusCode":201,"headers":{"content-type":"application/json"},"body":"{\"payment_id\":\"pay_1\"}"}`)},
+		// A withdrawal whose call timed out, held for an operator
+		// (WithHoldUntilReleased).
+		{Key: key("payouts.main.withdraw", "wd_3001"), Status: persistence.StatusInProgress, ExpiresAt: at(40 * time.Minute),
+			InProgressExpiresAt: at(-20 * time.Minute), Token: "R5TQX2KZ7MBW4NHYC6VDLJ3FPA", Held: true},
 	}
 }()
 
@@ -86,6 +90,9 @@ func TestGoldenOutputs(t *testing.T) {
 			{"get-stuck.json", []string{"get", goldenRecords[2].Key, "-o", "json"}},
 			{"get-recorded-error.txt", []string{"get", goldenRecords[3].Key}},
 			{"get-http.txt", []string{"get", goldenRecords[5].Key}},
+			{"get-held.txt", []string{"get", goldenRecords[6].Key}},
+			{"get-held.json", []string{"get", goldenRecords[6].Key, "-o", "json"}},
+			{"ls-held.txt", []string{"ls", "--held"}},
 			{"ls.txt", []string{"ls"}},
 			{"ls.json", []string{"ls", "-o", "json"}},
 			{"ls-stuck.txt", []string{"ls", "--stuck"}},

@@ -13,7 +13,7 @@ import (
 var lsCommand = &command{
 	name:    "ls",
 	args:    "",
-	summary: "list records: by status, stuck, older than an age, by key prefix",
+	summary: "list records: by status, stuck, held, older than an age, by key prefix",
 	about: `The store is read page by page, at --rate requests a second at most, with
 progress on stderr when it is a terminal; the scan stops once --limit
 records match. Records are shown oldest first. Records keep no time of
@@ -28,7 +28,9 @@ them whole, and so does -o json.
 
 A record is stuck when it is in progress past its in-progress expiry: the
 call that reserved it crashed or timed out, and the next retry with its key
-runs the handler again.`,
+runs the handler again. It is held instead when the function holds such keys
+(WithHoldUntilReleased): retries are refused until someone checks what the
+call did and runs release.`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		sf := &storeFlags{}
 		sf.register(fs)
@@ -37,6 +39,7 @@ runs the handler again.`,
 		l := &lsFlags{}
 		fs.StringVar(&l.status, "status", "", "only records of `status` INPROGRESS or COMPLETED")
 		fs.BoolVar(&l.stuck, "stuck", false, "only stuck records: in progress past their in-progress expiry")
+		fs.BoolVar(&l.held, "held", false, "only held records: in progress past their in-progress expiry, held for release")
 		fs.DurationVar(&l.olderThan, "older-than", 0, "only records written longer than `age` ago (see --expiry)")
 		fs.IntVar(&l.limit, "limit", 50, "show at most `n` records; 0 for all")
 		out := outputFlag(fs)
@@ -73,6 +76,7 @@ func olderThan(rec *persistence.Record, expiry time.Duration, now time.Time, age
 type lsFlags struct {
 	status    string
 	stuck     bool
+	held      bool
 	olderThan time.Duration
 	limit     int
 }
@@ -91,6 +95,7 @@ func (l *lsFlags) filter(expiry time.Duration) (func(*persistence.Record, time.T
 	return func(rec *persistence.Record, now time.Time) bool {
 		return (status == "" || rec.Status == status) &&
 			(!l.stuck || stateOf(rec, now) == stateStuck) &&
+			(!l.held || stateOf(rec, now) == stateHeld) &&
 			(l.olderThan == 0 || olderThan(rec, expiry, now, l.olderThan))
 	}, nil
 }

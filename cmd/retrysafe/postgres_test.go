@@ -38,8 +38,8 @@ func putExpired(t *testing.T, f *fixture, n int) []string {
 }
 
 // sweep deletes the records expired at its start, in batches, and keeps
-// the others: live ones, and stuck ones, which their call may still
-// complete.
+// the others: live ones, stuck ones, which their call may still
+// complete, and held ones.
 func TestSweep(t *testing.T) {
 	f := postgresFixture(t)
 	putGolden(t, f)
@@ -55,8 +55,9 @@ func TestSweep(t *testing.T) {
 		ByState map[string]int `json:"by_state"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &stats))
-	require.Equal(t, 5, stats.Records)
+	require.Equal(t, 6, stats.Records)
 	require.Equal(t, 1, stats.ByState["stuck"], "a stuck record is kept")
+	require.Equal(t, 1, stats.ByState["held"], "and so is a held one")
 
 	putExpired(t, f, 25)
 	r = runCmd(t, f.with("sweep", "--batch-size", "10", "--rate", "0", "-o", "json")...)

@@ -168,7 +168,7 @@ func TestProgressOnATerminal(t *testing.T) {
 		code, out := term.exit()
 		require.Equal(t, exitOK, code, out)
 		require.Regexp(t, `scanning: 6 records in \d pages, `+f.shown, out)
-		require.Contains(t, out, "total        6")
+		require.Contains(t, out, "total        7")
 	})
 }
 

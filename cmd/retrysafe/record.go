@@ -23,6 +23,7 @@ type state struct {
 var (
 	stateInProgress = state{"in progress", "in_progress", "a call holds the key; retries get InProgressError (409 over HTTP) until its in-progress expiry"}
 	stateStuck      = state{"stuck", "stuck", "in progress past its in-progress expiry (the call crashed or timed out); the next retry takes the key over and runs the handler again"}
+	stateHeld       = state{"held", "held", "the call ended without an outcome, and the key is held (WithHoldUntilReleased); retries get HeldError (409 key-held over HTTP) until someone checks its side effect and runs release"}
 	stateCompleted  = state{"completed", "completed", "retries get the stored response"}
 	stateFailed     = state{"completed", "completed", "an error was recorded; retries get it (RecordedError; a problem response over HTTP)"}
 	stateOmitted    = state{"completed", "completed", "the response was too large to store; retries get ResponseTooLargeError"}
@@ -33,7 +34,9 @@ var (
 // stateOf returns the state of rec at now.
 func stateOf(rec *persistence.Record, now time.Time) state {
 	switch {
-	case rec.Status == persistence.StatusInProgress && !rec.InProgressExpiresAt.IsZero() && rec.InProgressExpiresAt.Before(now):
+	case rec.Held && rec.Lapsed(now) && rec.Live(now):
+		return stateHeld
+	case rec.Lapsed(now):
 		return stateStuck
 	case !rec.Live(now):
 		return stateExpired
@@ -57,6 +60,9 @@ type recordJSON struct {
 	State               string     `json:"state"`
 	ExpiresAt           time.Time  `json:"expires_at"`
 	InProgressExpiresAt *time.Time `json:"in_progress_expires_at,omitempty"`
+	// Held: the reservation keeps its key past its in-progress expiry,
+	// until it is released (WithHoldUntilReleased).
+	Held bool `json:"held,omitempty"`
 	// WrittenAt is when the record was written, as far as the listing's
 	// expiry tells (see writtenAt).
 	WrittenAt   *time.Time `json:"written_at,omitempty"`
@@ -88,6 +94,7 @@ func toJSON(rec *persistence.Record, now, written time.Time) *recordJSON {
 		OwnerToken:      rec.Token,
 		PayloadHash:     rec.PayloadHash,
 		ResponseOmitted: rec.ResponseOmitted,
+		Held:            rec.Held,
 	}
 	if !rec.InProgressExpiresAt.IsZero() {
 		t := rec.InProgressExpiresAt.UTC()

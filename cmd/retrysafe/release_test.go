@@ -21,11 +21,13 @@ type heldKey struct {
 	runs   *atomic.Int32
 	finish func() error // lets the handler return, and returns the call's error
 	call   func() error // another call with the same input
+	// callUntil is another call with the same input and its own deadline.
+	callUntil func(deadline time.Time) error
 }
 
 // holdKey starts the call, with the deadline given, and returns once its
 // handler runs.
-func holdKey(t *testing.T, f *fixture, deadline time.Time) *heldKey {
+func holdKey(t *testing.T, f *fixture, deadline time.Time, opts ...idempotency.WrapOption) *heldKey {
 	t.Helper()
 	release := make(chan struct{})
 	started := make(chan string, 2)
@@ -36,17 +38,18 @@ func holdKey(t *testing.T, f *fixture, deadline time.Time) *heldKey {
 		started <- key
 		<-release
 		return chargeCard(ctx, c)
-	}, f.store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders.main.process"),
-		idempotency.WithLogger(slog.New(slog.DiscardHandler))))
-	call := func() error {
+	}, f.store, append([]idempotency.WrapOption{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders.main.process"),
+		idempotency.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...))
+	callUntil := func(deadline time.Time) error {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
 		_, err := h(ctx, charge{OrderID: "ord_7", Amount: 500})
 		return err
 	}
+	call := func() error { return callUntil(deadline) }
 	done := make(chan error, 1)
 	go func() { done <- call() }()
-	k := &heldKey{key: <-started, runs: runs, call: call}
+	k := &heldKey{key: <-started, runs: runs, call: call, callUntil: callUntil}
 	var finished bool
 	k.finish = func() error {
 		if !finished {
@@ -100,6 +103,39 @@ func TestStuckKeyIsListedAndReleased(t *testing.T) {
 		// the key is free, and the next call runs the handler.
 		require.NoError(t, held.finish())
 		require.NoError(t, held.call())
+		require.Equal(t, int32(2), held.runs.Load())
+	})
+}
+
+// A key held for an operator (WithHoldUntilReleased) is listed as held
+// once its call's deadline passed, refuses retries, and is freed by
+// release.
+func TestHeldKeyIsListedAndReleased(t *testing.T) {
+	forEachStore(t, func(t *testing.T, f *fixture) {
+		held := holdKey(t, f, time.Now().Add(time.Second), idempotency.WithHoldUntilReleased())
+		rec, err := f.store.Get(t.Context(), held.key)
+		require.NoError(t, err)
+		require.True(t, rec.Held)
+		time.Sleep(time.Until(rec.InProgressExpiresAt) + 10*time.Millisecond)
+		require.ErrorIs(t, held.callUntil(time.Now().Add(time.Minute)), idempotency.ErrHeld, "past the deadline, a retry is refused")
+
+		r := runCmd(t, f.with("ls", "--held", "-o", "json")...)
+		requireOK(t, r)
+		var listed struct {
+			Records []getJSON `json:"records"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed), r.stdout)
+		require.Len(t, listed.Records, 1)
+		require.Equal(t, "held", listed.Records[0].State)
+
+		r = runCmd(t, f.with("release", held.key, "--yes")...)
+		requireOK(t, r)
+		require.Contains(t, r.stdout, "released "+held.key+" (it was held)")
+
+		// The call that held the key finishes, too late to complete it;
+		// the key is free, and the next call runs the handler.
+		require.NoError(t, held.finish())
+		require.NoError(t, held.callUntil(time.Now().Add(time.Minute)), "after the release, a retry runs")
 		require.Equal(t, int32(2), held.runs.Load())
 	})
 }

@@ -45,7 +45,7 @@ terminal. The age of the oldest record in progress is its expiry less
 }
 
 // statesShown are the states stats counts, in its table's order.
-var statesShown = []state{stateInProgress, stateStuck, stateCompleted, stateExpired, stateOther}
+var statesShown = []state{stateInProgress, stateStuck, stateHeld, stateCompleted, stateExpired, stateOther}
 
 func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags) error {
 	byStatus := map[string]int{}
@@ -114,7 +114,7 @@ func stats(ctx context.Context, e *env, out *output, st *store, scan *scanFlags)
 // statusOf returns the stored status of the records in state s.
 func statusOf(s state) string {
 	switch s {
-	case stateInProgress, stateStuck:
+	case stateInProgress, stateStuck, stateHeld:
 		return string(persistence.StatusInProgress)
 	case stateCompleted:
 		return string(persistence.StatusCompleted)

@@ -232,7 +232,7 @@ func TestNoSDKWarnings(t *testing.T) {
 
 	code, out := onTerminal(t, f.with("stats", "--page-size", "2")...).exit()
 	require.Equal(t, exitOK, code, out)
-	require.Contains(t, out, "total        6")
+	require.Contains(t, out, "total        7")
 	require.NotContains(t, out, "WARN")
 	require.NotContains(t, out, "SDK 20", "the SDK's logger's lines start with SDK and the date")
 }

@@ -161,6 +161,7 @@ func TestFailureLogs(t *testing.T) {
 			logger, logs := testlog.JSON()
 			deliver := h.build(t, &recorder{}, store, idempotency.WithKey(h.key), idempotency.WithLogger(logger))
 			hold(t, store, "busy-1")
+			holdForOperator(t, store, "held-1")
 			failed, err := deliver(t.Context(), []spec{
 				{n: 1, order: "o-1"},
 				{n: 2, raw: "not json"},
@@ -168,14 +169,16 @@ func TestFailureLogs(t *testing.T) {
 				{n: 4, order: "busy-1"},
 				{n: 5, order: "fail-1"},
 				{n: 6, order: "panic-1"},
+				{n: 7, order: "held-1"},
 			})
 			require.NoError(t, err)
-			assert.Equal(t, ids(h, 2, 3, 4, 5, 6), failed)
+			assert.Equal(t, ids(h, 2, 3, 4, 5, 6, 7), failed)
 
 			assert.Equal(t, ids(h, 2, 3), failedByReason(t, logs, batch.ReasonBadRecord))
 			assert.Equal(t, ids(h, 4), failedByReason(t, logs, batch.ReasonInProgress))
 			assert.Equal(t, ids(h, 5), failedByReason(t, logs, batch.ReasonHandlerError))
 			assert.Equal(t, ids(h, 6), failedByReason(t, logs, batch.ReasonPanic))
+			assert.Equal(t, ids(h, 7), failedByReason(t, logs, batch.ReasonHeld))
 
 			bad := logLines(t, logs, "bad record")
 			require.Len(t, bad, 2)
@@ -191,9 +194,9 @@ func TestFailureLogs(t *testing.T) {
 
 			summary := logLines(t, logs, "batch done")
 			require.Len(t, summary, 1)
-			assert.EqualValues(t, 6, summary[0]["records"])
+			assert.EqualValues(t, 7, summary[0]["records"])
 			assert.EqualValues(t, 1, summary[0]["processed"])
-			assert.EqualValues(t, 5, summary[0]["failed"])
+			assert.EqualValues(t, 6, summary[0]["failed"])
 		})
 	}
 }

@@ -423,6 +423,22 @@ func hold(t testing.TB, store persistence.Store, order string) {
 	}, now))
 }
 
+// holdForOperator reserves an order's key as an invocation with
+// idempotency.WithHoldUntilReleased that ended without an outcome leaves
+// it: held, past its in-progress expiry.
+func holdForOperator(t testing.TB, store persistence.Store, order string) {
+	t.Helper()
+	then := time.Now().Add(-time.Minute)
+	require.NoError(t, store.Put(context.Background(), &persistence.Record{
+		Key:                 recordKey(t, order),
+		Status:              persistence.StatusInProgress,
+		ExpiresAt:           then.Add(time.Hour).Truncate(time.Second),
+		InProgressExpiresAt: then.Add(time.Second),
+		Token:               "an-invocation-that-timed-out",
+		Held:                true,
+	}, then))
+}
+
 // logLines returns the decoded lines of a testlog.JSON logger whose
 // message contains substr.
 func logLines(t testing.TB, logs *testlog.Buffer, substr string) []map[string]any {

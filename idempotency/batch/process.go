@@ -32,6 +32,11 @@ const (
 	// redelivered record will find it completed, or run if that invocation
 	// failed.
 	ReasonInProgress = "in_progress"
+	// ReasonHeld: the record's key is held until an operator releases it
+	// (idempotency.WithHoldUntilReleased): an invocation that ran it ended
+	// without an outcome. It fails until then, and a queue's redrive policy
+	// moves it to its dead-letter queue after its receive count.
+	ReasonHeld = "held"
 	// ReasonStoreError: the idempotency store failed before the function
 	// ran.
 	ReasonStoreError = "store_error"
@@ -363,6 +368,8 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 		return skipped
 	case idempotency.OutcomeInProgress:
 		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key is in progress in another invocation; it will be redelivered", m, ReasonInProgress, err)
+	case idempotency.OutcomeHeld:
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key is held until an operator releases it, after an invocation that ran it ended without an outcome; the function did not run", m, ReasonHeld, err)
 	case idempotency.OutcomeStoreError:
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: the idempotency store failed; the function did not run", m, ReasonStoreError, err)
 	case idempotency.OutcomePayloadMismatch:

@@ -73,6 +73,8 @@
 //	first request with the key                   handler's response
 //	retry after completion                       stored response, byte for byte, plus Idempotent-Replayed: true
 //	retry while the first is in progress         409     key-in-use, with Retry-After
+//	retry of a key held for an operator          409     key-held, without Retry-After
+//	  (idempotency.WithHoldUntilReleased)
 //	retry with a different fingerprint           422     key-reused
 //	store failed before the handler ran          503     store-unavailable, with Retry-After: 1
 //	handler returned a Go error or panicked      500     handler-failed (WithReturnErrors: the error, or the panic)

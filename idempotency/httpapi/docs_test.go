@@ -17,7 +17,7 @@ func TestProblemTypesAreDocumented(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "problems.md"))
 	require.NoError(t, err)
 	for _, typ := range []string{
-		httpapi.ProblemMissingKey, httpapi.ProblemInvalidKey, httpapi.ProblemMissingScope, httpapi.ProblemKeyInUse,
+		httpapi.ProblemMissingKey, httpapi.ProblemInvalidKey, httpapi.ProblemMissingScope, httpapi.ProblemKeyInUse, httpapi.ProblemKeyHeld,
 		httpapi.ProblemKeyReused, httpapi.ProblemStoreUnavailable, httpapi.ProblemHandlerFailed, httpapi.ProblemRecordedError,
 		httpapi.ProblemResponseNotStored, httpapi.ProblemReplayFailed, httpapi.ProblemBodyTooLarge,
 	} {

@@ -130,6 +130,47 @@ func TestMiddlewareLeaseLapsesWhenRenewalsStop(t *testing.T) {
 	}
 }
 
+// With WithHoldUntilReleased, the key of a server that died while its
+// handler ran is not taken over when its lease lapses: retries get 409
+// key-held, without Retry-After, until an operator releases the key.
+func TestMiddlewareHoldsTheKeyOfADeadProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := []idempotency.MiddlewareOption{idempotency.WithLogger(discard()), idempotency.WithHoldUntilReleased()}
+		store := memory.New()
+		var c runs
+		hang := make(chan struct{})
+		dying := idempotency.Must(httpapi.Middleware(deadProcess{store}, opts...))(c.handle(func(w http.ResponseWriter, r *http.Request, run int) {
+			<-hang
+		}))
+		there := idempotency.Must(httpapi.Middleware(otherProcess{store}, opts...))(slowHandler(&c, 0))
+
+		var wg sync.WaitGroup
+		wg.Go(func() { send(dying, "k1") })
+		synctest.Wait()
+		time.Sleep(idempotency.DefaultLease + time.Second)
+		held := send(there, "k1")
+		require.Equal(t, http.StatusConflict, held.Code)
+		assert.Equal(t, httpapi.ProblemKeyHeld, problemType(t, held))
+		assert.Empty(t, held.Header().Get("Retry-After"), "no delay ends a hold")
+		assert.Equal(t, 1, c.count(), "the retry did not run")
+
+		// The operator releases the key: the next retry runs.
+		var rec *persistence.Record
+		require.NoError(t, store.List(t.Context(), "", 0, func(page []*persistence.Record) error {
+			require.Len(t, page, 1)
+			rec = page[0]
+			return nil
+		}))
+		require.True(t, rec.Held)
+		require.NoError(t, store.DeleteRecord(t.Context(), rec))
+		resp := send(there, "k1")
+		assert.Equal(t, http.StatusCreated, resp.Code)
+		assert.Equal(t, "2", resp.Body.String())
+		close(hang)
+		wg.Wait()
+	})
+}
+
 func problemType(t *testing.T, w *httptest.ResponseRecorder) string {
 	t.Helper()
 	return answer{status: w.Code, header: w.Header(), body: w.Body.Bytes()}.problem(t).Type

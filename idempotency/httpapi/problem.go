@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
 // ContentTypeProblem is the media type of the responses the adapter makes
@@ -29,6 +31,11 @@ const (
 	// ProblemKeyInUse (409, with Retry-After): a request with the same key
 	// is still being processed.
 	ProblemKeyInUse = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-in-use"
+	// ProblemKeyHeld (409, without Retry-After): the request that first
+	// used the key ended without an outcome, and the API holds the key
+	// until an operator checks what happened and releases it
+	// (idempotency.WithHoldUntilReleased).
+	ProblemKeyHeld = httpkey.ProblemKeyHeld
 	// ProblemKeyReused (422): the key was used before for a different
 	// request (method, path, query, body or fingerprinted headers differ).
 	ProblemKeyReused = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-reused"
@@ -86,6 +93,7 @@ var (
 	invalidKey       = problemKind{ProblemInvalidKey, "Invalid idempotency key", http.StatusBadRequest}
 	missingScope     = problemKind{ProblemMissingScope, "Caller not identified", http.StatusBadRequest}
 	keyInUse         = problemKind{ProblemKeyInUse, "Request with this idempotency key in progress", http.StatusConflict}
+	keyHeld          = problemKind{ProblemKeyHeld, "Request with this idempotency key held for an operator", http.StatusConflict}
 	keyReused        = problemKind{ProblemKeyReused, "Idempotency key reused for a different request", http.StatusUnprocessableEntity}
 	storeUnavailable = problemKind{ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable}
 	notCommitted     = problemKind{ProblemNotCommitted, "Request not committed", http.StatusServiceUnavailable}
@@ -134,6 +142,9 @@ func (c *config) detail(k problemKind) string {
 		return "The request does not identify its caller, which this API requires for requests with the " + h + " header."
 	case keyInUse:
 		return "A request with the same " + h + " is still being processed. Retry after the delay in Retry-After to get its response."
+	case keyHeld:
+		return "A request with the same " + h + " ended without an outcome, and whether it took effect is not known. " +
+			"The key is held until an operator checks and releases it: do not retry with this key, and contact the API's operator."
 	case keyReused:
 		parts := "method, path, query or body"
 		if len(c.fingerprintHeaders) > 0 {

@@ -174,6 +174,9 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		return e.problem(r, recordedError, e.cfg.detail(recordedError), 0)
 	case idempotency.OutcomePayloadMismatch:
 		return e.problem(r, keyReused, e.cfg.detail(keyReused), 0)
+	case idempotency.OutcomeHeld:
+		// No delay ends a hold: no Retry-After.
+		return e.problem(r, keyHeld, e.cfg.detail(keyHeld), 0)
 	case idempotency.OutcomeStoreError:
 		e.cfg.logger.LogAttrs(ctx, slog.LevelError, "httpapi: idempotency store failed; answering 503", slog.String("key", string(key)), slog.Any("error", err))
 		return e.problem(r, storeUnavailable, e.cfg.detail(storeUnavailable), storeRetryAfter)

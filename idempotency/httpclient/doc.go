@@ -31,6 +31,7 @@
 //	connection error (refused, reset, closed)   retries after a backoff
 //	502, 503, 504                               retries after Retry-After, or a backoff
 //	409 (a request with the key in flight)      retries after Retry-After, or a backoff
+//	409 key-held (an operator must release it)  returns the response
 //	429                                         retries after Retry-After, or a backoff
 //	a certificate that does not verify          returns the error
 //	anything else (2xx, 400, 401, 403, 404,     returns the response

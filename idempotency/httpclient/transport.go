@@ -1,10 +1,12 @@
 package httpclient
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -206,8 +208,13 @@ func (p *policy) retry(resp *http.Response, err error, attempt int) (wait time.D
 		return p.backoff(attempt), !permanent(err)
 	}
 	switch resp.StatusCode {
+	case http.StatusConflict:
+		if held(resp) {
+			return 0, false // no retry ends a hold: an operator must act
+		}
+		fallthrough
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
-		http.StatusConflict, http.StatusTooManyRequests:
+		http.StatusTooManyRequests:
 		if d, ok := retryAfter(resp); ok {
 			return d, true
 		}
@@ -224,6 +231,28 @@ func (p *policy) backoff(attempt int) time.Duration {
 		d = p.first << shift
 	}
 	return d - mathrand.N(d/2+1)
+}
+
+// held reports whether resp is a problem of type key-held: the key is held
+// until an operator releases it. It reads the start of the body, and puts
+// it back.
+func held(resp *http.Response) bool {
+	mediaType, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	if !strings.EqualFold(strings.TrimSpace(mediaType), "application/problem+json") || resp.Body == nil {
+		return false
+	}
+	start, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(start), resp.Body), resp.Body}
+	if err != nil {
+		return false
+	}
+	var problem struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(start, &problem) == nil && problem.Type == httpkey.ProblemKeyHeld
 }
 
 // retryAfter reads the Retry-After of resp: a number of seconds, or an

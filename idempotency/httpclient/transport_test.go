@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/idempotency/httpclient"
 )
 
@@ -340,4 +341,33 @@ func TestReplayedAndAttempts(t *testing.T) {
 	assert.Zero(t, httpclient.Attempts(nil))
 	assert.Zero(t, httpclient.Attempts(&http.Response{}))
 	assert.Zero(t, httpclient.Attempts(&http.Response{Request: newPost(t, t.Context(), "")}))
+}
+
+// A 409 whose problem says the key is held for an operator is final: no
+// retry ends a hold. Its body reaches the caller whole. Other 409s are
+// retried.
+func TestTransportDoesNotRetryAHeldKey(t *testing.T) {
+	problem := func(typ string) func(*http.Request) (*http.Response, error) {
+		return func(*http.Request) (*http.Response, error) {
+			h := http.Header{"Content-Type": {"application/problem+json; charset=utf-8"}}
+			body := `{"type":"` + typ + `","title":"t","status":409}`
+			return &http.Response{StatusCode: 409, Header: h, Body: io.NopCloser(strings.NewReader(body))}, nil
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeServer{script: []func(*http.Request) (*http.Response, error){problem(httpapi.ProblemKeyHeld)}}
+		resp, err := (&httpclient.Transport{Base: s}).RoundTrip(newPost(t, t.Context(), "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, 409, resp.StatusCode)
+		assert.Len(t, s.seen(), 1, "a held key is final")
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"type":"`+httpapi.ProblemKeyHeld+`","title":"t","status":409}`, string(body))
+
+		s = &fakeServer{script: []func(*http.Request) (*http.Response, error){problem(httpapi.ProblemKeyInUse), reply(201)}}
+		resp, err = (&httpclient.Transport{Base: s}).RoundTrip(newPost(t, t.Context(), "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode)
+		assert.Len(t, s.seen(), 2, "a key in use is retried")
+	})
 }

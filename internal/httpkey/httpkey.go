@@ -21,6 +21,9 @@ const (
 	// Expiry is how long a server remembers a key: Stripe's 24 hours,
 	// what clients of an Idempotency-Key API expect.
 	Expiry = 24 * time.Hour
+	// ProblemKeyHeld is the problem type of a 409 that no retry ends: the
+	// key is held until an operator releases it.
+	ProblemKeyHeld = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-held"
 )
 
 // IsToken reports whether s is an RFC 9110 token, the syntax of field

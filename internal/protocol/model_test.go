@@ -12,9 +12,10 @@ import (
 
 // TestModel checks the model of the protocol (model/idempotency.pml, over
 // model/table.pml) with SPIN in a small configuration: the table holds,
-// and a renewal fenced on the token alone repeats the side effect. It is a
-// quick check of a table just regenerated; make model runs the whole
-// check (model/check.sh).
+// with reservations held too (WithHoldUntilReleased), and a renewal fenced
+// on the token alone, or a reservation that takes a held record over,
+// repeats the side effect. It is a quick check of a table just
+// regenerated; make model runs the whole check (model/check.sh).
 func TestModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs SPIN and a C compiler")
@@ -34,7 +35,9 @@ func TestModel(t *testing.T) {
 		fail  bool
 	}{
 		{"table", nil, false},
+		{"held", []string{"-DHOLD"}, false},
 		{"late renewal", []string{"-DBROKEN_RENEW", "-DONLY_REPEAT"}, true},
+		{"held taken over", []string{"-DHOLD", "-DBROKEN_HELD", "-DONLY_REPEAT"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -385,8 +385,11 @@ func TestWrapResponseTooLarge(t *testing.T) {
 			runs.Add(1)
 			return randomBytes(500 << 10), nil // JSON-encoded as base64: ~667 KB, incompressible
 		}
+		// The completion encodes, compresses and sends ~1 MB, twice on
+		// dynalite: a loaded machine with the race detector can take
+		// longer than the default final write timeout.
 		pay, err := idempotency.Wrap(big, store, idempotency.WithKey("order_id"),
-			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+			idempotency.WithFinalWriteTimeout(time.Minute), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
 		p := newPayment()
 		out, err := pay(t.Context(), p)

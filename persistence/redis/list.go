@@ -61,7 +61,7 @@ func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page f
 // listedFields are the fields List reads: every field of a record but
 // the response.
 func (f *Fields) listedFields() []string {
-	return []string{f.Status, f.Expiration, f.InProgressExpiration, f.Validation, f.Token, f.ErrorType, f.ErrorMessage, f.ResponseOmitted}
+	return []string{f.Status, f.Expiration, f.InProgressExpiration, f.Validation, f.Token, f.ErrorType, f.ErrorMessage, f.ResponseOmitted, f.Held}
 }
 
 // read returns the records held by the hashes at keys, on node, with one

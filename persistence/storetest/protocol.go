@@ -283,6 +283,7 @@ func testAdminList(t *testing.T, s persistence.Store) {
 	want := map[string]*persistence.Record{}
 	for i := range 5 {
 		rec := inProgress(fmt.Sprintf("%s%d", prefix, i), now)
+		rec.Held = i == 1 // a held reservation is listed as held
 		mustPut(t, s, rec, now)
 		if i%2 == 0 {
 			rec = completed(rec, now, []byte(`{"listed":false}`))

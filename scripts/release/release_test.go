@@ -230,7 +230,7 @@ func TestPlanTagsTheRootFirst(t *testing.T) {
 			}
 		}
 	}
-	for _, dir := range []string{"otelidempotency", "cmd/retrysafe", "persistence/postgres"} {
+	for _, dir := range []string{"otelidempotency", "cmd/retrysafe", "persistence/postgres", "grpcidempotency"} {
 		if !slices.ContainsFunc(slices.Concat(steps[1:]...), func(m mod) bool { return m.dir == dir }) {
 			t.Errorf("steps %v: want %s after the root", steps, dir)
 		}
@@ -240,8 +240,9 @@ func TestPlanTagsTheRootFirst(t *testing.T) {
 // TestReleaseIsInstallable releases a temporary clone of the work tree
 // with the release procedure, then builds a consumer module outside it
 // against a file-based module proxy of the clone's tags, with no network
-// for this repository's modules: it requires the library, otelidempotency
-// and the PostgreSQL store, and installs cmd/retrysafe@version. Then it
+// for this repository's modules: it requires the library, otelidempotency,
+// the PostgreSQL store and grpcidempotency, and installs
+// cmd/retrysafe@version. Then it
 // changes an exported signature, and the API check must fail until the
 // change is accepted.
 func TestReleaseIsInstallable(t *testing.T) {
@@ -308,7 +309,7 @@ func TestReleaseIsInstallable(t *testing.T) {
 	t.Logf("release %s:\n%s", v, &out)
 	step("released")
 	rootTag := r.tags[v]
-	for _, dir := range []string{"otelidempotency", "persistence/postgres", "cmd/retrysafe"} {
+	for _, dir := range []string{"otelidempotency", "persistence/postgres", "grpcidempotency", "cmd/retrysafe"} {
 		tag := dir + "/" + v
 		commit, ok := r.tags[tag]
 		if !ok {
@@ -360,7 +361,7 @@ func TestReleaseIsInstallable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dep := range []string{r.root, r.root + "/otelidempotency", r.root + "/persistence/postgres"} {
+	for _, dep := range []string{r.root, r.root + "/otelidempotency", r.root + "/persistence/postgres", r.root + "/grpcidempotency"} {
 		if !strings.Contains(got, dep+" "+v+"\n") {
 			t.Errorf("the consumer's build info lacks %s %s:\n%s", dep, v, got)
 		}
@@ -466,13 +467,14 @@ func cloneWorkTree(t *testing.T, src, dst string) {
 }
 
 // writeConsumer writes a main module in dir that requires version v of
-// the root, otelidempotency and the PostgreSQL store, imports each of
-// their packages but the internal and main ones, and prints the versions
-// of this repository's modules that its build records.
+// the root, otelidempotency, the PostgreSQL store and grpcidempotency,
+// imports each of their packages but the internal and main ones, and
+// prints the versions of this repository's modules that its build
+// records.
 func writeConsumer(t *testing.T, r *repo, dir, v string) {
 	t.Helper()
 	var imports []string
-	for _, d := range []string{".", "otelidempotency", "persistence/postgres"} {
+	for _, d := range []string{".", "otelidempotency", "persistence/postgres", "grpcidempotency"} {
 		m := mod{dir: d, path: r.root}
 		if d != "." {
 			m.path = r.root + "/" + d
@@ -485,7 +487,8 @@ func writeConsumer(t *testing.T, r *repo, dir, v string) {
 		"go.mod": "module example.com/consumer\n\ngo 1.25.0\n\nrequire (\n" +
 			"\t" + r.root + " " + v + "\n" +
 			"\t" + r.root + "/otelidempotency " + v + "\n" +
-			"\t" + r.root + "/persistence/postgres " + v + "\n)\n",
+			"\t" + r.root + "/persistence/postgres " + v + "\n" +
+			"\t" + r.root + "/grpcidempotency " + v + "\n)\n",
 		"main.go": "package main\n\nimport (\n\t\"fmt\"\n\t\"runtime/debug\"\n\t\"strings\"\n\n" + strings.Join(imports, "") + ")\n\n" +
 			"func main() {\n\tinfo, _ := debug.ReadBuildInfo()\n\tfor _, d := range info.Deps {\n" +
 			"\t\tif strings.HasPrefix(d.Path, \"" + r.root + "\") {\n\t\t\tfmt.Println(d.Path, d.Version)\n\t\t}\n\t}\n}\n",

@@ -40,9 +40,11 @@ var kinds = map[string]kind{
 	".":                    library,
 	"otelidempotency":      library,
 	"persistence/postgres": library,
+	"grpcidempotency":      library,
 	"cmd/retrysafe":        command,
 	"examples":             unpublished,
 	"examples/cdk":         unpublished,
+	"examples/grpcorders":  unpublished,
 	"bench/compare":        unpublished,
 	"scripts/release":      unpublished,
 }

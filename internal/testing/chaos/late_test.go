@@ -93,7 +93,10 @@ func heldAtStore(t *testing.T, store persistence.Store) (persistence.Store, <-ch
 // lateRenewal runs the scenario over store, whose first renewal is held
 // back: the function that applies it comes on held.
 func lateRenewal(t *testing.T, store persistence.Store, held <-chan func(context.Context) error) {
-	const lease = 300 * time.Millisecond
+	// Long enough that a reservation's reply comes within it on a loaded
+	// machine: one that came later would not run (the scenario needs it
+	// to).
+	const lease = 2 * time.Second
 	type order struct {
 		ID     string `json:"id"`
 		Amount int    `json:"amount"`

@@ -447,7 +447,7 @@ func (s *Server) stopLocked() error {
 		return nil
 	}
 	if s.frozen {
-		_ = signalGroup(s.proc, false)
+		_ = signalServer(s.proc, false)
 		s.frozen = false
 	}
 	var err error
@@ -466,8 +466,8 @@ func (s *Server) stopLocked() error {
 	return err
 }
 
-// Freeze stops every process of the server, the postmaster and its
-// backends (SIGSTOP to its process group), until Thaw: connections are
+// Freeze stops every process of the server, the postmaster and the
+// processes it started, its backends among them (SIGSTOP), until Thaw: connections are
 // accepted by the kernel, and statements sent, but nothing is answered.
 // A statement that reached a backend before or during the freeze runs
 // when it thaws, whether or not its client still waits for it. Freeze
@@ -478,7 +478,7 @@ func (s *Server) Freeze() error {
 	if s.proc == nil {
 		return errors.New("pgserver: Freeze of a stopped server")
 	}
-	if err := signalGroup(s.proc, true); err != nil {
+	if err := signalServer(s.proc, true); err != nil {
 		return fmt.Errorf("pgserver: freezing postgres: %w", err)
 	}
 	s.frozen = true
@@ -492,7 +492,7 @@ func (s *Server) Thaw() error {
 	if s.proc == nil {
 		return errors.New("pgserver: Thaw of a stopped server")
 	}
-	if err := signalGroup(s.proc, false); err != nil {
+	if err := signalServer(s.proc, false); err != nil {
 		return fmt.Errorf("pgserver: thawing postgres: %w", err)
 	}
 	s.frozen = false

@@ -18,6 +18,6 @@ func quit(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
 func kill(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
-func signalGroup(*exec.Cmd, bool) error {
+func signalServer(*exec.Cmd, bool) error {
 	return errors.New("pgserver: no SIGSTOP and SIGCONT on this system")
 }

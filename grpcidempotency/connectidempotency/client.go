@@ -1,0 +1,138 @@
+package connectidempotency
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"syscall"
+
+	"connectrpc.com/connect"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
+)
+
+// NewClientInterceptor returns a Connect interceptor for clients that
+// gives each mutating unary call one idempotency key and sends it again,
+// with the same key, when the answer was lost or says to try again later
+// (see the package documentation, Clients). It fails if an option is
+// invalid.
+//
+//	idem, err := connectidempotency.NewClientInterceptor()
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	client := ordersv1connect.NewOrdersClient(http.DefaultClient, url, connect.WithInterceptors(idem))
+//
+// Streaming calls pass through, and so do the calls of handlers, when the
+// interceptor is given to one.
+func NewClientInterceptor(opts ...ClientOption) (connect.Interceptor, error) {
+	s, err := newClientSettings("connectidempotency: NewClientInterceptor", opts)
+	if err != nil {
+		return nil, err
+	}
+	return &clientInterceptor{cfg: s.cfg}, nil
+}
+
+type clientInterceptor struct{ cfg engine.ClientConfig }
+
+func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		msg, ok := req.Any().(proto.Message)
+		if !req.Spec().IsClient || !ok {
+			return next(ctx, req)
+		}
+		ctxKey, _ := ctx.Value(clientKey{}).(string)
+		k, ok, err := c.cfg.Prepare(req.Spec().Procedure, msg, req.Header().Values(c.cfg.MetadataKey), ctxKey)
+		switch {
+		case err != nil:
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("connectidempotency: "+err.Error()))
+		case !ok:
+			return next(ctx, req)
+		case k.Metadata:
+			// For the call only, as the key field below.
+			req.Header().Set(c.cfg.MetadataKey, k.Key)
+			defer req.Header().Del(c.cfg.MetadataKey)
+		}
+		if k.Request != msg {
+			// The copy with the key goes in the request for the call
+			// only: the caller may send its message again, and must not
+			// find this call's key in it.
+			field := reflect.ValueOf(req).Elem().FieldByName("Msg") // *connect.Request[T].Msg, a *T
+			if !field.IsValid() || !field.CanSet() || !reflect.TypeOf(k.Request).AssignableTo(field.Type()) {
+				return nil, connect.NewError(connect.CodeInternal, errors.New("connectidempotency: the request is not a *connect.Request"))
+			}
+			field.Set(reflect.ValueOf(k.Request))
+			defer field.Set(reflect.ValueOf(msg))
+		}
+		var resp connect.AnyResponse
+		err = c.cfg.Retry.Do(ctx, nil, func() error {
+			var err error
+			resp, err = next(ctx, req)
+			return err
+		}, func(err error) *spb.Status { return attemptStatus(ctx, err) })
+		if err != nil && !errors.As(err, new(*connect.Error)) {
+			// The call's context ended while it waited for a retry.
+			return nil, connect.NewError(connect.Code(statusOfResult(err).GetCode()), err)
+		}
+		return resp, err
+	}
+}
+
+// attemptStatus returns the status of an attempt's error. Connect reports
+// a connection that the network reset as CANCELED, as it would a client
+// that went away: while the call's own context goes on, that is a lost
+// answer, UNAVAILABLE, as gRPC reports it.
+func attemptStatus(ctx context.Context, err error) *spb.Status {
+	st := statusOfResult(err)
+	if connect.Code(st.GetCode()) == connect.CodeCanceled && ctx.Err() == nil &&
+		(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		st.Code = int32(connect.CodeUnavailable)
+	}
+	return st
+}
+
+func (c *clientInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (c *clientInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+type clientKey struct{}
+
+// ContextWithKey returns a context that makes the client interceptor send
+// the call made with it with key, unless the call carries one: keep the
+// key with the operation (in the database row of the order that the call
+// creates, say), so that the operation can be sent again with the same key
+// later, by a process that restarted. A key is 1 to MaxKeyLength
+// characters, printable ASCII when it goes in a header; the call fails
+// with INVALID_ARGUMENT before it is sent if it is not.
+func ContextWithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, clientKey{}, key)
+}
+
+// NewKey returns a new key: a random (version 4) UUID, from crypto/rand,
+// as AIP-155 recommends.
+func NewKey() string { return engine.NewKey() }
+
+// Replayed reports whether header, the response header of a call (or the
+// metadata of its error), marks a replay: the stored answer to an earlier
+// call with the same key, not the answer of a run of this call.
+func Replayed(header http.Header) bool { return header.Get(MetadataReplayed) == "true" }
+
+// MarkNotExecuted marks the result that the handler is about to return as
+// one of a call that did not execute: the interceptor returns it but does
+// not store it, and releases the key, so that a retry with the key runs
+// the handler again. Call it, with the context the handler got, when the
+// handler refuses a call before it has done anything, for example
+// INVALID_ARGUMENT from validation that runs before the side effect: the
+// client can then fix the request and retry with its key.
+//
+// Results with the codes that say so are released without it (see the
+// package documentation). It reports whether ctx is the context of a call
+// that the interceptor handles; elsewhere it does nothing.
+func MarkNotExecuted(ctx context.Context) bool { return engine.MarkNotExecuted(ctx) }

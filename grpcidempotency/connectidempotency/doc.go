@@ -1,0 +1,49 @@
+// Package connectidempotency gives Connect services (connectrpc.com/connect)
+// the request IDs of AIP-155: a mutating call carries a unique key, runs
+// at most once per key, and every retry with the key gets the first
+// call's response. It is package grpcidempotency for Connect, on the same
+// engine, with the same keys, answers, stored codes and options, whose
+// documentation it shares: read that package's, and docs/grpc.md in the
+// repository. It links no package of google.golang.org/grpc.
+//
+//	idem, err := connectidempotency.NewServerInterceptor(store,
+//		connectidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+//	mux.Handle(ordersv1connect.NewOrdersHandler(svc, connect.WithInterceptors(idem)))
+//
+//	retry, err := connectidempotency.NewClientInterceptor()
+//	client := ordersv1connect.NewOrdersClient(http.DefaultClient, url, connect.WithInterceptors(retry))
+//
+// A handler serves the Connect, gRPC and gRPC-Web protocols, over HTTP/1.1
+// and HTTP/2, and the interceptor protects calls of each alike. The key's
+// metadata is the Idempotency-Key request header (idempotency-key in gRPC
+// metadata), the same header as the HTTP adapters'. A replay carries the
+// stored response headers and trailers, and the header
+// Idempotent-Replayed: true; a replayed error carries them in its
+// metadata (connect.Error's Meta). Headers that the handler sets through
+// connect.CallInfo count too, but not those set before the interceptor
+// ran. Binary headers ("-bin") are kept as Connect carries them, in
+// base64.
+//
+// The gRPC and Connect interceptors, given the same prefix and store,
+// share records: a call retried over the other framework gets its replay.
+//
+// # Differences from package grpcidempotency
+//
+// WithScope's function gets the request (its headers and peer) with the
+// context: Connect has no peer certificate to scope by, so scope by what an
+// authentication middleware put in the context (connectrpc.com/authn), or
+// by a header that a trusted proxy sets.
+//
+// The client interceptor sets the key field in a copy of the request
+// message, which it puts in the connect.Request for the call and takes
+// out again after it, and likewise a key it adds to the headers, so that
+// the caller's request is unchanged when the call returns; do not use one
+// connect.Request for concurrent calls. Connect reports a
+// connection that the network reset as CANCELED, as it would a client
+// that went away: while the call's own context goes on, the client
+// interceptor takes it for a lost answer, UNAVAILABLE, and retries. Connect
+// has no retries of its own, so nothing multiplies the interceptor's
+// attempts.
+//
+// Streaming calls pass through, unprotected.
+package connectidempotency

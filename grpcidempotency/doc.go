@@ -1,0 +1,211 @@
+// Package grpcidempotency gives gRPC services the request IDs of AIP-155:
+// a mutating call carries a unique key, runs at most once per key, and
+// every retry with the key gets the first call's response. It is for
+// google.golang.org/grpc what httpapi.Middleware is for net/http, on the
+// same engine (an [idempotency.Guard]) and the same stores (DynamoDB,
+// Redis, PostgreSQL, memory); package connectidempotency is the same for
+// Connect. docs/grpc.md in the repository is the page for API clients.
+//
+//	idem, err := grpcidempotency.NewServerInterceptor(store,
+//		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(auth, idem))
+//
+//	retry, err := grpcidempotency.NewClientInterceptor()
+//	conn, err := grpc.NewClient(target, grpc.WithChainUnaryInterceptor(retry), ...)
+//
+// It is a module of its own, so that the library's go.mod does not
+// require gRPC. It needs Go 1.25, as the library does.
+//
+// # Keys
+//
+// The key of a call is the request message's request_id field, as AIP-155
+// names it: a singular string field, found by name through protoreflect
+// ([WithKeyField] names another; [WithKeyFunc] reads a key anywhere, such as
+// AEP-155's idempotency_key.key). Requests without such a field carry the
+// key in the idempotency-key metadata ([WithMetadataKey]). A [Policy] says,
+// per method ([WithMethodPolicy]) or for all ([WithPolicy]), where the key is
+// read and which source wins when a call carries both ([FieldFirst], the
+// default, [MetadataFirst], [FieldOnly], [MetadataOnly]; the other source is
+// then ignored), and what happens to a call without a key: it runs
+// unprotected, since AIP-155 makes request IDs optional, unless
+// [Policy.RequireKey] answers it INVALID_ARGUMENT. Skip leaves a method alone.
+// Calls whose request is not a protocol buffers message pass through.
+//
+// Keys are 1 to [MaxKeyLength] (255) characters of UTF-8 without control
+// characters, compared exactly. AIP-155 restricts its example to 36 ASCII
+// characters, a UUID; longer keys are accepted too, since clients of
+// other APIs send them (Stripe allows 255) and only a hash of the key is
+// stored, so its length costs nothing. An API that wants UUIDs only says
+// so in its documentation and checks them in the handler.
+//
+// The record of a key is found by hashing [scope, key] under the Guard's
+// prefix (idempotency.WithKeyPrefix; without it, the function name on
+// Lambda, else "idempotency"): services that share a table set their own
+// prefix. The gRPC and Connect interceptors, given the same prefix and
+// store, share records, so that a call retried over the other protocol
+// gets its replay. [WithScope] makes the caller part of the key
+// ([ScopePeerCertificate], [ScopeMetadata], or a function of your own): two
+// callers who choose the same key never see each other's responses.
+//
+// # Fingerprints
+//
+// A call's fingerprint is the SHA-256 of its full method name and its
+// request message in the deterministic protobuf encoding: a retry with
+// the same key and another request, or the same request to another
+// method, is refused. Maps encode in key order, and unknown fields as
+// they came, so the same request gives the same fingerprint on every
+// server that runs the same version of its .proto. Two versions of a
+// server that encode a request differently (a field that one knows and
+// the other keeps as unknown) may refuse a retry that crosses a
+// deployment.
+//
+// # Answers
+//
+// The interceptor answers as follows. Its own answers carry a
+// google.rpc.ErrorInfo whose domain is [ErrorDomain] and whose reason is one
+// of the Reason constants, and the details docs/grpc.md lists:
+//
+//	Situation                                     Code                Reason
+//	method needs a key, call has none             INVALID_ARGUMENT    MISSING_KEY (+ BadRequest on request_id)
+//	key empty (metadata), too long, not UTF-8,    INVALID_ARGUMENT    INVALID_KEY (+ BadRequest)
+//	  control characters, several in metadata
+//	scope function finds no caller (ErrNoScope)   UNAUTHENTICATED     MISSING_SCOPE
+//	first call with the key                       the handler's answer
+//	retry after the first completed               the stored answer, with its header and trailer metadata, plus idempotent-replayed: true
+//	retry while the first runs                    ABORTED             KEY_IN_USE, + RetryInfo (idempotency.WithWait: waits instead)
+//	retry after the first ended without an        FAILED_PRECONDITION KEY_HELD, until an operator releases the key
+//	  outcome, idempotency.WithHoldUntilReleased
+//	retry with another request or method          INVALID_ARGUMENT    KEY_REUSED (+ BadRequest)
+//	store failed before the handler ran           UNAVAILABLE         STORE_UNAVAILABLE, + RetryInfo of 1 s
+//	retry of a key whose error was recorded       its status, or INTERNAL RECORDED_ERROR
+//	retry of a key whose response was too large   INTERNAL            RESPONSE_NOT_STORED
+//	the call's context ends while it waits        CANCELLED or DEADLINE_EXCEEDED
+//
+// A mismatched request is INVALID_ARGUMENT, not FAILED_PRECONDITION. The
+// two differ in what the client must fix: FAILED_PRECONDITION asks it to
+// change the system's state and retry, INVALID_ARGUMENT to change its
+// request. A reused key is a mistake in the request: no change of state
+// makes the key right for it, and the fix is a new key. It is also what
+// Stripe (400) and the IETF draft (422) answer, and every refusal of a
+// key is then one code, with the reason to tell them apart. A held key
+// (KEY_HELD) is FAILED_PRECONDITION for the same reason turned around:
+// the request is right, and the state must change first. With
+// idempotency.WithHoldUntilReleased, a call that ended without an outcome
+// (it crashed, timed out, or its result could not be stored) keeps its key
+// when its reservation lapses, instead of letting a retry run it again,
+// until an operator checks its effect and releases the key (retrysafe
+// release). The answer is not stored, carries no RetryInfo, and the client
+// interceptors do not retry it; its ErrorInfo's metadata has held_since,
+// when the reservation lapsed (RFC 3339).
+//
+// The RetryInfo of ABORTED is the HTTP adapters' Retry-After, without
+// their rounding to whole seconds: how long the handler usually takes
+// (a moving average of its recent runs), at most [WithMaxRetryDelay] (2 s
+// by default) and the time until the first call's reservation lapses, at
+// least 10 ms. A retry then usually gets the replay. A handler's own
+// ABORTED carries no such ErrorInfo.
+//
+// # Which results are stored
+//
+// A result is stored, and replayed to every retry with its key until the
+// key expires, when it says that the call executed. Results that say it
+// did not are returned but not stored, and the key is released, so that
+// the client can fix the cause and retry with the same key. These are the
+// gRPC counterparts of the HTTP adapters' rules:
+//
+//	Code                                   Stored  Why (HTTP counterpart)
+//	OK                                     yes     the call executed (2xx)
+//	INVALID_ARGUMENT, NOT_FOUND,           yes     an answer about the request; a retry gets the same one (400, 404, 422)
+//	  ALREADY_EXISTS, FAILED_PRECONDITION,
+//	  OUT_OF_RANGE
+//	CANCELLED, DEADLINE_EXCEEDED           no      the call may not have run; the client retries it (408, 504)
+//	UNAUTHENTICATED, PERMISSION_DENIED     no      the credentials may be fixed, then retried (401, 403)
+//	RESOURCE_EXHAUSTED                     no      throttled; retry later (429)
+//	ABORTED                                no      a conflict; retry later (409)
+//	UNAVAILABLE                            no      retry later (503)
+//	UNIMPLEMENTED                          no      the call did not run; a newer server may run it (501)
+//	INTERNAL, UNKNOWN, DATA_LOSS           no      the call may not have run (500); WithStoreServerErrors stores them
+//
+// Stored results keep their status message and details, and the header
+// and trailer metadata that the handler set (grpc.SetHeader, SendHeader,
+// SetTrailer). UNIMPLEMENTED, UNKNOWN and DATA_LOSS are not stored,
+// though they are not among the retryable codes: UNIMPLEMENTED says the
+// call did not run, and during a rolling deployment a retry may reach a
+// server that implements the method; UNKNOWN is what a handler's plain Go
+// error becomes, which the HTTP adapters release too; DATA_LOSS is a
+// server error like INTERNAL. A handler marks any other result as not
+// executed with [MarkNotExecuted], for example INVALID_ARGUMENT from
+// validation that ran before the side effect. A released error that
+// idempotency.Permanent or idempotency.WithPermanentErrors marks as
+// permanent is recorded instead (the classifier sees the handler's error,
+// wrapped: match it with errors.Is or errors.As); its retries get the
+// status that idempotency.WithErrorDecoder gives it, or INTERNAL.
+//
+// A handler that panics releases the key, and the panic goes on, to a
+// recovery interceptor or to the server.
+//
+// Streaming calls do not go through unary interceptors: they pass
+// through, unprotected.
+//
+// # Options
+//
+// The interceptors take options of their own kind: [ServerOption] for
+// [NewServerInterceptor], [ClientOption] for [NewClientInterceptor], and
+// [Option], which is both, for the key's place (WithKeyField,
+// WithMetadataKey), so that an option given where it does not apply does
+// not compile. The options of package idempotency that configure a Guard
+// go through [WithGuardOptions], in their own kind,
+// idempotency.GuardOption: the expiry, prefix, wait, lease, observers and
+// transactions are the Guard's, and keep their documentation and checks
+// there, while the options that select keys from typed inputs
+// (idempotency.WithKey) are not GuardOptions and do not compile there.
+// One list of options for each interceptor, checked when it is made, with
+// every problem reported at once, is the form of grpc.NewServer and
+// connect.NewHandler; the plain data of a Policy or a [RetryPolicy] goes in
+// a struct, as the AWS SDK's Options do.
+//
+// Without idempotency.WithExpiry, keys are remembered for
+// idempotency.DefaultExpiry, an hour: AIP-155 lets an API choose, and
+// many of Google Cloud's APIs honour request IDs for at least 60
+// minutes.
+//
+// # Clients
+//
+// NewClientInterceptor gives a call a key when its request message has
+// the key field: the caller's own, when the field is set; else the key of
+// [ContextWithKey], or a new UUID ([NewKey]), set in a copy of the request, so
+// that the caller's message is never changed. Calls of the methods that
+// [WithKeyedMethods] names carry the key in the metadata instead, when
+// their request has no key field. Calls without a key pass through, once.
+// A keyed call is sent again, with the same key:
+//
+//	Answer                                Client interceptor
+//	UNAVAILABLE (a lost connection too)   retries after its RetryInfo, or a backoff
+//	ABORTED with a RetryInfo              retries after the RetryInfo (KEY_IN_USE)
+//	FAILED_PRECONDITION (KEY_HELD)        returns it: only an operator's release frees the key
+//	anything else, ABORTED without one    returns it
+//	the call's context ends               returns CANCELLED or DEADLINE_EXCEEDED
+//
+// within the RetryPolicy of [WithRetry]: at most MaxAttempts attempts (5),
+// none starting later than MaxElapsed (a minute) after the first, which
+// must stay within half the server's KeyWindow (an hour), so that no
+// retry reaches a server that forgot the key. The backoff is exponential
+// with jitter (BaseDelay 100 ms doubled, at most MaxDelay 5 s).
+//
+// A broken connection cancels the server's calls on it. A call cancelled
+// while its reservation was on its way to the store may leave it there
+// with no one to release it: its key then answers KEY_IN_USE until the
+// reservation lapses, within the Guard's lease (idempotency.WithLease,
+// 30 s by default on servers, whose calls have no deadline; the call's
+// deadline when it has one). Keep MaxElapsed longer than that.
+//
+// gRPC's own retries (a retryPolicy in the service config) resend an
+// attempt's message and metadata as they are, so they keep its key, and
+// are safe. But they run inside each attempt of the interceptor: with
+// both, attempts multiply (5 of gRPC's in each of 5 of the interceptor's
+// is 25). Give the methods that the interceptor retries no retryPolicy,
+// or none that retries UNAVAILABLE or ABORTED, or let gRPC retry them
+// and set MaxAttempts to 1 here; gRPC's policy ignores RetryInfo, so
+// KEY_IN_USE is then retried on its own backoff. gRPC's transparent
+// retries, of calls that never reached the server, are unaffected.
+package grpcidempotency

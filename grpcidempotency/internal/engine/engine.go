@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/code"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/persistence"
+)
+
+// Engine runs the calls of one server interceptor through its Guard.
+type Engine struct {
+	cfg   *Config
+	guard *idempotency.Guard
+	// statusOf returns the status an error of the adapter's framework
+	// carries, if any.
+	statusOf func(error) (*spb.Status, bool)
+	// took is a moving average of the handler's durations, in
+	// nanoseconds, the estimate behind the retry delay of ABORTED; 0 until
+	// the handler has run.
+	took atomic.Int64
+}
+
+// New returns the engine of cfg over store. statusOf returns the status
+// that an error of the adapter's framework carries.
+func New(name string, store persistence.Store, cfg *Config, statusOf func(error) (*spb.Status, bool)) (*Engine, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%s: nil persistence.Store", name)
+	}
+	guard, err := idempotency.NewGuard(store, cfg.GuardOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &Engine{cfg: cfg, guard: guard, statusOf: statusOf}, nil
+}
+
+// Call is a call as the server interceptor sees it.
+type Call struct {
+	// Method is the full method name, "/package.Service/Method".
+	Method string
+	// Request is the request message.
+	Request proto.Message
+	// Metadata are the values of the key's metadata key in the request.
+	Metadata []string
+	// Scope returns the caller's scope; nil when there is none.
+	Scope func(context.Context) (string, error)
+}
+
+// Reply is an answer of the engine's: a stored result to replay, or the
+// engine's own refusal (Status only).
+type Reply struct {
+	Response        proto.Message
+	Status          *spb.Status
+	Header, Trailer map[string][]string
+}
+
+// Verdict is the engine's answer to a call.
+type Verdict struct {
+	// Pass is set when the call runs unprotected: the adapter calls the
+	// handler as it is.
+	Pass bool
+	// Own is set when the handler ran: its own response and error are the
+	// answer.
+	Own bool
+	// Answer, when not nil, is the answer instead.
+	Answer *Reply
+}
+
+// released is the error with which the engine gives Guard.Do a result
+// that is not stored: Do releases the key and returns it.
+type released struct {
+	code  code.Code
+	cause error
+}
+
+func (e *released) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("idempotency: a result with code %s releases the key: %v", e.code, e.cause)
+	}
+	return fmt.Sprintf("idempotency: a result with code %s releases the key", e.code)
+}
+
+// Unwrap returns the handler's error, so that a classifier of
+// idempotency.WithPermanentErrors sees it.
+func (e *released) Unwrap() error { return e.cause }
+
+// Serve answers call. run runs the handler, as the holder of the call's
+// key, with the context it is given, and returns what it answered.
+func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context) *Result) Verdict {
+	p := e.cfg.policy(call.Method)
+	if p.Skip {
+		return Verdict{Pass: true}
+	}
+	key, from, reason := e.cfg.keyOf(p, call)
+	switch {
+	case from == noSource && p.RequireKey:
+		return e.refuse(e.missingKey(p))
+	case from == noSource:
+		return Verdict{Pass: true}
+	case reason != "":
+		return e.refuse(e.invalidKey(from, reason))
+	}
+	var scope *string
+	if call.Scope != nil {
+		s, err := call.Scope(ctx)
+		if err == nil && s == "" {
+			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
+		}
+		switch st, ok := e.statusOf(err); {
+		case err == nil:
+			scope = &s
+		case errors.Is(err, ErrNoScope):
+			return e.refuse(missingScope(err))
+		case ok:
+			return Verdict{Answer: &Reply{Status: st}}
+		default:
+			return e.refuse(scopeFailed(err))
+		}
+	}
+	payload, err := fingerprint(call.Method, call.Request)
+	if err != nil {
+		return e.refuse(newStatus(code.Code_INTERNAL, ReasonFingerprintFailed,
+			"The request could not be encoded to compare it with the other requests with its idempotency key: "+err.Error(), nil))
+	}
+
+	res, err := e.guard.Do(ctx, material(scope, key), payload, func(ctx context.Context) ([]byte, error) {
+		mark := new(atomic.Bool)
+		start := time.Now()
+		r := run(context.WithValue(ctx, notExecutedKey{}, mark))
+		e.ran(time.Since(start))
+		if c := r.code(); mark.Load() || !Stores(c, e.cfg.StoreServerErrors) {
+			return nil, &released{code: c, cause: r.Cause}
+		}
+		return encode(r)
+	})
+	switch res.Outcome {
+	case idempotency.OutcomeNew, idempotency.OutcomeHandlerError, idempotency.OutcomeFencedOut, idempotency.OutcomeCompletionFailed:
+		// The handler ran: its own answer, stored or not.
+		return Verdict{Own: true}
+	case idempotency.OutcomeReplay:
+		if err != nil { // *idempotency.ResponseTooLargeError
+			return e.refuse(newStatus(code.Code_INTERNAL, ReasonResponseNotStored,
+				"A call with the same idempotency key was processed, but its response was too large to keep, so it cannot be sent again. "+
+					"Check the state of the resource instead of retrying, and use a new key for a new request.", nil))
+		}
+		reply, err := decode(res.Response)
+		if err != nil {
+			return e.refuse(newStatus(code.Code_INTERNAL, ReasonReplayFailed,
+				"A call with the same idempotency key was processed, but its stored response cannot be read: "+err.Error(), nil))
+		}
+		if reply.Header == nil {
+			reply.Header = map[string][]string{}
+		}
+		reply.Header[MetadataReplayed] = []string{"true"}
+		return Verdict{Answer: reply}
+	case idempotency.OutcomeRecordedError:
+		// An error recorded as permanent, as idempotency.WithErrorDecoder
+		// made it, if it did: its status when it has one.
+		if st, ok := e.statusOf(err); ok {
+			return Verdict{Answer: &Reply{Status: st}}
+		}
+		return e.refuse(newStatus(code.Code_INTERNAL, ReasonRecordedError,
+			"A call with the same idempotency key failed, and its error was recorded: "+err.Error(), nil))
+	case idempotency.OutcomeNotCommitted:
+		if errors.Is(err, persistence.ErrNoTransactions) {
+			return e.refuse(newStatus(code.Code_INTERNAL, ReasonNotCommitted,
+				"The call's writes were not committed: the idempotency store cannot run transactions.", nil))
+		}
+		return e.refuse(newStatus(code.Code_UNAVAILABLE, ReasonNotCommitted,
+			"The call's writes were not committed with its result. Retry with the same idempotency key.", retryInfo(storeRetryDelay)))
+	case idempotency.OutcomePayloadMismatch:
+		return e.refuse(e.keyReused(from))
+	case idempotency.OutcomeStoreError:
+		return e.refuse(newStatus(code.Code_UNAVAILABLE, ReasonStoreUnavailable,
+			"The idempotency store could not be reached, so the call was not processed. Retry with the same idempotency key.",
+			retryInfo(storeRetryDelay)))
+	case idempotency.OutcomeHeld:
+		return e.refuse(e.keyHeld(from, err))
+	case idempotency.OutcomeCanceled:
+		c := code.Code_CANCELLED
+		if errors.Is(err, context.DeadlineExceeded) {
+			c = code.Code_DEADLINE_EXCEEDED
+		}
+		return Verdict{Answer: &Reply{Status: &spb.Status{Code: int32(c), Message: err.Error()}}}
+	}
+	// In progress.
+	var until time.Time
+	if inProgress := (*idempotency.InProgressError)(nil); errors.As(err, &inProgress) {
+		until = inProgress.Until
+	}
+	return e.refuse(newStatus(code.Code_ABORTED, ReasonKeyInUse,
+		"A call with the same idempotency key is still being processed. Retry after the delay in its google.rpc.RetryInfo to get its response.",
+		retryInfo(e.retryDelay(until))))
+}
+
+func (e *Engine) refuse(st *spb.Status) Verdict { return Verdict{Answer: &Reply{Status: st}} }
+
+// storeRetryDelay is the retry delay of a store failure: store failures
+// are mostly throttling and brief outages, and the retry costs one
+// conditional write.
+const storeRetryDelay = time.Second
+
+// minRetryDelay is the shortest retry delay of ABORTED, so that the
+// duplicates of a fast handler do not spin.
+const minRetryDelay = 10 * time.Millisecond
+
+// ran adds a duration of the handler to the estimate behind the retry
+// delay: an exponentially weighted moving average that gives the latest
+// run a weight of 1/8, as the HTTP adapters' Retry-After does.
+func (e *Engine) ran(d time.Duration) {
+	for {
+		old := e.took.Load()
+		avg := int64(d)
+		if old != 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if e.took.CompareAndSwap(old, max(avg, 1)) {
+			return
+		}
+	}
+}
+
+// retryDelay returns the retry delay of ABORTED: how long the handler
+// usually takes (the cap until it has run), at most the cap and the time
+// until the holder's reservation lapses at until, at least minRetryDelay.
+func (e *Engine) retryDelay(until time.Time) time.Duration {
+	d := e.cfg.MaxRetryDelay
+	if took := time.Duration(e.took.Load()); took > 0 {
+		d = min(d, took)
+	}
+	if !until.IsZero() {
+		d = min(d, time.Until(until))
+	}
+	return max(d, minRetryDelay)
+}
+
+type notExecutedKey struct{}
+
+// MarkNotExecuted marks the result that the handler running with ctx is
+// about to return as one of a call that did not execute; it reports
+// whether ctx is such a handler's.
+func MarkNotExecuted(ctx context.Context) bool {
+	mark, ok := ctx.Value(notExecutedKey{}).(*atomic.Bool)
+	if ok {
+		mark.Store(true)
+	}
+	return ok
+}

@@ -1,0 +1,82 @@
+package grpcidempotency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
+)
+
+// ScopePeerCertificate returns a scope function (see WithScope) that
+// scopes calls by the client certificate that the server verified (mutual
+// TLS): its issuer, subject and URI names (a SPIFFE ID), which stay the
+// same when the certificate is renewed. A call without a verified client
+// certificate fails with ErrNoScope.
+func ScopePeerCertificate() func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok {
+			return "", fmt.Errorf("%w: no peer in the context", ErrNoScope)
+		}
+		info, ok := p.AuthInfo.(credentials.TLSInfo)
+		if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+			return "", fmt.Errorf("%w: no verified client certificate", ErrNoScope)
+		}
+		leaf := info.State.VerifiedChains[0][0]
+		parts := []string{"x509", leaf.Issuer.String(), leaf.Subject.String()}
+		uris := make([]string, 0, len(leaf.URIs))
+		for _, u := range leaf.URIs {
+			uris = append(uris, u.String())
+		}
+		slices.Sort(uris)
+		b, err := json.Marshal(append(parts, uris...))
+		return string(b), err
+	}
+}
+
+// ScopeMetadata returns a scope function (see WithScope) that scopes
+// calls by the value of the incoming metadata key. A call without it, or
+// with several different values, fails with ErrNoScope.
+//
+// Use it only for metadata that a trusted component sets and callers
+// cannot: a proxy that authenticates callers and replaces the key on every
+// call (Envoy's x-forwarded-client-cert, a JWT filter's payload header),
+// or an interceptor of your own before this one.
+func ScopeMetadata(key string) func(context.Context) (string, error) {
+	valid := engine.ValidMetadataKey(key)
+	return func(ctx context.Context) (string, error) {
+		if !valid {
+			return "", fmt.Errorf("grpcidempotency: ScopeMetadata(%q): not a valid metadata key", key)
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		values := md.Get(key)
+		if len(values) == 0 || values[0] == "" {
+			return "", fmt.Errorf("%w: no %s metadata", ErrNoScope, key)
+		}
+		for _, v := range values[1:] {
+			if v != values[0] {
+				return "", fmt.Errorf("%w: several different %s values", ErrNoScope, key)
+			}
+		}
+		return values[0], nil
+	}
+}
+
+// MarkNotExecuted marks the result that the handler is about to return as
+// one of a call that did not execute: the interceptor returns it but does
+// not store it, and releases the key, so that a retry with the key runs
+// the handler again. Call it, with the context the handler got, when the
+// handler refuses a call before it has done anything, for example
+// INVALID_ARGUMENT from validation that runs before the side effect: the
+// client can then fix the request and retry with its key.
+//
+// Results with the codes that say so are released without it (see the
+// package documentation). It reports whether ctx is the context of a call
+// that the interceptor handles; elsewhere it does nothing.
+func MarkNotExecuted(ctx context.Context) bool { return engine.MarkNotExecuted(ctx) }
