@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"unicode/utf8"
 
 	jp "github.com/jmespath-community/go-jmespath"
@@ -148,8 +149,11 @@ func decodeBase64(s string) ([]byte, error) {
 
 // knownFunctions maps every function an expression may call to its
 // argument specification, so that Compile can reject unknown functions and
-// wrong argument counts at start-up instead of on the first request.
-var knownFunctions = func() map[string][]functions.ArgSpec {
+// wrong argument counts at start-up instead of on the first request. It is
+// built on the first Compile, not in the package's init: a program that
+// imports the package (every user of the idempotency package does) but
+// compiles no expression does not pay for it at its cold start.
+var knownFunctions = sync.OnceValue(func() map[string][]functions.ArgSpec {
 	known := make(map[string][]functions.ArgSpec)
 	for _, f := range functions.GetDefaultFunctions() {
 		known[f.Name] = f.Arguments
@@ -158,12 +162,12 @@ var knownFunctions = func() map[string][]functions.ArgSpec {
 		known[f.Name] = f.Arguments
 	}
 	return known
-}()
+})
 
 func checkFunctions(node parsing.ASTNode) error {
 	if node.NodeType == parsing.ASTFunctionExpression {
 		name, _ := node.Value.(string)
-		spec, ok := knownFunctions[name]
+		spec, ok := knownFunctions()[name]
 		if !ok {
 			return fmt.Errorf("unknown function %s()", name)
 		}

@@ -68,6 +68,21 @@ func TestCompareTakesRatiosWithinRounds(t *testing.T) {
 	require.Equal(t, "n/a", fmtRatio(back.CPU))
 }
 
+// The floor's two runs pool round by round: their invocations together,
+// their CPU per invocation averaged.
+func TestPool(t *testing.T) {
+	a := []round{{AddedNs: []int64{1, 2}, CPUAddedNs: 100, WallAddedNs: 10, Requests: 2}, {AddedNs: []int64{3}, CPUAddedNs: 300}}
+	b := []round{{AddedNs: []int64{5}, CPUAddedNs: 200, WallAddedNs: 30, Requests: 2}, {AddedNs: []int64{7}, CPUAddedNs: 100}}
+	p := pool(a, b)
+	require.Len(t, p, 2)
+	require.Equal(t, []int64{1, 2, 5}, p[0].AddedNs)
+	require.Equal(t, 150.0, p[0].CPUAddedNs)
+	require.Equal(t, 20.0, p[0].WallAddedNs)
+	require.Equal(t, 2.0, p[0].Requests)
+	require.Equal(t, 200.0, p[1].CPUAddedNs)
+	require.Equal(t, []int64{1, 2}, a[0].AddedNs, "the first run's rounds are left as they were")
+}
+
 func TestFormatting(t *testing.T) {
 	require.Equal(t, "950 ns", fmtNs(950.0))
 	require.Equal(t, "2.35 µs", fmtNs(2349.0))
@@ -327,6 +342,13 @@ func testCompare(t *testing.T, server string) *report {
 		require.Equal(t, w.Ours.N, w.Theirs.N, "same counts on both sides")
 	}
 	require.Equal(t, 1.0, rep.Rows[3].Theirs.RequestsOps["PutItem"], "Powertools' replay is one PutItem with ALL_OLD too")
+	for _, w := range rep.Rows[2:4] {
+		require.NotNil(t, w.Floor, w.Name)
+		require.NotNil(t, w.FloorAA, "%s: the A/A check, the floor run twice", w.Name)
+		require.Equal(t, 2*w.OursWithFloor.N, w.Floor.N, "the floor runs twice in the library's loops, pooled")
+		require.Equal(t, w.Ours.Requests, w.OursWithFloor.Requests)
+		require.Equal(t, w.Ours.Requests, w.Floor.Requests, "%s: the floor makes the library's requests", w.Name)
+	}
 	for _, name := range []string{"compare.md", "compare.svg", "compare.json"} {
 		_, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)

@@ -2,5 +2,8 @@
 
 package main
 
-// cpuTime is not measured on this platform: the CPU columns read zero.
-func cpuTime() int64 { return 0 }
+// processCPU is not measured on this platform: the CPU columns read zero.
+func processCPU() int64 { return 0 }
+
+// threadsCPU is not measured on this platform either.
+func threadsCPU() int64 { return 0 }

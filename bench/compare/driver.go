@@ -9,15 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net/http"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -62,6 +66,13 @@ type phaseCmd struct {
 	Path  string `json:"path,omitempty"`  // "first" (a new key per call) or "replay" (one completed key)
 	N     int    `json:"n,omitempty"`     // calls per loop
 	Tag   string `json:"tag,omitempty"`   // makes the phase's order IDs unique
+	// With are the stores of further sides that run in the same loops as
+	// Store, interleaved with it (Go driver only: "sdk", the SDK floor):
+	// their results come in runResult.With, in this order.
+	With []string `json:"with,omitempty"`
+	// Turn is how many calls each side makes in its turn of the CPU loop
+	// (Go driver; 0: a chunk's).
+	Turn int `json:"turn,omitempty"`
 }
 
 // reply is a driver's answer: an acknowledgement, an error, or the result
@@ -88,6 +99,14 @@ type runResult struct {
 	// other threads (the garbage collector, the runtime, the SDK).
 	WallBareNs    int64 `json:"wall_bare_ns,omitempty"`
 	WallWrappedNs int64 `json:"wall_wrapped_ns,omitempty"`
+	// Requests and RequestBytes are the DynamoDB requests (by operation)
+	// and the bytes of their bodies that the side sent in its loops, as
+	// the Go driver counts them on its own HTTP client (nil from the Node
+	// driver: the proxy counts those).
+	Requests     map[string]int64 `json:"requests,omitempty"`
+	RequestBytes int64            `json:"request_bytes,omitempty"`
+	// With are the results of the sides of phaseCmd.With.
+	With []runResult `json:"with,omitempty"`
 }
 
 // key is the expression both sides select the idempotency key with.
@@ -106,20 +125,74 @@ type handler = func(context.Context, events.APIGatewayProxyRequest) (events.APIG
 
 // goDriver is the Go side: idempotency.Wrap around respond.
 type goDriver struct {
-	init   initCmd
-	client *awsdynamodb.Client // one client for the process, as in a Lambda execution environment
-	phase  *goPhase
+	init initCmd
+	// http is the HTTP client of the process, as in a Lambda execution
+	// environment: one transport, one pool of connections. Each side of
+	// a phase sends through a counter of its own in front of it.
+	http  *awshttp.BuildableClient
+	phase *goPhase
 }
 
 type goPhase struct {
-	name      string
-	n         int
-	event     string // the template
+	name   string
+	n      int
+	turn   int
+	event  string // the template
+	ctx    context.Context
+	cancel context.CancelFunc
+	sides  []*goSide // the phase's store first, then those of phaseCmd.With
+}
+
+// goSide is one side of a phase: a wrapped handler (or the SDK floor),
+// its events, and the requests it sends.
+type goSide struct {
+	wrapped   handler
 	latencyID func(i int) string
 	cpuID     func(i int) string
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wrapped   handler
+	counter   *requestCounter
+	evs       []events.APIGatewayProxyRequest // the chunk of events being run
+	res       runResult
+}
+
+// requestCounter is an HTTP client that counts the DynamoDB requests it
+// sends, by operation, and the bytes of their bodies.
+type requestCounter struct {
+	next  aws.HTTPClient
+	mu    sync.Mutex
+	ops   map[string]int64
+	bytes int64
+}
+
+func (c *requestCounter) Do(req *http.Request) (*http.Response, error) {
+	op := req.Header.Get("X-Amz-Target")
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		op = op[i+1:]
+	}
+	c.mu.Lock()
+	c.ops[op]++
+	c.bytes += max(req.ContentLength, 0)
+	c.mu.Unlock()
+	return c.next.Do(req)
+}
+
+// take returns the counts so far, and starts counting anew.
+func (c *requestCounter) take() (map[string]int64, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops, n := c.ops, c.bytes
+	c.ops, c.bytes = map[string]int64{}, 0
+	return ops, n
+}
+
+// client returns a DynamoDB client that sends through a new counter.
+func (d *goDriver) client() (*awsdynamodb.Client, *requestCounter) {
+	counter := &requestCounter{next: d.http, ops: map[string]int64{}}
+	return awsdynamodb.NewFromConfig(aws.Config{
+		Region:       d.init.Region,
+		Credentials:  credentials.NewStaticCredentialsProvider("compare", "compare", ""),
+		BaseEndpoint: aws.String(d.init.Endpoint),
+		HTTPClient:   counter,
+	}), counter
 }
 
 // runDriver serves the protocol on r and w until exit or the end of r.
@@ -152,11 +225,7 @@ func (d *goDriver) handle(cmd *command) (reply, error) {
 	switch cmd.Op {
 	case "init":
 		d.init = cmd.initCmd
-		d.client = awsdynamodb.NewFromConfig(aws.Config{
-			Region:       cmd.Region,
-			Credentials:  credentials.NewStaticCredentialsProvider("compare", "compare", ""),
-			BaseEndpoint: aws.String(cmd.Endpoint),
-		})
+		d.http = awshttp.NewBuildableClient()
 		return reply{OK: true, Runtime: runtime.Version(), Library: libraryVersion()}, nil
 	case "prepare":
 		return reply{OK: true}, d.prepare(&cmd.phaseCmd)
@@ -170,14 +239,14 @@ func (d *goDriver) handle(cmd *command) (reply, error) {
 	return reply{}, fmt.Errorf("unknown op %q", cmd.Op)
 }
 
-func (d *goDriver) store(name string) (persistence.Store, error) {
+func (d *goDriver) store(name string, client *awsdynamodb.Client) (persistence.Store, error) {
 	switch name {
 	case "memory":
 		return memory.New(), nil
 	case "dynamodb":
-		return dynamodb.New(d.client, d.init.Table)
+		return dynamodb.New(client, d.init.Table)
 	case "cached":
-		s, err := dynamodb.New(d.client, d.init.Table)
+		s, err := dynamodb.New(client, d.init.Table)
 		if err != nil {
 			return nil, err
 		}
@@ -206,49 +275,21 @@ func (p *goPhase) decode(dst []events.APIGatewayProxyRequest, orderID func(int) 
 }
 
 func (d *goDriver) prepare(cmd *phaseCmd) error {
-	var wrapped handler
-	if cmd.Store == "sdk" {
-		f := &sdkFloor{client: d.client, table: d.init.Table}
-		wrapped = f.first
-		if cmd.Path == "replay" {
-			wrapped = f.replay
-		}
-	} else {
-		store, err := d.store(cmd.Store)
-		if err != nil {
-			return err
-		}
-		wrapped, err = idempotency.Wrap(respond, store, idempotency.WithKey(key), idempotency.WithKeyPrefix("orders"))
-		if err != nil {
-			return err
-		}
-	}
 	// Lambda gives every invocation a deadline; so does this context, for
 	// the in-progress expiry, on both sides.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	p := &goPhase{name: cmd.Store + "/" + cmd.Path, n: cmd.N, event: d.init.Event, ctx: ctx, cancel: cancel, wrapped: wrapped}
-	if cmd.Path == "first" {
-		p.latencyID = func(i int) string { return cmd.Tag + "-lat-" + strconv.Itoa(i) }
-		p.cpuID = func(i int) string { return cmd.Tag + "-cpu-" + strconv.Itoa(i) }
-	} else {
-		p.latencyID = func(int) string { return cmd.Tag + "-replay" }
-		p.cpuID = p.latencyID
+	turn := cmd.Turn
+	if turn <= 0 || turn > chunk {
+		turn = chunk
 	}
-	var first [1]events.APIGatewayProxyRequest
-	if err := p.decode(first[:], p.latencyID, 0); err != nil {
-		cancel()
-		return err
-	}
-	if cmd.Path == "replay" {
-		// The first call, which the replays repeat.
-		call := wrapped
-		if cmd.Store == "sdk" {
-			call = (&sdkFloor{client: d.client, table: d.init.Table}).first
-		}
-		if _, err := call(ctx, first[0]); err != nil {
+	p := &goPhase{name: cmd.Store + "/" + cmd.Path, n: cmd.N, turn: turn, event: d.init.Event, ctx: ctx, cancel: cancel}
+	for i, store := range append([]string{cmd.Store}, cmd.With...) {
+		side, err := d.side(ctx, p, store, cmd.Path, fmt.Sprintf("%s-s%d", cmd.Tag, i))
+		if err != nil {
 			cancel()
 			return err
 		}
+		p.sides = append(p.sides, side)
 	}
 	if d.phase != nil {
 		d.phase.cancel()
@@ -261,13 +302,206 @@ func (d *goDriver) prepare(cmd *phaseCmd) error {
 	return nil
 }
 
+// side builds one side of phase p: its store and wrapped handler (or the
+// SDK floor), with order IDs of its own (tag), and for a replay makes the
+// first call that the replays repeat.
+func (d *goDriver) side(ctx context.Context, p *goPhase, store, path, tag string) (*goSide, error) {
+	if d.http == nil {
+		return nil, errors.New("prepare before init")
+	}
+	client, counter := d.client()
+	s := &goSide{counter: counter, evs: make([]events.APIGatewayProxyRequest, chunk)}
+	first := (&sdkFloor{client: client, table: d.init.Table}).first
+	if store == "sdk" {
+		f := &sdkFloor{client: client, table: d.init.Table}
+		s.wrapped = f.first
+		if path == "replay" {
+			s.wrapped = f.replay
+		}
+	} else {
+		st, err := d.store(store, client)
+		if err != nil {
+			return nil, err
+		}
+		s.wrapped, err = idempotency.Wrap(respond, st, idempotency.WithKey(key), idempotency.WithKeyPrefix("orders"))
+		if err != nil {
+			return nil, err
+		}
+		first = s.wrapped
+	}
+	if path == "first" {
+		s.latencyID = func(i int) string { return tag + "-lat-" + strconv.Itoa(i) }
+		s.cpuID = func(i int) string { return tag + "-cpu-" + strconv.Itoa(i) }
+	} else {
+		s.latencyID = func(int) string { return tag + "-replay" }
+		s.cpuID = s.latencyID
+	}
+	var ev [1]events.APIGatewayProxyRequest
+	if err := p.decode(ev[:], s.latencyID, 0); err != nil {
+		return nil, err
+	}
+	if path == "replay" {
+		// The first call, which the replays repeat.
+		if _, err := first(ctx, ev[0]); err != nil {
+			return nil, err
+		}
+	}
+	counter.take()
+	return s, nil
+}
+
+// run measures the phase. Its sides run in the same loops, interleaved,
+// so that a change in the machine's speed (it is shared) weighs on all of
+// them alike: in the latency loop each event goes to the bare handler and
+// then to every side; in the CPU loop the bare handler and the sides take
+// turns of a few calls (phaseCmd.Turn). Their order is shuffled anew for
+// every event and every round of turns: a side's calls leave work behind
+// them (garbage to collect, the connection's goroutines finishing), which
+// the process's CPU time charges to whoever runs next, and in a fixed
+// order (or one that only rotates) each side would always follow the
+// same one, and pay for it.
 func (d *goDriver) run() (runResult, error) {
 	p := d.phase
 	d.phase = nil
 	defer p.cancel()
+	if len(p.sides) == 1 {
+		return p.runAlone()
+	}
 	n := p.n
+	bareNs := make([]int64, n)
+	for _, s := range p.sides {
+		s.res = runResult{N: n, BareNs: bareNs, WrappedNs: make([]int64, n)}
+	}
+	bare := make([]events.APIGatewayProxyRequest, chunk)
+	// The loops carry profiler labels, so that a profile (-cpuprofile) can
+	// be narrowed to one, and the CPU loop's turns to a side: go tool pprof
+	// -tagfocus loop=cpu -tagfocus side=1 (the sides are numbered from 0,
+	// the bare handler's turns are side=bare).
+	var turnLabels []context.Context
+	loop := func(name string, orderID func(*goSide) func(int) string, do func(from int, batch int) error) (err error) {
+		pprof.Do(p.ctx, pprof.Labels("phase", p.name, "loop", name), func(ctx context.Context) {
+			turnLabels = turnLabels[:0]
+			for i := range len(p.sides) + 1 {
+				side := "bare"
+				if i > 0 {
+					side = strconv.Itoa(i - 1)
+				}
+				turnLabels = append(turnLabels, pprof.WithLabels(ctx, pprof.Labels("side", side)))
+			}
+			defer pprof.SetGoroutineLabels(ctx)
+			for from := 0; from < n; from += chunk {
+				size := min(chunk, n-from)
+				for _, s := range p.sides {
+					if err = p.decode(s.evs[:size], orderID(s), from); err != nil {
+						return
+					}
+				}
+				if err = p.decode(bare[:size], orderID(p.sides[0]), from); err != nil {
+					return
+				}
+				if err = do(from, size); err != nil {
+					return
+				}
+			}
+		})
+		return err
+	}
+	call := func(s *goSide, ev *events.APIGatewayProxyRequest) error {
+		out, err := s.wrapped(p.ctx, *ev)
+		if err != nil {
+			return err
+		}
+		if out.StatusCode != 201 {
+			return fmt.Errorf("unexpected response %+v", out)
+		}
+		return nil
+	}
+	k := len(p.sides)
+	// A fixed seed: the same order in every run.
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(k)))
+	order := make([]int, k+1) // the CPU loop's turns: 0 is the bare handler's, i the side i-1's
+	for i := range order {
+		order[i] = i
+	}
+	sides := make([]int, k) // the latency loop's
+	for i := range sides {
+		sides[i] = i
+	}
+	err := loop("latency", func(s *goSide) func(int) string { return s.latencyID }, func(from, size int) error {
+		for j := range size {
+			i := from + j
+			t0 := time.Now()
+			_, _ = respond(p.ctx, bare[j])
+			bareNs[i] = int64(time.Since(t0))
+			rng.Shuffle(k, func(a, b int) { sides[a], sides[b] = sides[b], sides[a] })
+			for _, r := range sides {
+				s := p.sides[r]
+				t1 := time.Now()
+				err := call(s, &s.evs[j])
+				s.res.WrappedNs[i] = int64(time.Since(t1))
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return runResult{}, err
+	}
+	// The CPU loop reads the clocks around each turn only, not around the
+	// decoding of the next chunk. Turn 0 is the bare handler's.
+	err = loop("cpu", func(s *goSide) func(int) string { return s.cpuID }, func(from, size int) error {
+		for lo := 0; lo < size; lo += p.turn {
+			hi := min(lo+p.turn, size)
+			rng.Shuffle(k+1, func(a, b int) { order[a], order[b] = order[b], order[a] })
+			for _, t := range order {
+				pprof.SetGoroutineLabels(turnLabels[t])
+				cpu0, wall0 := threadsCPU(), time.Now()
+				if t == 0 {
+					for j := lo; j < hi; j++ {
+						_, _ = respond(p.ctx, bare[j])
+					}
+					cpu, wall := threadsCPU()-cpu0, int64(time.Since(wall0))
+					for _, s := range p.sides {
+						s.res.CPUBareNs += cpu
+						s.res.WallBareNs += wall
+					}
+					continue
+				}
+				s := p.sides[t-1]
+				for j := lo; j < hi; j++ {
+					if err := call(s, &s.evs[j]); err != nil {
+						return err
+					}
+				}
+				s.res.CPUWrappedNs += threadsCPU() - cpu0
+				s.res.WallWrappedNs += int64(time.Since(wall0))
+			}
+		}
+		return nil
+	})
+	res := p.sides[0].res
+	for i, s := range p.sides {
+		s.res.Requests, s.res.RequestBytes = s.counter.take()
+		if i == 0 {
+			res = s.res
+		} else {
+			res.With = append(res.With, s.res)
+		}
+	}
+	return res, err
+}
+
+// runAlone measures a phase of one side, as the Node driver measures its
+// phases: the latency loop, then the bare handler's CPU loop, then the
+// wrapped handler's, each reading the process's CPU time (getrusage)
+// around every chunk of calls. The side runs alone in its loops, as the
+// Node side does, so that the two are measured alike.
+func (p *goPhase) runAlone() (runResult, error) {
+	n, side := p.n, p.sides[0]
 	res := runResult{N: n, BareNs: make([]int64, n), WrappedNs: make([]int64, n)}
-	evs := make([]events.APIGatewayProxyRequest, chunk)
+	evs := side.evs
 	// The loops carry profiler labels, so that a profile (-cpuprofile) can
 	// be narrowed to one: go tool pprof -tagfocus loop=cpu-wrapped.
 	loop := func(name string, orderID func(int) string, call func(i int, ev *events.APIGatewayProxyRequest) error) (err error) {
@@ -286,11 +520,11 @@ func (d *goDriver) run() (runResult, error) {
 		})
 		return err
 	}
-	err := loop("latency", p.latencyID, func(i int, ev *events.APIGatewayProxyRequest) error {
+	err := loop("latency", side.latencyID, func(i int, ev *events.APIGatewayProxyRequest) error {
 		t0 := time.Now()
 		_, _ = respond(p.ctx, *ev)
 		t1 := time.Now()
-		out, err := p.wrapped(p.ctx, *ev)
+		out, err := side.wrapped(p.ctx, *ev)
 		t2 := time.Now()
 		if err != nil {
 			return err
@@ -306,30 +540,33 @@ func (d *goDriver) run() (runResult, error) {
 		return res, err
 	}
 	// The CPU loops read the clocks around each chunk of calls only, not
-	// around the decoding of the next chunk.
+	// around the decoding of the next chunk. A loop is one side's alone,
+	// so that a thread's run time that getrusage shows late (see
+	// threadsCPU) shows within the same loop.
 	var cpu0 int64
 	var wall0 time.Time
 	timed := func(cpu, wall *int64, call func(*events.APIGatewayProxyRequest) error) func(int, *events.APIGatewayProxyRequest) error {
 		return func(i int, ev *events.APIGatewayProxyRequest) error {
 			if i%chunk == 0 {
-				cpu0, wall0 = cpuTime(), time.Now()
+				cpu0, wall0 = processCPU(), time.Now()
 			}
 			err := call(ev)
 			if i%chunk == chunk-1 || i == n-1 {
-				*cpu += cpuTime() - cpu0
+				*cpu += processCPU() - cpu0
 				*wall += int64(time.Since(wall0))
 			}
 			return err
 		}
 	}
-	_ = loop("cpu-bare", p.cpuID, timed(&res.CPUBareNs, &res.WallBareNs, func(ev *events.APIGatewayProxyRequest) error {
+	_ = loop("cpu-bare", side.cpuID, timed(&res.CPUBareNs, &res.WallBareNs, func(ev *events.APIGatewayProxyRequest) error {
 		_, _ = respond(p.ctx, *ev)
 		return nil
 	}))
-	err = loop("cpu-wrapped", p.cpuID, timed(&res.CPUWrappedNs, &res.WallWrappedNs, func(ev *events.APIGatewayProxyRequest) error {
-		_, err := p.wrapped(p.ctx, *ev)
+	err = loop("cpu-wrapped", side.cpuID, timed(&res.CPUWrappedNs, &res.WallWrappedNs, func(ev *events.APIGatewayProxyRequest) error {
+		_, err := side.wrapped(p.ctx, *ev)
 		return err
 	}))
+	res.Requests, res.RequestBytes = side.counter.take()
 	return res, err
 }
 

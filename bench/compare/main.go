@@ -67,6 +67,7 @@ type options struct {
 	warmup    int
 	nMemory   int
 	nDynamoDB int
+	turn      int
 	out       string
 	server    string // serverDynalite or serverDynamoDBLocal
 	allOld    bool
@@ -96,10 +97,11 @@ func main() {
 		return
 	}
 	var o options
-	flag.IntVar(&o.rounds, "rounds", 7, "measured rounds")
+	flag.IntVar(&o.rounds, "rounds", 9, "measured rounds")
 	flag.IntVar(&o.warmup, "warmup", 1, "rounds run first and not counted (JIT warm-up, connections)")
 	flag.IntVar(&o.nMemory, "n-memory", 10000, "invocations per loop with the in-memory store")
-	flag.IntVar(&o.nDynamoDB, "n-dynamodb", 300, "invocations per loop with DynamoDB")
+	flag.IntVar(&o.nDynamoDB, "n-dynamodb", 800, "invocations per loop with DynamoDB")
+	flag.IntVar(&o.turn, "turn", 8, "calls per side and turn in the Go driver's CPU loop, where the sides take turns (at most 64)")
 	flag.StringVar(&o.out, "out", "", "directory for compare.md, compare.svg and compare.json (default results, or results/dynamodb-local with -server dynamodb-local; make compare runs in bench/compare)")
 	flag.StringVar(&o.server, "server", serverDynalite, "the DynamoDB server: dynalite (Node.js), or dynamodb-local (DynamoDB Local, Java: make dynamodb-local), which returns ALL_OLD itself")
 	flag.BoolVar(&o.allOld, "all-old", true, "with dynalite, make the proxy return the existing item on a failed conditional PutItem, as DynamoDB does and dynalite does not")
@@ -214,11 +216,14 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer theirs.close()
-	// The third side, the SDK floor, is the Go driver too: the same
-	// DynamoDB requests made directly (driver.go, sdkFloor).
-	sides := []*driverProc{ours, theirs, ours}
+	// In the DynamoDB phases the Go driver runs two more sides in the same
+	// loops as this library, interleaved with it: the SDK floor, the same
+	// DynamoDB requests made directly (driver.go, sdkFloor), and the floor
+	// again, the A/A check: what the floor measures against itself is the
+	// measurement's own error.
+	sides := []*driverProc{ours, theirs}
 
-	results := map[phase][3][]round{}
+	results := map[phase][sideCount][]round{}
 	total := o.warmup + o.rounds
 	for r := range total {
 		for _, ph := range phases {
@@ -227,43 +232,57 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 				n = o.nMemory
 			}
 			// Alternate which side goes first, so that neither always runs
-			// on the heels of the other. The SDK floor runs right next to
-			// this library, which it is compared with, so that the two see
-			// the machine's load alike.
+			// on the heels of the other.
+			// The floor's run (this library and the floor twice, in
+			// the same loops) comes last in the DynamoDB phases.
 			order := []int{0, 1}
-			if ph.Store == "dynamodb" {
-				order = []int{0, 2, 1}
-			}
 			if r%2 == 1 {
 				slices.Reverse(order)
 			}
-			var got [3]round
+			if ph.Store == "dynamodb" {
+				order = append(order, 2)
+			}
+			var got [sideCount]round
 			for _, i := range order {
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
-				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node", "sdk"}[i], r, ph.Store, ph.Path)
-				store := ph.Store
+				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node", "floor"}[i], r, ph.Store, ph.Path)
+				cmd := phaseCmd{Store: ph.Store, Path: ph.Path, N: n, Tag: tag, Turn: o.turn}
 				if i == 2 {
-					store = "sdk"
+					cmd.With = []string{"sdk", "sdk"} // sideFloor, sideFloorAA
 				}
-				rd, err := sides[i].phase(px, phaseCmd{Store: store, Path: ph.Path, N: n, Tag: tag})
+				drv := sides[0] // this library's driver, which also runs the floor
+				if i == 1 {
+					drv = sides[1]
+				}
+				rds, err := drv.phase(px, cmd)
 				if err != nil {
-					return nil, fmt.Errorf("%s, round %d, %s: %w", []string{sides[0].name, sides[1].name, "SDK floor"}[i], r, ph.NameOn(o.server), err)
+					return nil, fmt.Errorf("%s, round %d, %s: %w", []string{"retrysafe", "Powertools", "SDK floor"}[i], r, ph.NameOn(o.server), err)
 				}
-				got[i] = rd
+				switch i {
+				case 0:
+					got[sideOurs] = rds[0]
+				case 1:
+					got[sideTheirs] = rds[0]
+				case 2:
+					got[sideOursWithFloor], got[sideFloor], got[sideFloorAA] = rds[0], rds[1], rds[2]
+				}
 			}
 			warm := r < o.warmup
 			logger.Printf("round %d/%d%s %-36s retrysafe %9s (%.2f req)  Powertools %9s (%.2f req)",
 				r+1, total, map[bool]string{true: " (warm-up)"}[warm], ph.NameOn(o.server),
 				fmtNs(percentile(got[0].AddedNs, 0.5)), got[0].Requests, fmtNs(percentile(got[1].AddedNs, 0.5)), got[1].Requests)
 			if ph.Store == "dynamodb" {
-				logger.Printf("%*s SDK floor %9s (%.2f req)", 52, "", fmtNs(percentile(got[2].AddedNs, 0.5)), got[2].Requests)
+				logger.Printf("%*s CPU over the SDK floor %.3f×, floor over floor (A/A) %.3f×", 52, "",
+					div(got[sideOursWithFloor].CPUAddedNs, (got[sideFloor].CPUAddedNs+got[sideFloorAA].CPUAddedNs)/2), div(got[sideFloorAA].CPUAddedNs, got[sideFloor].CPUAddedNs))
 			}
 			if !warm {
 				rs := results[ph]
-				for _, i := range order {
-					rs[i] = append(rs[i], got[i])
+				for i := range got {
+					if got[i].AddedNs != nil {
+						rs[i] = append(rs[i], got[i])
+					}
 				}
 				results[ph] = rs
 			}
@@ -290,12 +309,18 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		if ph.Store == "memory" {
 			n = o.nMemory
 		}
-		ours, theirs := summarize(rs[0], 2*n), summarize(rs[1], 2*n)
+		ours, theirs := summarize(rs[sideOurs], 2*n), summarize(rs[sideTheirs], 2*n)
 		w := row{Phase: ph, Name: ph.NameOn(o.server), Ours: ours, Theirs: theirs, Ratios: compare(ours, theirs)}
-		if len(rs[2]) > 0 {
-			floor := summarize(rs[2], 2*n)
-			over := compare(floor, ours)
-			w.Floor, w.OverFloor = &floor, &over
+		if len(rs[sideFloor]) > 0 {
+			// The floor is both of its runs, pooled: this library is
+			// compared with their mean in each round, which halves what
+			// one run's noise makes of the ratio. The A/A check is the
+			// second run over the first.
+			floor := summarize(pool(rs[sideFloor], rs[sideFloorAA]), 2*n)
+			withFloor := summarize(rs[sideOursWithFloor], 2*n)
+			one, aa := summarize(rs[sideFloor], 2*n), summarize(rs[sideFloorAA], 2*n)
+			over, overAA := compare(floor, withFloor), compare(one, aa)
+			w.OursWithFloor, w.Floor, w.OverFloor, w.FloorAA = &withFloor, &floor, &over, &overAA
 		}
 		rep.Rows = append(rep.Rows, w)
 	}
@@ -304,6 +329,21 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		return nil, err
 	}
 	return &rep, nil
+}
+
+// pool merges the rounds of two runs of one side, round by round: their
+// invocations together, their CPU and wall time per invocation averaged,
+// their requests (which are alike) from the first.
+func pool(a, b []round) []round {
+	out := make([]round, min(len(a), len(b)))
+	for i := range out {
+		out[i] = a[i]
+		out[i].AddedNs = append(slices.Clip(a[i].AddedNs), b[i].AddedNs...)
+		out[i].BareNs = append(slices.Clip(a[i].BareNs), b[i].BareNs...)
+		out[i].CPUAddedNs = (a[i].CPUAddedNs + b[i].CPUAddedNs) / 2
+		out[i].WallAddedNs = (a[i].WallAddedNs + b[i].WallAddedNs) / 2
+	}
+	return out
 }
 
 // startCPUProfile profiles the process until the returned function is
@@ -413,31 +453,77 @@ func (d *driverProc) call(cmd command) (reply, error) {
 	return rep, nil
 }
 
-// phase prepares and runs one phase, counting the DynamoDB requests of the
-// run alone.
-func (d *driverProc) phase(px *proxy, ph phaseCmd) (round, error) {
+// The sides of a phase, as run and summarized: this library and
+// Powertools, each alone in its loops; and in the DynamoDB phases the
+// floor's run: this library, the SDK floor and the floor again (A/A),
+// interleaved in the same loops.
+const (
+	sideOurs = iota
+	sideTheirs
+	sideOursWithFloor
+	sideFloor
+	sideFloorAA
+	sideCount
+)
+
+// phase prepares and runs one phase, with the sides of ph.With, and
+// returns a round per side. The proxy counts the requests of the run
+// alone; when the driver counts its sides' requests itself (the Go
+// driver), those are the sides' counts, and must add up to the proxy's.
+func (d *driverProc) phase(px *proxy, ph phaseCmd) ([]round, error) {
 	if _, err := d.call(command{Op: "prepare", phaseCmd: ph}); err != nil {
-		return round{}, err
+		return nil, err
 	}
 	before, bytesBefore := px.Snapshot(), px.Bytes()
 	rep, err := d.call(command{Op: "run"})
 	if err != nil {
-		return round{}, err
+		return nil, err
 	}
 	after, bytesAfter := px.Snapshot(), px.Bytes()
-	if rep.N != ph.N || len(rep.BareNs) != ph.N || len(rep.WrappedNs) != ph.N {
-		return round{}, fmt.Errorf("%s driver ran %d invocations, want %d", d.name, rep.N, ph.N)
+	results := append([]runResult{rep.runResult}, rep.With...)
+	if len(results) != 1+len(ph.With) {
+		return nil, fmt.Errorf("%s driver ran %d sides, want %d", d.name, len(results), 1+len(ph.With))
 	}
-	r := round{BareNs: rep.BareNs, AddedNs: make([]int64, ph.N)}
-	for i := range rep.WrappedNs {
-		r.AddedNs[i] = rep.WrappedNs[i] - rep.BareNs[i]
+	var rounds []round
+	counted := map[string]int64{}
+	var countedBytes int64
+	for _, res := range results {
+		if res.N != ph.N || len(res.BareNs) != ph.N || len(res.WrappedNs) != ph.N {
+			return nil, fmt.Errorf("%s driver ran %d invocations, want %d", d.name, res.N, ph.N)
+		}
+		r := round{BareNs: res.BareNs, AddedNs: make([]int64, ph.N)}
+		for i := range res.WrappedNs {
+			r.AddedNs[i] = res.WrappedNs[i] - res.BareNs[i]
+		}
+		r.CPUAddedNs = float64(res.CPUWrappedNs-res.CPUBareNs) / float64(ph.N)
+		r.WallAddedNs = float64(res.WallWrappedNs-res.WallBareNs) / float64(ph.N)
+		// The latency loop and the CPU loop each call the wrapped handler N times.
+		if res.Requests != nil {
+			mine := map[string]int{}
+			for op, n := range res.Requests {
+				mine[op] = int(n)
+				counted[op] += n
+			}
+			r.Requests, r.RequestsOps = perOp(nil, mine, 2*ph.N)
+			r.RequestBytes = float64(res.RequestBytes) / float64(2*ph.N)
+			countedBytes += res.RequestBytes
+		} else {
+			r.Requests, r.RequestsOps = perOp(before, after, 2*ph.N)
+			r.RequestBytes = float64(bytesAfter-bytesBefore) / float64(2*ph.N)
+		}
+		rounds = append(rounds, r)
 	}
-	r.CPUAddedNs = float64(rep.CPUWrappedNs-rep.CPUBareNs) / float64(ph.N)
-	r.WallAddedNs = float64(rep.WallWrappedNs-rep.WallBareNs) / float64(ph.N)
-	// The latency loop and the CPU loop each call the wrapped handler N times.
-	r.Requests, r.RequestsOps = perOp(before, after, 2*ph.N)
-	r.RequestBytes = float64(bytesAfter-bytesBefore) / float64(2*ph.N)
-	return r, nil
+	if rep.Requests != nil {
+		for op, n := range after {
+			if seen := int64(n - before[op]); seen != counted[op] {
+				return nil, fmt.Errorf("%s driver counted %d %s requests, the proxy %d", d.name, counted[op], op, seen)
+			}
+		}
+		if seen := int64(bytesAfter - bytesBefore); seen != countedBytes {
+			return nil, fmt.Errorf("%s driver counted %d request bytes, the proxy %d", d.name, countedBytes, seen)
+		}
+	}
+	return rounds, nil
 }
 
 // close asks the driver to exit and waits for it; the context of its

@@ -43,7 +43,18 @@ type row struct {
 	// OverFloor this library's numbers over the floor's (DynamoDB rows).
 	Floor     *summary `json:"sdk_floor,omitempty"`
 	OverFloor *ratios  `json:"retrysafe_over_sdk_floor,omitempty"`
+	// OursWithFloor is this library in the floor's run, where it shares
+	// the loops with the floor: what OverFloor compares.
+	OursWithFloor *summary `json:"retrysafe_with_sdk_floor,omitempty"`
+	// FloorAA is the floor over itself: a second SDK floor run in the
+	// same loops, whose ratio to the first is the measurement's own
+	// error (the A/A check).
+	FloorAA *ratios `json:"sdk_floor_aa,omitempty"`
 }
+
+// aaTolerance is how far from 1 the A/A check (the floor over itself) may
+// be for the ratios over the floor to be trusted.
+const aaTolerance = 0.03
 
 type target struct {
 	What string `json:"what"`
@@ -86,6 +97,11 @@ func (r *report) check() {
 				target{fmt.Sprintf("%s: CPU per invocation at most %.2f× the SDK floor's", w.Name, limit), fmt.Sprintf("%.2f×", float64(w.OverFloor.CPU)), float64(w.OverFloor.CPU) <= limit},
 				target{w.Name + ": as many requests as the SDK floor", fmt.Sprintf("%.2f vs %.2f", w.Ours.Requests, w.Floor.Requests), math.Abs(w.Ours.Requests-w.Floor.Requests) < 0.005},
 			)
+		}
+		if w.FloorAA != nil {
+			r.Targets = append(r.Targets,
+				target{fmt.Sprintf("%s: A/A check, the SDK floor over itself within ±%.0f%%", w.Name, 100*aaTolerance),
+					fmt.Sprintf("%.3f× (rounds %s)", float64(w.FloorAA.CPU), fmtSpread(*w.FloorAA)), math.Abs(float64(w.FloorAA.CPU)-1) <= aaTolerance})
 		}
 	}
 }
@@ -195,6 +211,15 @@ func fmtNearOne(v num) string {
 	return fmt.Sprintf("%.2f×", x)
 }
 
+// fmtSpread formats the lowest and highest round's CPU ratio: "1.02–1.06".
+func fmtSpread(r ratios) string {
+	lo, hi := float64(r.CPUMin), float64(r.CPUMax)
+	if math.IsNaN(lo) || math.IsNaN(hi) || hi == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f–%.3f", lo, hi)
+}
+
 func fmtRequests(s summary) string {
 	if s.Requests == 0 {
 		return "0"
@@ -230,20 +255,30 @@ func (r *report) markdown() string {
 	}
 	if r.hasFloor() {
 		p("\nWhat the library adds over the bare SDK: the *SDK floor* makes the same DynamoDB requests as the library, " +
-			"directly with the same SDK client against the same server, in the same rounds (a conditional PutItem and an UpdateItem " +
+			"directly with the same SDK client against the same server, twice, in a run of their own with the library, the three taking turns of a few calls in a shuffled order " +
+			"(a conditional PutItem and an UpdateItem " +
 			"storing the same response for a first call; the conditional PutItem that fails with the existing item for a replay, " +
-			"and a GetItem where the server does not return it). Ratios are this library over the floor.\n\n")
-		p("| Workload | CPU per invocation | | | Added latency, median | | | Request bytes per invocation | | DynamoDB requests per invocation | |\n")
-		p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
-		p("| | **retrysafe** | SDK floor | ratio | **retrysafe** | SDK floor | ratio | **retrysafe** | SDK floor | **retrysafe** | SDK floor |\n")
+			"and a GetItem where the server does not return it). Ratios are this library over the floor (its two runs pooled): the median of the rounds' ratios, " +
+			"then the lowest and highest round. *A/A* is the floor's second run over its first: the measurement's own error.\n\n")
+		p("| Workload | CPU per invocation | | | | A/A | Added latency, median | | | Request bytes per invocation | | DynamoDB requests per invocation | |\n")
+		p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+		p("| | **retrysafe** | SDK floor | ratio | rounds | floor over floor (rounds) | **retrysafe** | SDK floor | ratio | **retrysafe** | SDK floor | **retrysafe** | SDK floor |\n")
 		for _, w := range r.Rows {
 			if w.Floor == nil {
 				continue
 			}
-			p("| %s | **%s** | %s | %s | **%s** | %s | %s | **%.0f** | %.0f | **%s** | %s |\n", w.Name,
-				fmtNs(w.Ours.CPUNs), fmtNs(w.Floor.CPUNs), fmtNearOne(w.OverFloor.CPU),
-				fmtNs(w.Ours.AddedMedianNs), fmtNs(w.Floor.AddedMedianNs), fmtNearOne(w.OverFloor.Median),
-				w.Ours.RequestBytes, w.Floor.RequestBytes, fmtRequests(w.Ours), fmtRequests(*w.Floor))
+			aa := "n/a"
+			if w.FloorAA != nil {
+				aa = fmt.Sprintf("%.3f× (%s)", float64(w.FloorAA.CPU), fmtSpread(*w.FloorAA))
+			}
+			lib := w.Ours
+			if w.OursWithFloor != nil {
+				lib = *w.OursWithFloor
+			}
+			p("| %s | **%s** | %s | %s | %s | %s | **%s** | %s | %s | **%.0f** | %.0f | **%s** | %s |\n", w.Name,
+				fmtNs(lib.CPUNs), fmtNs(w.Floor.CPUNs), fmtNearOne(w.OverFloor.CPU), fmtSpread(*w.OverFloor), aa,
+				fmtNs(lib.AddedMedianNs), fmtNs(w.Floor.AddedMedianNs), fmtNearOne(w.OverFloor.Median),
+				lib.RequestBytes, w.Floor.RequestBytes, fmtRequests(lib), fmtRequests(*w.Floor))
 		}
 	}
 	p("\nTargets:\n\n")

@@ -82,31 +82,43 @@ func summarize(rounds []round, calls int) summary {
 	return s
 }
 
-// ratios are Powertools' numbers over ours for one phase. Median and CPU
-// are the median over rounds of the ratio within each round, where both
-// sides ran on the same machine within seconds of each other; p99 is the
-// ratio of the pooled percentiles (one round has too few tail samples).
+// ratios are Powertools' numbers over ours for one phase (or ours over the
+// SDK floor's, or the floor's over itself). Median and CPU are the median
+// over rounds of the ratio within each round, where both sides ran on the
+// same machine within seconds of each other; p99 is the ratio of the
+// pooled percentiles (one round has too few tail samples). CPUMin and
+// CPUMax are the least and the greatest of the rounds' CPU ratios: the
+// spread around the median.
 type ratios struct {
 	Median num `json:"added_median"`
 	P99    num `json:"added_p99"`
 	CPU    num `json:"cpu"`
+	CPUMin num `json:"cpu_round_min"`
+	CPUMax num `json:"cpu_round_max"`
 }
 
 func compare(ours, theirs summary) ratios {
-	per := func(a, b []float64) float64 {
+	per := func(a, b []float64) []float64 {
 		var rs []float64
 		for i := range min(len(a), len(b)) {
 			if a[i] > 0 {
 				rs = append(rs, b[i]/a[i])
 			}
 		}
-		return median(rs)
+		return rs
 	}
-	return ratios{
-		Median: num(per(ours.RoundMediansNs, theirs.RoundMediansNs)),
+	cpu := per(ours.RoundCPUNs, theirs.RoundCPUNs)
+	r := ratios{
+		Median: num(median(per(ours.RoundMediansNs, theirs.RoundMediansNs))),
 		P99:    num(div(float64(theirs.AddedP99Ns), float64(ours.AddedP99Ns))),
-		CPU:    num(per(ours.RoundCPUNs, theirs.RoundCPUNs)),
+		CPU:    num(median(cpu)),
+		CPUMin: num(math.NaN()),
+		CPUMax: num(math.NaN()),
 	}
+	if len(cpu) > 0 {
+		r.CPUMin, r.CPUMax = num(slices.Min(cpu)), num(slices.Max(cpu))
+	}
+	return r
 }
 
 // num is a float64 that is written to JSON as null when it is not a

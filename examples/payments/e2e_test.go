@@ -457,27 +457,37 @@ func paymentIDs(charges []payment.Charge) []string {
 	return ids
 }
 
-// BenchmarkColdStart measures the init phase of the payments function
-// under the emulator (its INIT REPORT), next to a bare lambda.Start
-// hello-world built the same way, alternating between them in one run.
-// Each iteration starts a new execution environment of each and invokes
-// it once. Nothing is sent to DynamoDB during init, so no server is
-// needed.
+// BenchmarkColdStart measures the init phase of functions under the
+// emulator (their INIT REPORT), alternating between them in one run: a
+// bare lambda.Start hello-world; sdk, a handler with the DynamoDB client
+// a function builds at init anyway; wrapped, the same handler made
+// idempotent (the store and Wrap with a JMESPath key: what the library
+// adds to sdk's init); and the payments function. Each iteration starts a
+// new execution environment of each and invokes it once. Nothing is sent
+// to DynamoDB during init, so no server is needed. The functions run with
+// GODEBUG=inittrace=1, and retrysafe-pkginit-ms is the time the
+// library's packages took to initialise in the wrapped function, by the
+// runtime's own count.
 //
 //	go test -run '^$' -bench ColdStart -benchtime 20x ./examples/payments
 func BenchmarkColdStart(b *testing.B) {
+	env := []string{
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x",
+		dynalite.EndpointEnv + "=http://127.0.0.1:1", "GODEBUG=inittrace=1",
+	}
 	functions := []struct {
 		name, pkg string
 		env       []string
 	}{
-		{"payments", localpayments.Package, []string{
+		{"hello", filepath.Join(repoRoot(b), "internal", "testing", "rie", "testdata", "hello"), []string{"GODEBUG=inittrace=1"}},
+		{"sdk", localpayments.Package + "/coldstart/sdk", env},
+		{"wrapped", localpayments.Package + "/coldstart/wrapped", env},
+		{"payments", localpayments.Package, append([]string{
 			payment.EnvIdempotencyTable + "=idempotency", payment.EnvPaymentsTable + "=payments",
-			"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x",
-			dynalite.EndpointEnv + "=http://127.0.0.1:1",
-		}},
-		{"hello", filepath.Join(repoRoot(b), "internal", "testing", "rie", "testdata", "hello"), nil},
+		}, env...)},
 	}
 	total := make([]time.Duration, len(functions))
+	var pkgInit time.Duration
 	for b.Loop() {
 		for i, fn := range functions {
 			in, err := rie.StartContext(b.Context(), rie.Config{Bootstrap: bootstrap(b, fn.pkg), Env: fn.env})
@@ -489,12 +499,16 @@ func BenchmarkColdStart(b *testing.B) {
 			reports, err := in.WaitInitReports(b.Context(), 1)
 			require.NoError(b, err)
 			total[i] += reports[0].Duration
+			if fn.name == "wrapped" {
+				pkgInit += localpayments.PackageInit(in.Logs(), "github.com/retrysafe/")
+			}
 			require.NoError(b, in.Stop())
 		}
 	}
 	for i, fn := range functions {
 		b.ReportMetric(float64(total[i].Microseconds())/1000/float64(b.N), fn.name+"-init-ms")
 	}
+	b.ReportMetric(float64(pkgInit.Microseconds())/1000/float64(b.N), "retrysafe-pkginit-ms")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -40,3 +40,21 @@ func TestRequestAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestNewAllocations holds what building a store allocates (19), at a
+// function's cold start, to a ceiling: its conditions and their names,
+// not the update expressions of every combination of attributes, which
+// are built as writes first need them (building all 256 of them took
+// 6,400 allocations and 0.6 ms).
+func TestNewAllocations(t *testing.T) {
+	c := &requestClient{}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := dynamodb.New(c, "idempotency"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 25 {
+		t.Errorf("dynamodb.New: %.0f allocations, want at most 25", allocs)
+	}
+	t.Logf("dynamodb.New: %.0f allocations", allocs)
+}

@@ -10,3 +10,6 @@ import (
 func (s *Store) UpdateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput, error) {
 	return s.updateInput(rec)
 }
+
+// RetryConflicts exposes the option that each write passes to the client.
+var RetryConflicts = retryReplicatedWriteConflicts

@@ -327,12 +327,42 @@ func BenchmarkSDKWrap(b *testing.B) {
 			conflicted(b, err)
 		}
 	})
+	wrapReplay := func() {
+		if out, err := payReplay(ctx, done); err != nil || out != first {
+			b.Fatalf("replay: %v, %v", out, err)
+		}
+	}
 	b.Run("WrapReplay", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if out, err := payReplay(ctx, done); err != nil || out != first {
-				b.Fatalf("replay: %v, %v", out, err)
-			}
+			wrapReplay()
 		}
+	})
+	// The ratios, from the bare requests and the wrapped call alternating
+	// in one loop (see ratio), so that a change in the machine's load
+	// weighs on both alike.
+	var p payment
+	i := 0
+	next := func() { p = payments[i%len(payments)]; i++ }
+	b.Run("FirstCallRatio", func(b *testing.B) {
+		ratio(b, func() {
+			now := time.Now()
+			if _, err := client.PutItem(ctx, put("payments#"+p.OrderID, p.OrderID, now)); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := client.UpdateItem(ctx, update("payments#"+p.OrderID, p.OrderID, now)); err != nil {
+				b.Fatal(err)
+			}
+		}, func() {
+			if _, err := pay(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}, next)
+	})
+	b.Run("ReplayRatio", func(b *testing.B) {
+		ratio(b, func() {
+			_, err := conflicting.PutItem(ctx, put(key, "t2", time.Now()))
+			conflicted(b, err)
+		}, wrapReplay, nil)
 	})
 }

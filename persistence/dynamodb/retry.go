@@ -1,6 +1,10 @@
 package dynamodb
 
 import (
+	"reflect"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
@@ -32,7 +36,33 @@ const replicatedWriteConflict = "ReplicatedWriteConflictException"
 var retryConflicts = []func(*dynamodb.Options){retryReplicatedWriteConflicts}
 
 func retryReplicatedWriteConflicts(o *dynamodb.Options) {
-	if o.Retryer != nil {
-		o.Retryer = retry.AddWithErrorCodes(o.Retryer, replicatedWriteConflict)
+	if o.Retryer == nil {
+		return
 	}
+	if w := conflictRetryer.Load(); w != nil && w.base == o.Retryer {
+		o.Retryer = w.wrapped
+		return
+	}
+	w := &wrappedRetryer{base: o.Retryer, wrapped: retry.AddWithErrorCodes(o.Retryer, replicatedWriteConflict)}
+	if t := reflect.TypeOf(o.Retryer); t.Comparable() {
+		conflictRetryer.Store(w)
+	}
+	o.Retryer = w.wrapped
 }
+
+// wrappedRetryer is a client's retryer, base, and the same retryer that
+// also retries ReplicatedWriteConflictException.
+type wrappedRetryer struct {
+	base, wrapped aws.Retryer
+}
+
+// conflictRetryer is the last retryer that retryReplicatedWriteConflicts
+// wrapped, kept so that the writes of a client (whose options hand every
+// request the same retryer) share one wrapper instead of building one
+// per request: a wrapper is stateless, the retryer it wraps holds the
+// state. One entry, since a process has few clients; with several, a
+// wrapper is built again when the client changes. Only retryers of a
+// comparable type are kept: comparing base with another retryer of that
+// type must not panic. (Two interface values of different dynamic types
+// compare unequal without comparing the values.)
+var conflictRetryer atomic.Pointer[wrappedRetryer]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -40,10 +41,12 @@ type Store struct {
 	putCond  string
 	putNames map[string]string
 
-	updateExprs [1 << numOptional]string
-	updateCond  string
-	renewCond   string
-	updateNames [1 << numOptional]map[string]string
+	// updates are the update expressions and their names, by the mask of
+	// the optional attributes present (see update), each built when a
+	// write first needs it.
+	updates    [1 << numOptional]atomic.Pointer[update]
+	updateCond string
+	renewCond  string
 
 	deleteCond  string
 	deleteNames map[string]string
@@ -106,39 +109,6 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 		name(attrHeld):             opts.HeldAttr,
 	}
 
-	// Completion (and renewal): the record is the caller's own (the
-	// condition checks its token), as its reservation wrote it, so the
-	// update writes only what changes: the status, the expiry and the
-	// result's attributes present, and removes the in-progress expiry of
-	// a completed record. The token and the payload hash stay as the
-	// reservation wrote them. One expression, and one set of names (which
-	// DynamoDB wants exactly as used), per combination of the optional
-	// attributes present.
-	for mask := range len(s.updateExprs) {
-		var set, remove []string
-		names := map[string]string{name(attrToken): s.names[attrToken]}
-		for i := range numAttrs {
-			present := i < firstOptional || mask&(1<<(i-firstOptional)) != 0
-			switch {
-			case i == attrToken || i == attrValidation:
-				continue
-			case present:
-				set = append(set, name(i)+" = "+value(i))
-			case i == attrInProgressExpiry || i == attrHeld:
-				// The reservation may have written them; a completed
-				// record has neither.
-				remove = append(remove, name(i))
-			default:
-				continue // never written by the reservation
-			}
-			names[name(i)] = s.names[i]
-		}
-		expr := "SET " + strings.Join(set, ", ")
-		if len(remove) > 0 {
-			expr += " REMOVE " + strings.Join(remove, ", ")
-		}
-		s.updateExprs[mask], s.updateNames[mask] = expr, names
-	}
 	// docs/protocol.md, renew, complete, record an error: only the
 	// caller's own reservation, its token and in progress. The token
 	// alone would let a renewal applied late reopen a completed record.
@@ -156,6 +126,57 @@ func New(client Client, table string, optFns ...func(*Options)) (*Store, error) 
 		name(attrStatus): opts.StatusAttr,
 	}
 	return s, nil
+}
+
+// update is an UpdateItem's update expression and its attribute names.
+type update struct {
+	expr  string
+	names map[string]string
+}
+
+// update returns the update expression and names for the optional
+// attributes present in mask (bit i-firstOptional for attribute i).
+//
+// Completion (and renewal): the record is the caller's own (the condition
+// checks its token), as its reservation wrote it, so the update writes
+// only what changes: the status, the expiry and the result's attributes
+// present, and removes the in-progress expiry of a completed record. The
+// token and the payload hash stay as the reservation wrote them. One
+// expression, and one set of names (which DynamoDB wants exactly as
+// used), per combination of the optional attributes present: built when
+// first used, since a store sends few of the 256 (building them all would
+// cost a function's cold start most of a millisecond), and kept. Two
+// writes that build one at once build equal ones, and either is kept.
+func (s *Store) update(mask int) *update {
+	if u := s.updates[mask].Load(); u != nil {
+		return u
+	}
+	name := func(i int) string { return "#" + placeholders[i] }
+	var set, remove []string
+	names := map[string]string{name(attrToken): s.names[attrToken]}
+	for i := range numAttrs {
+		present := i < firstOptional || mask&(1<<(i-firstOptional)) != 0
+		switch {
+		case i == attrToken || i == attrValidation:
+			continue
+		case present:
+			set = append(set, name(i)+" = "+valuePlaceholders[i])
+		case i == attrInProgressExpiry || i == attrHeld:
+			// The reservation may have written them; a completed
+			// record has neither.
+			remove = append(remove, name(i))
+		default:
+			continue // never written by the reservation
+		}
+		names[name(i)] = s.names[i]
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	u := &update{expr: expr, names: names}
+	s.updates[mask].Store(u)
+	return u
 }
 
 // valuePlaceholders are the expression attribute value placeholders of the
@@ -322,12 +343,13 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 	if rec.Status == persistence.StatusInProgress && v[attrInProgressExpiry] != nil {
 		cond = &s.renewCond
 	}
+	u := s.update(mask)
 	return &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       s.key(rec.Key),
-		UpdateExpression:          &s.updateExprs[mask],
+		UpdateExpression:          &u.expr,
 		ConditionExpression:       cond,
-		ExpressionAttributeNames:  s.updateNames[mask],
+		ExpressionAttributeNames:  u.names,
 		ExpressionAttributeValues: vals,
 	}, omitted
 }

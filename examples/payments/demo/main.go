@@ -26,6 +26,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +154,11 @@ func run(ctx context.Context, out io.Writer, verbose bool) (bool, error) {
 		}
 	}
 	fmt.Fprintf(out, "Init durations, one per runtime process started (INIT REPORT): %s\n", strings.Join(inits, ", "))
+	if line, err := coldStarts(ctx, dir, srv.Endpoint); err != nil {
+		fmt.Fprintf(out, "What the library adds to an init: not measured (%v)\n", err)
+	} else {
+		fmt.Fprintln(out, line)
+	}
 	if d.ok {
 		fmt.Fprintln(out, "\nEvery expectation held.")
 	} else {
@@ -491,4 +498,71 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// coldStartRuns is how many execution environments of each cold-start
+// function coldStarts starts, alternating between them.
+const coldStartRuns = 3
+
+// coldStarts measures what the library adds to a function's init: the
+// INIT REPORTs of a handler with the DynamoDB client a function builds
+// anyway (coldstart/sdk) and of the same handler made idempotent, the
+// store built and the handler wrapped with a JMESPath key
+// (coldstart/wrapped), a few environments of each, alternating; and the
+// init of the library's packages in the wrapped one, by the Go runtime's
+// count (GODEBUG=inittrace=1). Neither sends a request at init.
+func coldStarts(ctx context.Context, dir, endpoint string) (string, error) {
+	env := []string{"AWS_REGION=" + dynalite.Region, "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x",
+		dynalite.EndpointEnv + "=" + endpoint, "GODEBUG=inittrace=1"}
+	var (
+		bins    [2]string
+		inits   [2][]time.Duration
+		pkgInit []time.Duration
+	)
+	for i, name := range []string{"sdk", "wrapped"} {
+		sub := filepath.Join(dir, name)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return "", err
+		}
+		bin, err := rie.BuildFunction(ctx, localpayments.Package+"/coldstart/"+name, sub)
+		if err != nil {
+			return "", err
+		}
+		bins[i] = bin
+	}
+	for range coldStartRuns {
+		for i, bin := range bins {
+			in, err := rie.StartContext(ctx, rie.Config{Bootstrap: bin, Env: env})
+			if err != nil {
+				return "", err
+			}
+			_, err = in.Invoke(ctx, []byte(`{"body":"{\"order_id\":\"cold\"}"}`))
+			var reports []rie.InitReport
+			if err == nil {
+				reports, err = in.WaitInitReports(ctx, 1)
+			}
+			if err == nil {
+				inits[i] = append(inits[i], reports[0].Duration)
+				if i == 1 {
+					pkgInit = append(pkgInit, localpayments.PackageInit(in.Logs(), "github.com/retrysafe/"))
+				}
+			}
+			if stopErr := in.Stop(); err == nil {
+				err = stopErr
+			}
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	ms := func(ds []time.Duration) string {
+		return fmt.Sprintf("%.1f ms", float64(median(ds).Microseconds())/1000)
+	}
+	return fmt.Sprintf("What the library adds to an init, medians of %d environments each (INIT REPORT): a handler with its DynamoDB client %s, "+
+		"the same handler wrapped (the store, and Wrap with a JMESPath key) %s; the library's packages initialise in %s (GODEBUG=inittrace=1)",
+		coldStartRuns, ms(inits[0]), ms(inits[1]), fmt.Sprintf("%.2f ms", float64(median(pkgInit).Microseconds())/1000)), nil
 }

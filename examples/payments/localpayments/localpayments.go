@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -298,4 +299,30 @@ func SkipOrFail(tb testenv.TB, err error) {
 		testenv.SkipUnlessRequired(tb, err)
 	}
 	tb.Fatal(err)
+}
+
+// PackageInit adds up the initialisation of the packages whose import
+// paths start with prefix, from the lines that a Go program started with
+// GODEBUG=inittrace=1 prints (the runtime's "init <package> @<start> ms,
+// <clock> ms clock, <bytes> bytes, <allocs> allocs" lines) among lines.
+func PackageInit(lines []string, prefix string) time.Duration {
+	var total time.Duration
+	for _, line := range lines {
+		_, rest, ok := strings.Cut(line, "init "+prefix)
+		if !ok {
+			continue
+		}
+		_, rest, ok = strings.Cut(rest, " ms, ")
+		if !ok {
+			continue
+		}
+		clock, _, ok := strings.Cut(rest, " ms clock")
+		if !ok {
+			continue
+		}
+		if ms, err := strconv.ParseFloat(clock, 64); err == nil {
+			total += time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	return total
 }
