@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )

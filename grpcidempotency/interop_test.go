@@ -16,8 +16,8 @@ import (
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb/testpbconnect"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb/testpbconnect"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/backends"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/lossyh2"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/backends"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testpb"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 )
 
 // The stored codes are the table of the package documentation.

@@ -11,7 +11,7 @@ import (
 )
 
 // The generators of the committed code, at the versions that made it.
-// Change a version here, run `go test ./internal/testpb -update` (with
+// Change a version here, run `go test ./internal/testing/testpb -update` (with
 // protoc installed), and commit the result.
 var generators = []struct{ plugin, pkg string }{
 	{"protoc-gen-go", "google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12"},
@@ -52,7 +52,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		}
 	}
 	out := t.TempDir()
-	args := []string{"-I", filepath.Join("..", "..", "testdata", "proto")}
+	args := []string{"-I", filepath.Join("..", "..", "..", "testdata", "proto")}
 	for _, g := range generators {
 		name := g.plugin[len("protoc-gen-"):]
 		args = append(args,
@@ -64,7 +64,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		t.Fatalf("protoc %v: %v\n%s", args, err, out)
 	}
 	for _, f := range generated {
-		want, err := os.ReadFile(filepath.Join(out, "internal", "testpb", f))
+		want, err := os.ReadFile(filepath.Join(out, "internal", "testing", "testpb", f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(protocVersion.ReplaceAll(got, nil), protocVersion.ReplaceAll(want, nil)) {
-			t.Errorf("%s is not what the generators make of %s: run go test ./internal/testpb -update, and commit it", f, proto)
+			t.Errorf("%s is not what the generators make of %s: run go test ./internal/testing/testpb -update, and commit it", f, proto)
 		}
 	}
 }
