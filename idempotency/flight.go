@@ -13,7 +13,7 @@ import (
 // (the leader of the key's flight) goes to the store; the others follow
 // it in memory, and learn its answer without a store request of their
 // own (docs/protocol.md, In-process sharing): the completed record it
-// found or stored; that the key is held, by the leader or by another
+// found or stored; that the key is reserved, by the leader or by another
 // process, until a time; or nothing, when the leader released the key or
 // its store request failed (followers then try the store themselves). A
 // flight lives only while its leader's call does, so the registry holds
@@ -91,10 +91,10 @@ func (g *Guard) join(key, payloadHash string) (f *flight, leader bool) {
 
 // land ends the leader's flight and wakes its followers, with the answer
 // it ended with: outcome, the completed record it found or stored, or
-// heldUntil, when the key is held by another process until then, or
+// reservedUntil, when another process has reserved the key until then, or
 // neither (the leader released the key, or its store request failed). f
 // may be nil (a caller that did not join).
-func (g *Guard) land(key string, f *flight, outcome *persistence.Record, heldUntil time.Time) {
+func (g *Guard) land(key string, f *flight, outcome *persistence.Record, reservedUntil time.Time) {
 	if f == nil {
 		return
 	}
@@ -104,7 +104,7 @@ func (g *Guard) land(key string, f *flight, outcome *persistence.Record, heldUnt
 	}
 	flights.mu.Unlock()
 	f.mu.Lock()
-	f.outcome, f.until = outcome, heldUntil
+	f.outcome, f.until = outcome, reservedUntil
 	f.mu.Unlock()
 	// done first: a follower that sees answered closed by the landing
 	// must see the landing.
@@ -114,10 +114,10 @@ func (g *Guard) land(key string, f *flight, outcome *persistence.Record, heldUnt
 	f.mu.Unlock()
 }
 
-// held records that the key is held, by the leader's reservation or
-// another process's, until t: followers without WithWait are answered
-// with *InProgressError from then on. f may be nil.
-func (f *flight) held(t time.Time) {
+// reserved records that the key is reserved, by the leader or another
+// process, until t: followers without WithWait are answered with
+// *InProgressError from then on. f may be nil.
+func (f *flight) reserved(t time.Time) {
 	if f == nil {
 		return
 	}
@@ -192,8 +192,9 @@ func (f *flight) landed() bool {
 
 // await waits, without WithWait, for the leader's answer: it returns the
 // leader's outcome once the leader has landed (nil: try the store), or
-// held true once the key is known to be held, or the context's error.
-func (f *flight) await(ctx context.Context) (outcome *persistence.Record, held bool, err error) {
+// reserved true once the key is known to be reserved, or the context's
+// error.
+func (f *flight) await(ctx context.Context) (outcome *persistence.Record, reserved bool, err error) {
 	select {
 	case <-f.answered:
 	case <-ctx.Done():

@@ -170,13 +170,14 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 		}
 		f, leader := g.join(c.key, payloadHash)
 		if !leader {
-			outcome, held, err := g.follow(ctx, f, w)
+			outcome, reserved, err := g.follow(ctx, f, w)
+			heldSince := f.operatorHeld()
 			switch {
 			case err != nil:
 				return nil, Result{}, err
-			case !f.operatorHeld().IsZero():
-				return nil, Result{}, g.held(ctx, c, f.operatorHeld())
-			case held:
+			case !heldSince.IsZero():
+				return nil, Result{}, g.held(ctx, c, heldSince)
+			case reserved:
 				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
 			case outcome != nil:
 				res, err := g.answer(ctx, c, payloadHash, outcome)
@@ -193,10 +194,11 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 }
 
 // follow waits for the answer of the flight f's leader: its outcome (nil:
-// try again), or held true when the key is held and the call cannot wait
-// for it. A call without WithWait waits only for the leader's store
-// answer; with WithWait, for the leader's outcome, until the wait runs out.
-func (g *Guard) follow(ctx context.Context, f *flight, w *waiter) (outcome *persistence.Record, held bool, err error) {
+// try again), or reserved true when the key is reserved and the call
+// cannot wait for it. A call without WithWait waits only for the leader's
+// store answer; with WithWait, for the leader's outcome, until the wait
+// runs out.
+func (g *Guard) follow(ctx context.Context, f *flight, w *waiter) (outcome *persistence.Record, reserved bool, err error) {
 	if w == nil {
 		return f.await(ctx)
 	}
@@ -211,13 +213,13 @@ func (g *Guard) follow(ctx context.Context, f *flight, w *waiter) (outcome *pers
 // never outlives the call.
 func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight, w *waiter) (rec *persistence.Record, res Result, err error) {
 	var (
-		outcome   *persistence.Record
-		heldUntil time.Time
-		holds     bool
+		outcome       *persistence.Record
+		reservedUntil time.Time
+		holds         bool
 	)
 	defer func() {
 		if !holds {
-			g.land(c.key, f, outcome, heldUntil)
+			g.land(c.key, f, outcome, reservedUntil)
 		}
 	}()
 	for {
@@ -227,7 +229,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		case err != nil:
 			return nil, Result{}, err
 		case rec != nil:
-			f.held(rec.InProgressExpiresAt)
+			f.reserved(rec.InProgressExpiresAt)
 			holds = true
 			return rec, Result{}, nil
 		}
@@ -241,8 +243,8 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		if existing.Status != persistence.StatusCompleted && !mismatch {
 			// Held by another process: followers without WithWait are
 			// answered so at once, and a waiter polls the store.
-			f.held(existing.InProgressExpiresAt)
-			heldUntil = existing.InProgressExpiresAt
+			f.reserved(existing.InProgressExpiresAt)
+			reservedUntil = existing.InProgressExpiresAt
 			if w != nil {
 				again, err := w.pause(ctx)
 				if err != nil {
@@ -390,7 +392,7 @@ func (g *Guard) held(ctx context.Context, c *call, since time.Time) error {
 	return &HeldError{Key: c.key, Since: since}
 }
 
-// inProgress refuses the call: the key is held until until.
+// inProgress refuses the call: the key is reserved until until.
 func (g *Guard) inProgress(ctx context.Context, c *call, until time.Time) error {
 	c.observe(ctx, EventInProgress, nil)
 	c.setOutcome(OutcomeInProgress)

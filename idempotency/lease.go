@@ -108,7 +108,7 @@ func (l *lease) renew() {
 		return
 	}
 	rec.InProgressExpiresAt, rec.ExpiresAt = renewed.InProgressExpiresAt, renewed.ExpiresAt
-	l.h.flight.held(end)
+	l.h.flight.reserved(end)
 	l.c.observe(l.ctx, EventRenewed, nil)
 	l.timer.Reset(l.every)
 }
