@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
-	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/backends"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb/testpbconnect"

@@ -18,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/idempotency/httpclient"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -37,7 +38,7 @@ func TestMiddlewareThroughLossyNetwork(t *testing.T) {
 	)
 	seed := testenv.Seed(t, "LOSSY_SEED")
 
-	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
+	backends.ForEach(t, func(t *testing.T, open func() persistence.Store) {
 		var mu sync.Mutex
 		effects := map[string]int{}
 		var total atomic.Int64

@@ -1,32 +1,22 @@
 package httpapi_test
 
 import (
-	"context"
-	"errors"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/idempotency/httpclient"
-	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
-	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
-	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
-	"github.com/retrysafe/retrysafe/internal/testing/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/persistence"
-	"github.com/retrysafe/retrysafe/persistence/dynamodb"
-	"github.com/retrysafe/retrysafe/persistence/memory"
-	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
 
 // The tests of the middleware over real servers (dynalite and DynamoDB
@@ -34,89 +24,14 @@ import (
 // own) on 127.0.0.1. They skip when a server cannot start, and fail
 // instead with IDEMPOTENCY_REQUIRE_INTEGRATION=1.
 
-func TestMain(m *testing.M) { dynalite.Main(stopLocal{m}) }
-
-// stopLocal runs the tests, then stops the shared DynamoDB Local, before
-// dynalite.Main stops dynalite.
-type stopLocal struct{ m *testing.M }
-
-func (s stopLocal) Run() int {
-	code := s.m.Run()
-	if srv, err := sharedLocal(); err == nil {
-		if err := srv.Stop(); err != nil {
-			os.Stderr.WriteString("stopping DynamoDB Local: " + err.Error() + "\n")
-		}
-	}
-	return code
-}
-
-var sharedLocal = sync.OnceValues(func() (*dynamodblocal.Server, error) {
-	return dynamodblocal.StartContext(context.Background())
-})
-
-// backend is a kind of store, and how to open stores of it.
-type backend struct {
-	name string
-	// open returns a function that opens stores on one new database of
-	// the backend, as many processes would, each with its own client:
-	// they share the records, and not the flights of calls in one
-	// process. The memory store is one process's: its stores are one.
-	open func(t *testing.T) func() persistence.Store
-}
-
-var backends = []backend{
-	{"memory", func(t *testing.T) func() persistence.Store {
-		store := memory.New()
-		return func() persistence.Store { return store }
-	}},
-	{"redis", func(t *testing.T) func() persistence.Store {
-		srv := redisserver.Start(t)
-		return func() persistence.Store {
-			store, err := redisstore.New(srv.NewClient())
-			require.NoError(t, err)
-			return store
-		}
-	}},
-	{"dynalite", func(t *testing.T) func() persistence.Store {
-		srv := dynalite.Shared(t)
-		return dynamoStores(t, srv.NewTable, srv.NewClient)
-	}},
-	{"dynamodb-local", func(t *testing.T) func() persistence.Store {
-		srv, err := sharedLocal()
-		if errors.Is(err, dynamodblocal.ErrUnavailable) {
-			testenv.SkipUnlessRequired(t, err)
-		}
-		require.NoError(t, err)
-		return dynamoStores(t, srv.NewTable, srv.NewClient)
-	}},
-}
-
-func dynamoStores(t *testing.T,
-	newTable func(testenv.TB, func(context.Context, *awsdynamodb.Client, string) error) string,
-	newClient func(...func(*awsdynamodb.Options)) *awsdynamodb.Client) func() persistence.Store {
-	table := newTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
-		return dynamodb.CreateTable(ctx, client, name)
-	})
-	return func() persistence.Store {
-		store, err := dynamodb.New(newClient(), table)
-		require.NoError(t, err)
-		return store
-	}
-}
-
-// forEachBackend runs test once per backend.
-func forEachBackend(t *testing.T, test func(t *testing.T, open func() persistence.Store)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { test(t, b.open(t)) })
-	}
-}
+func TestMain(m *testing.M) { backends.Main(m) }
 
 // TestMiddlewareStores runs the middleware over each store, as two server
 // processes with one database: what one process completed, the other
 // replays; what one holds, the other refuses with 409; a burst of
 // duplicates across both runs the handler once.
 func TestMiddlewareStores(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
+	backends.ForEach(t, func(t *testing.T, open func() persistence.Store) {
 		var h runs
 		hold := make(chan struct{})
 		entered := make(chan struct{}, 1)

@@ -1,4 +1,4 @@
-// Package backends opens the stores that the interceptors' tests run on:
+// Package backends opens the stores that tests of adapters run on:
 // memory, and real servers on 127.0.0.1 (redis-server, dynalite and
 // DynamoDB Local). Tests skip a backend whose server cannot start, and
 // fail instead with IDEMPOTENCY_REQUIRE_INTEGRATION=1.
@@ -63,8 +63,9 @@ func DynamoDBLocal(t *testing.T) *dynamodblocal.Server {
 type Backend struct {
 	Name string
 	// Open returns a function that opens stores on one new database of
-	// the backend, as server processes would, each with its own client.
-	// The memory store is one process's: its stores are one.
+	// the backend, as server processes would, each with its own client:
+	// they share the records, and not the flights of calls in one
+	// process. The memory store is one process's: its stores are one.
 	Open func(t *testing.T) func() persistence.Store
 }
 
