@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
-	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )

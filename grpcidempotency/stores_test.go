@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
-	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence"

@@ -18,11 +18,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
-	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb/testpbconnect"
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 	"github.com/retrysafe/retrysafe/persistence"

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
-	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/backends"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
