@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,6 +127,20 @@ func TestHoldKeepsOnlyCallsWithoutAnOutcome(t *testing.T) {
 	})
 }
 
+// gatedPuts holds each reservation at gate until the test opens it, and
+// counts them.
+type gatedPuts struct {
+	persistence.Store
+	gate chan struct{}
+	puts atomic.Int32
+}
+
+func (s *gatedPuts) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
+	s.puts.Add(1)
+	<-s.gate
+	return s.Store.Put(ctx, rec, now)
+}
+
 // Calls that share a process with the one that finds a key held are
 // refused as it is, without a store request of their own.
 func TestHeldKeyRefusesFollowers(t *testing.T) {
@@ -137,17 +152,24 @@ func TestHeldKeyRefusesFollowers(t *testing.T) {
 		_, _ = mustWrap(t, c.handle, endsWithoutOutcome(inner), opts...)(t.Context(), o1)
 		time.Sleep(2 * time.Second)
 
-		charge := mustWrap(t, c.handle, inner, opts...)
+		store := &gatedPuts{Store: inner, gate: make(chan struct{})}
+		charge := mustWrap(t, c.handle, store, opts...)
 		errs := make(chan error, 8)
-		for range cap(errs) {
-			go func() {
-				_, err := charge(context.Background(), o1)
-				errs <- err
-			}()
+		call := func() {
+			_, err := charge(context.Background(), o1)
+			errs <- err
 		}
+		go call()
+		synctest.Wait() // the leader waits at the gate with its reservation
+		for range cap(errs) - 1 {
+			go call()
+		}
+		synctest.Wait() // the others follow it
+		close(store.gate)
 		for range cap(errs) {
 			assert.ErrorIs(t, <-errs, idempotency.ErrHeld)
 		}
+		assert.EqualValues(t, 1, store.puts.Load(), "one reservation, the leader's")
 		assert.Equal(t, 1, c.count())
 	})
 }
