@@ -39,6 +39,8 @@ type Guard struct {
 	// storeName and storeSystem name the store's type and system, for
 	// observers (see Call).
 	storeName, storeSystem string
+	// writeDeadlines are the deadlines of the settling writes.
+	writeDeadlines *writeDeadlines
 }
 
 // Result is what [Guard.Do] returns.
@@ -76,12 +78,13 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	}
 	local, _ := store.(persistence.LocalReader)
 	g := &Guard{
-		store:    store,
-		local:    local,
-		cfg:      cfg,
-		inTx:     cfg.transactions && inTx,
-		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
-		disabled: core.Disabled(),
+		store:          store,
+		local:          local,
+		cfg:            cfg,
+		inTx:           cfg.transactions && inTx,
+		prefix:         cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
+		disabled:       core.Disabled(),
+		writeDeadlines: &writeDeadlines{timeout: cfg.finalWriteTimeout},
 	}
 	g.flightID = flightIdentity(g)
 	g.storeName = fmt.Sprintf("%T", store)

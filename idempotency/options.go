@@ -386,7 +386,9 @@ func WithWait(max time.Duration) Option {
 }
 
 // WithFinalWriteTimeout bounds the store write that completes or releases a
-// key. Default [DefaultFinalWriteTimeout].
+// key (and a lease's renewal). Default [DefaultFinalWriteTimeout]. A write
+// may run up to an eighth longer: the writes of a Guard share their
+// deadlines, so that each does not arm a timer of its own.
 func WithFinalWriteTimeout(d time.Duration) Option {
 	return option{spec{name: "WithFinalWriteTimeout", set: func(c *core.Config, s *settings) {
 		if d <= 0 {

@@ -281,9 +281,11 @@ func (g *Guard) fencedOut(ctx context.Context, c *call, rec *persistence.Record,
 
 // finalContext returns the context for a settling write: it keeps ctx's
 // values but not its cancellation, and has a timeout of its own, so that
-// a deadline that has just passed does not lose the write.
+// a deadline that has just passed does not lose the write. The timeout is
+// the final write timeout, or up to an eighth more: the writes share
+// their deadlines (writectx.go).
 func (g *Guard) finalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
+	return g.writeDeadlines.context(ctx, time.Now())
 }
 
 // errPanicked is the error observers see for a function that panicked.

@@ -1,0 +1,213 @@
+package idempotency
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime/metrics"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+type ctxKey struct{}
+
+// A settling write keeps the call's values, not its cancellation, and
+// ends between the timeout and nine eighths of it after it starts. Writes
+// share a deadline while it is far enough.
+func TestWriteContext(t *testing.T) {
+	d := &writeDeadlines{timeout: 80 * time.Millisecond}
+	parent, cancel := context.WithCancel(context.WithValue(t.Context(), ctxKey{}, "v"))
+	start := time.Now()
+	ctx, release := d.context(parent, start)
+	defer release()
+	cancel()
+
+	if got := ctx.Value(ctxKey{}); got != "v" {
+		t.Errorf("Value = %v, want the parent's", got)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the parent's cancellation ended the write: %v", ctx.Err())
+	}
+	deadline, ok := ctx.Deadline()
+	if want := start.Add(90 * time.Millisecond); !ok || !deadline.Equal(want) {
+		t.Errorf("Deadline = %v, %v; want %v", deadline, ok, want)
+	}
+
+	// A write that starts within an eighth of the timeout shares the
+	// deadline: the same Done channel, no second timer.
+	shared, _ := d.context(parent, start.Add(10*time.Millisecond))
+	if shared.Done() != ctx.Done() {
+		t.Error("a write within an eighth of the timeout got a deadline of its own")
+	}
+	// Past that, a write gets a later one.
+	later, _ := d.context(parent, start.Add(11*time.Millisecond))
+	if later.Done() == ctx.Done() {
+		t.Fatal("a write got a deadline less than the timeout away")
+	}
+	if got, _ := later.Deadline(); got.Before(start.Add(91 * time.Millisecond)) {
+		t.Errorf("Deadline = %v, want at least the timeout after the write's start", got)
+	}
+	// An earlier start (another write's clock read before) does not take
+	// the deadline back.
+	if again, _ := d.context(parent, start); again.Done() != later.Done() {
+		t.Error("a write that needs an earlier deadline replaced the later one")
+	}
+
+	<-ctx.Done()
+	if ctx.Err() != context.DeadlineExceeded || context.Cause(ctx) != context.DeadlineExceeded {
+		t.Errorf("after the deadline: Err = %v, Cause = %v; want context.DeadlineExceeded", ctx.Err(), context.Cause(ctx))
+	}
+}
+
+// Contexts derived from a write's (the store's client derives some) end
+// with it, without a goroutine each to watch it.
+func TestWriteContextDerived(t *testing.T) {
+	d := &writeDeadlines{timeout: 20 * time.Millisecond}
+	ctx, release := d.context(t.Context(), time.Now())
+	defer release()
+	before := goroutinesCreated()
+	derived, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if n := goroutinesCreated() - before; n > 0 {
+		t.Errorf("context.WithCancel started %d goroutines", n)
+	}
+	<-derived.Done()
+	if derived.Err() != context.DeadlineExceeded {
+		t.Errorf("derived context: Err = %v, want context.DeadlineExceeded", derived.Err())
+	}
+}
+
+// A Guard may serve the tests of several synctest bubbles, and of none:
+// in a bubble each write has a deadline of its own, on the bubble's
+// clock, since a context made in one bubble must not be used in another
+// (the runtime stops the program).
+func TestWriteContextInBubbles(t *testing.T) {
+	d := &writeDeadlines{timeout: 5 * time.Second}
+	outside, release := d.context(t.Context(), time.Now())
+	defer release()
+	// Its channel, made here: a bubble must not be the first to ask.
+	outsideDone := outside.Done()
+	for range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, release := d.context(t.Context(), time.Now())
+			defer release()
+			if ctx.Done() == outsideDone {
+				t.Fatal("a write in a bubble shares a deadline made outside")
+			}
+			deadline, _ := ctx.Deadline()
+			if want := time.Now().Add(5 * time.Second); !deadline.Equal(want) {
+				t.Errorf("Deadline = %v, want %v on the bubble's clock", deadline, want)
+			}
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			if ctx.Err() != context.DeadlineExceeded {
+				t.Errorf("Err = %v after the deadline, want context.DeadlineExceeded", ctx.Err())
+			}
+		})
+	}
+}
+
+func goroutinesCreated() int64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0 // not counted before Go 1.26
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// BenchmarkFinalContext is a settling write over the network: a request
+// and its reply, over loopback to another process that answers 200 µs
+// later (as a store's server does), sent with the write's context, as a
+// completion is. It reports the CPU time of this process per write
+// (cpu-ns/op). PerWriteTimer is context.WithTimeout per write: its timer
+// is earlier than any other, and wakes the thread that waits for the
+// network on every write. Shared is the Guard's finalContext.
+func BenchmarkFinalContext(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	server := exec.Command(os.Args[0], "-test.run=^TestEchoLater$")
+	server.Env = append(os.Environ(), "ECHO_LATER_ADDR="+ln.Addr().String())
+	if err := server.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = server.Process.Kill(); _ = server.Wait() }()
+	conn, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	// A parent with a later deadline, as an invocation's: its timer is
+	// the one the network waits with.
+	parent, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	write := func(b *testing.B, ctxFor func() (context.Context, func())) {
+		start := processCPU()
+		for b.Loop() {
+			ctx, done := ctxFor()
+			deadline, _ := ctx.Deadline()
+			_ = conn.SetDeadline(deadline)
+			var buf [1]byte
+			if _, err := conn.Write(buf[:]); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(conn, buf[:]); err != nil {
+				b.Fatal(err)
+			}
+			done()
+		}
+		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+	}
+	b.Run("PerWriteTimer", func(b *testing.B) {
+		write(b, func() (context.Context, func()) {
+			return context.WithTimeout(context.WithoutCancel(parent), DefaultFinalWriteTimeout)
+		})
+	})
+	b.Run("Shared", func(b *testing.B) {
+		d := &writeDeadlines{timeout: DefaultFinalWriteTimeout}
+		write(b, func() (context.Context, func()) {
+			return d.context(parent, time.Now())
+		})
+	})
+}
+
+// TestEchoLater is BenchmarkFinalContext's server, in a process of its
+// own: it connects to ECHO_LATER_ADDR and answers each byte with itself,
+// 200 µs later.
+func TestEchoLater(t *testing.T) {
+	addr := os.Getenv("ECHO_LATER_ADDR")
+	if addr == "" {
+		t.Skip("BenchmarkFinalContext's server")
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf [1]byte
+	for {
+		if _, err := io.ReadFull(conn, buf[:]); err != nil {
+			return
+		}
+		time.Sleep(200 * time.Microsecond)
+		if _, err := conn.Write(buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// processCPU returns the CPU time, user and system, that the process has
+// used, in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
