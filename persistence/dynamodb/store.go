@@ -140,7 +140,8 @@ type update struct {
 // Completion (and renewal): the record is the caller's own (the condition
 // checks its token), as its reservation wrote it, so the update writes
 // only what changes: the status, the expiry and the result's attributes
-// present, and removes the in-progress expiry of a completed record. The
+// present, and removes the optional attributes the record has no value
+// for (the hold, and the in-progress expiry of a record without one). The
 // token and the payload hash stay as the reservation wrote them. One
 // expression, and one set of names (which DynamoDB wants exactly as
 // used), per combination of the optional attributes present: built when
