@@ -51,19 +51,24 @@ func (d *writeDeadlines) context(parent context.Context, now time.Time) (context
 		return context.WithDeadline(context.WithoutCancel(parent), now.Add(d.timeout))
 	}
 	need := now.Add(d.timeout)
-	cur := d.current.Load()
-	if cur == nil || deadlineOf(cur.ctx).Before(need) {
-		ctx, cancel := context.WithDeadline(context.Background(), need.Add(d.timeout/8))
-		next := &writeDeadline{ctx: ctx, cancel: cancel}
+	var next *writeDeadline
+	for {
+		cur := d.current.Load()
+		if cur != nil && !deadlineOf(cur.ctx).Before(need) {
+			if next != nil {
+				next.cancel() // another write stored one far enough first
+			}
+			return writeContext{Context: context.WithoutCancel(parent), shared: cur.ctx}, func() {}
+		}
+		if next == nil {
+			ctx, cancel := context.WithDeadline(context.Background(), need.Add(d.timeout/8))
+			next = &writeDeadline{ctx: ctx, cancel: cancel}
+		}
+		// Deadlines only move later: cur's is before need, next's after.
 		if d.current.CompareAndSwap(cur, next) {
-			cur = next
-		} else if cur = d.current.Load(); deadlineOf(cur.ctx).Before(need) {
-			// Another write replaced it with one too soon for this
-			// write (its clock read earlier): use this write's own.
-			cur = next
+			return writeContext{Context: context.WithoutCancel(parent), shared: next.ctx}, func() {}
 		}
 	}
-	return writeContext{Context: context.WithoutCancel(parent), shared: cur.ctx}, func() {}
 }
 
 func deadlineOf(ctx context.Context) time.Time {

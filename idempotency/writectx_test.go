@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/metrics"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -60,6 +61,29 @@ func TestWriteContext(t *testing.T) {
 	<-ctx.Done()
 	if ctx.Err() != context.DeadlineExceeded || context.Cause(ctx) != context.DeadlineExceeded {
 		t.Errorf("after the deadline: Err = %v, Cause = %v; want context.DeadlineExceeded", ctx.Err(), context.Cause(ctx))
+	}
+}
+
+// Writes that start at once, on clocks read in any order, each get a
+// deadline at least the timeout away, and the shared one only moves
+// later.
+func TestWriteContextConcurrent(t *testing.T) {
+	d := &writeDeadlines{timeout: time.Minute}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			now := start.Add(time.Duration(i%16) * time.Second)
+			ctx, release := d.context(t.Context(), now)
+			defer release()
+			if deadline, _ := ctx.Deadline(); deadline.Before(now.Add(time.Minute)) {
+				t.Errorf("a write at %v got a deadline %v after it", now.Sub(start), deadline.Sub(now))
+			}
+		})
+	}
+	wg.Wait()
+	if got, _ := d.current.Load().ctx.Deadline(); got.Before(start.Add(15*time.Second + time.Minute)) {
+		t.Errorf("the shared deadline went back to %v", got.Sub(start))
 	}
 }
 
