@@ -1,6 +1,7 @@
 package dynamodb_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -8,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
@@ -37,11 +40,32 @@ func eachServer(t *testing.T, f func(t *testing.T, srv server)) {
 }
 
 // table creates a table for a store with optFns on the server and returns
-// its name.
+// its name. It has no time to live: DynamoDB Local deletes an expired
+// item about a second after its expiry (DynamoDB within days), and the
+// tests that set up an expired record must find it there.
 func (srv server) table(t testing.TB, optFns ...func(*dynamodb.Options)) string {
 	t.Helper()
 	return srv.NewTable(t, func(ctx context.Context, client *awsdynamodb.Client, name string) error {
-		return dynamodb.CreateTable(ctx, client, name, optFns...)
+		if err := dynamodb.CreateTable(ctx, client, name, optFns...); err != nil {
+			return err
+		}
+		var opts dynamodb.Options
+		for _, f := range optFns {
+			f(&opts)
+		}
+		disabled := false
+		_, err := client.UpdateTimeToLive(ctx, &awsdynamodb.UpdateTimeToLiveInput{
+			TableName: &name,
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{
+				AttributeName: aws.String(cmp.Or(opts.ExpiryAttr, "expiration")),
+				Enabled:       &disabled,
+			},
+		})
+		var apiErr smithy.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException" {
+			return nil // dynalite: no time to live at all
+		}
+		return err
 	})
 }
 

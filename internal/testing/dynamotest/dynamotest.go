@@ -13,7 +13,10 @@
 //   - DynamoDB Local has all three. It starts in seconds, on Java; its
 //     error responses carry no CRC32 (see internal/testing/dynamodblocal),
 //     and its tables are ACTIVE at once, where DynamoDB's (and dynalite's)
-//     are CREATING for a moment.
+//     are CREATING for a moment. On a table with time to live it deletes
+//     an expired item about a second after its expiry, where DynamoDB
+//     takes up to days: a test that sets up an expired record needs a
+//     table without it.
 //
 // Either kind skips the test that asks for it when it is not installed,
 // with a message that says how to install it, and fails it instead when
