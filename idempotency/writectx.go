@@ -27,10 +27,11 @@ type writeDeadlines struct {
 }
 
 // A writeDeadline is a deadline shared by settling writes: ctx ends at
-// it, and nothing cancels it sooner.
+// at, and nothing cancels it sooner.
 type writeDeadline struct {
+	at     time.Time
 	ctx    context.Context
-	cancel context.CancelFunc // never called before the deadline: others share ctx
+	cancel context.CancelFunc // called only on one no write got: others share ctx
 }
 
 // bubbleClock is when the clock of a testing/synctest bubble stands
@@ -54,26 +55,22 @@ func (d *writeDeadlines) context(parent context.Context, now time.Time) (context
 	var next *writeDeadline
 	for {
 		cur := d.current.Load()
-		if cur != nil && !deadlineOf(cur.ctx).Before(need) {
+		if cur != nil && !cur.at.Before(need) {
 			if next != nil {
 				next.cancel() // another write stored one far enough first
 			}
 			return writeContext{Context: context.WithoutCancel(parent), shared: cur.ctx}, func() {}
 		}
 		if next == nil {
-			ctx, cancel := context.WithDeadline(context.Background(), need.Add(d.timeout/8))
-			next = &writeDeadline{ctx: ctx, cancel: cancel}
+			at := need.Add(d.timeout / 8)
+			ctx, cancel := context.WithDeadline(context.Background(), at)
+			next = &writeDeadline{at: at, ctx: ctx, cancel: cancel}
 		}
 		// Deadlines only move later: cur's is before need, next's after.
 		if d.current.CompareAndSwap(cur, next) {
 			return writeContext{Context: context.WithoutCancel(parent), shared: next.ctx}, func() {}
 		}
 	}
-}
-
-func deadlineOf(ctx context.Context) time.Time {
-	t, _ := ctx.Deadline()
-	return t
 }
 
 // writeContext is a settling write's context: the values of the call's

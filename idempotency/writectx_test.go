@@ -12,6 +12,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
 type ctxKey struct{}
@@ -82,8 +85,58 @@ func TestWriteContextConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got, _ := d.current.Load().ctx.Deadline(); got.Before(start.Add(15*time.Second + time.Minute)) {
+	if got := d.current.Load().at; got.Before(start.Add(15*time.Second + time.Minute)) {
 		t.Errorf("the shared deadline went back to %v", got.Sub(start))
+	}
+}
+
+// doneRecorder is a store that keeps the Done channel of each Update's
+// context.
+type doneRecorder struct {
+	*memory.Store
+	mu   sync.Mutex
+	done []<-chan struct{}
+}
+
+func (s *doneRecorder) Update(ctx context.Context, rec *persistence.Record) error {
+	s.mu.Lock()
+	s.done = append(s.done, ctx.Done())
+	s.mu.Unlock()
+	return s.Store.Update(ctx, rec)
+}
+
+// The completions of a Guard's calls share a deadline, which is at least
+// the final write timeout away, and not the call's own: a canceled call
+// still completes.
+func TestCompletionsShareADeadline(t *testing.T) {
+	store := &doneRecorder{Store: memory.New()}
+	g, err := NewGuard(store, WithKeyPrefix("shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k1", "k2"} {
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		_, err := g.Do(ctx, key, "", func(context.Context) ([]byte, error) {
+			cancel() // the caller gives up before the completion
+			return []byte(`1`), nil
+		})
+		if err != nil {
+			t.Fatalf("Do(%s): %v", key, err)
+		}
+		if deadline := g.writeDeadlines.current.Load().at; deadline.Before(start.Add(DefaultFinalWriteTimeout)) {
+			t.Errorf("the completion's deadline is %v after the call's start, want at least %v", deadline.Sub(start), DefaultFinalWriteTimeout)
+		}
+		res, err := g.Do(t.Context(), key, "", func(context.Context) ([]byte, error) {
+			t.Errorf("%s ran again: its completion was lost", key)
+			return nil, nil
+		})
+		if err != nil || res.Outcome != OutcomeReplay {
+			t.Errorf("Do(%s) again: %v, %v; want a replay", key, res.Outcome, err)
+		}
+	}
+	if len(store.done) != 2 || store.done[0] == nil || store.done[0] != store.done[1] {
+		t.Errorf("the two completions' Done channels: %v; want one shared channel", store.done)
 	}
 }
 

@@ -13,3 +13,10 @@ func (s *Store) UpdateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 
 // RetryConflicts exposes the option that each write passes to the client.
 var RetryConflicts = retryReplicatedWriteConflicts
+
+// ExpiryAttr is the expiry attribute of a store with optFns, defaults
+// applied.
+func ExpiryAttr(optFns ...func(*Options)) string {
+	o, _ := resolveOptions(optFns)
+	return o.ExpiryAttr
+}

@@ -1,7 +1,6 @@
 package dynamodb_test
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -49,15 +48,11 @@ func (srv server) table(t testing.TB, optFns ...func(*dynamodb.Options)) string 
 		if err := dynamodb.CreateTable(ctx, client, name, optFns...); err != nil {
 			return err
 		}
-		var opts dynamodb.Options
-		for _, f := range optFns {
-			f(&opts)
-		}
 		disabled := false
 		_, err := client.UpdateTimeToLive(ctx, &awsdynamodb.UpdateTimeToLiveInput{
 			TableName: &name,
 			TimeToLiveSpecification: &types.TimeToLiveSpecification{
-				AttributeName: aws.String(cmp.Or(opts.ExpiryAttr, "expiration")),
+				AttributeName: aws.String(dynamodb.ExpiryAttr(optFns...)),
 				Enabled:       &disabled,
 			},
 		})

@@ -34,7 +34,7 @@ import (
 //     (the reservation's takeover and held conditions, owner token,
 //     in-progress expiry; the completion's fence), sent bare;
 //   - store (replay): Store.Put, which builds the request and decodes the
-//     record;
+//     record, and the stored response decoded;
 //   - lib: the wrapped handler.
 //
 // requests over floor is what docs/protocol.md's request shape costs; lib
@@ -128,6 +128,10 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 				if err := store.Put(ctx, rec, time.Now()); !errors.As(err, &conflict) || conflict.Existing == nil {
 					b.Fatalf("Put over a completed record: %v", err)
 				}
+				var c charge
+				if err := json.Unmarshal(conflict.Existing.Response, &c); err != nil {
+					b.Fatal(err)
+				}
 			}},
 			{"lib", func() {
 				if _, err := pay(ctx, done); err != nil {
@@ -188,7 +192,9 @@ type part struct {
 
 // parts runs the sides in turns of 8 calls, in an order shuffled for
 // every round of turns, and reports each one's CPU time per call, and
-// each one's over the first's (the floor).
+// each one's over the first's (the floor). Each turn carries its side's
+// name as a profiler label (go tool pprof -tagfocus side=lib); goroutines
+// a side starts, such as a new connection's, carry it too.
 func parts(b *testing.B, sides []part) {
 	const turn = 8
 	for range 10 { // warm the connections and the server's paths
