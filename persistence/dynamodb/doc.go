@@ -68,6 +68,9 @@
 //     retries it within its own bounds (attempts, backoff with jitter,
 //     retry quota, the context). Every write of the protocol can be sent
 //     again (docs/protocol.md, Lost replies, retries, and late writes).
+//     The same wrapper never retries a failed condition
+//     (ConditionalCheckFailedException), whatever the client's retryer
+//     would say: it is the answer a conditional write asks for.
 //   - Multi-Region eventual consistency (MREC, the default mode of global
 //     tables): each Region checks conditions against its own copy and
 //     resolves conflicts by last writer wins, so two Regions can each

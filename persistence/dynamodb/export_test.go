@@ -20,3 +20,7 @@ func ExpiryAttr(optFns ...func(*Options)) string {
 	o, _ := resolveOptions(optFns)
 	return o.ExpiryAttr
 }
+
+// ErrorCode exposes the search for an error's code that the store's
+// retryer makes without reflection.
+var ErrorCode = errorCode

@@ -1,11 +1,11 @@
 package dynamodb
 
 import (
+	"context"
 	"reflect"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
@@ -40,20 +40,82 @@ func retryReplicatedWriteConflicts(o *dynamodb.Options) {
 		return
 	}
 	if w := conflictRetryer.Load(); w != nil && w.base == o.Retryer {
-		o.Retryer = w.wrapped
+		o.Retryer = w
 		return
 	}
-	w := &wrappedRetryer{base: o.Retryer, wrapped: retry.AddWithErrorCodes(o.Retryer, replicatedWriteConflict)}
+	w := &storeRetryer{RetryerV2: asRetryerV2(o.Retryer), base: o.Retryer}
 	if t := reflect.TypeOf(o.Retryer); t.Comparable() {
 		conflictRetryer.Store(w)
 	}
-	o.Retryer = w.wrapped
+	o.Retryer = w
 }
 
-// wrappedRetryer is a client's retryer, base, and the same retryer that
-// also retries ReplicatedWriteConflictException.
-type wrappedRetryer struct {
-	base, wrapped aws.Retryer
+// storeRetryer is a client's retryer, base, that answers two errors
+// itself: it retries ReplicatedWriteConflictException, and never a failed
+// condition (ConditionalCheckFailedException), which is the answer a
+// conditional write asks for, not a failure. Every other error is base's
+// to decide.
+//
+// Answering the failed condition here is also what keeps a replay cheap:
+// a replay is a reservation whose condition fails, and the SDK's standard
+// retryer asks each of its classifiers about that error, a walk of the
+// error's chain with reflection each (several percent of the request's
+// CPU), to find that none retries it.
+type storeRetryer struct {
+	aws.RetryerV2
+	base aws.Retryer
+}
+
+func (r *storeRetryer) IsErrorRetryable(err error) bool {
+	switch errorCode(err) {
+	case conditionalCheckFailed:
+		return false
+	case replicatedWriteConflict:
+		return true
+	}
+	return r.RetryerV2.IsErrorRetryable(err)
+}
+
+// conditionalCheckFailed is the error code of a write whose condition
+// failed.
+const conditionalCheckFailed = "ConditionalCheckFailedException"
+
+// errorCode returns the code of the first error in err's tree that has
+// one (as errors.As finds it, without its reflection), or "".
+func errorCode(err error) string {
+	for err != nil {
+		switch e := err.(type) {
+		case interface{ ErrorCode() string }:
+			return e.ErrorCode()
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				if code := errorCode(err); code != "" {
+					return code
+				}
+			}
+			return ""
+		default:
+			return ""
+		}
+	}
+	return ""
+}
+
+// asRetryerV2 returns r as an aws.RetryerV2: itself, or r with the
+// attempt token of its initial token, as the SDK's own wrappers do.
+func asRetryerV2(r aws.Retryer) aws.RetryerV2 {
+	if v2, ok := r.(aws.RetryerV2); ok {
+		return v2
+	}
+	return retryerV2{r}
+}
+
+type retryerV2 struct{ aws.Retryer }
+
+func (r retryerV2) GetAttemptToken(context.Context) (func(error) error, error) {
+	return r.GetInitialToken(), nil
 }
 
 // conflictRetryer is the last retryer that retryReplicatedWriteConflicts
@@ -65,4 +127,4 @@ type wrappedRetryer struct {
 // comparable type are kept: comparing base with another retryer of that
 // type must not panic. (Two interface values of different dynamic types
 // compare unequal without comparing the values.)
-var conflictRetryer atomic.Pointer[wrappedRetryer]
+var conflictRetryer atomic.Pointer[storeRetryer]

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -43,6 +45,36 @@ func TestReplicatedWriteConflictNotRetriedByTheSDK(t *testing.T) {
 		require.Equal(t, 1, counter.Attempts("PutItem"))
 	})
 }
+
+// A failed condition is an answer, sent once: the store's writes are not
+// retried on it even by a client whose retryer retries every error.
+func TestFailedConditionNotRetried(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		name, healthy, _ := srv.setup(t)
+		now := wholeSecond()
+		counter := &dynalite.Counter{}
+		store := newStore(t, srv.NewClient(counter.Register, func(o *awsdynamodb.Options) {
+			o.Retryer = retryEverything{retry.NewStandard()}
+		}), name)
+		rec := inProgress(now)
+		require.NoError(t, healthy.Put(t.Context(), rec, now))
+
+		other := inProgress(now)
+		other.Key = rec.Key
+		var conflict *persistence.ConflictError
+		require.ErrorAs(t, store.Put(t.Context(), other, now), &conflict)
+		require.ErrorIs(t, store.Update(t.Context(), completed(other, []byte("1"))), persistence.ErrFenced)
+		require.ErrorIs(t, store.Delete(t.Context(), rec.Key, other.Token), persistence.ErrFenced)
+		for _, op := range []string{"PutItem", "UpdateItem", "DeleteItem"} {
+			require.Equal(t, 1, counter.Attempts(op), op)
+		}
+	})
+}
+
+// retryEverything is a retryer that retries every error.
+type retryEverything struct{ aws.Retryer }
+
+func (retryEverything) IsErrorRetryable(error) bool { return true }
 
 // Each write the store sends is retried after a ReplicatedWriteConflictException,
 // which DynamoDB answers without applying the write: DynamoDB answers the

@@ -2,12 +2,17 @@ package dynamodb_test
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
@@ -61,4 +66,67 @@ func TestRetryConflictsWrapsEachRetryer(t *testing.T) {
 	o := awsdynamodb.Options{}
 	dynamodb.RetryConflicts(&o)
 	require.Nil(t, o.Retryer, "no retryer, none added")
+}
+
+// The store's retryer answers two errors itself, wherever they sit in the
+// error's tree, and hands every other one to the client's retryer: a failed
+// condition is the answer a conditional write asks for, never retried, even
+// by a retryer that retries everything; a replicated write conflict is
+// retried, even by one that retries nothing.
+func TestStoreRetryerAnswersItsOwnErrors(t *testing.T) {
+	wrap := func(r aws.Retryer) aws.Retryer {
+		o := awsdynamodb.Options{Retryer: r}
+		dynamodb.RetryConflicts(&o)
+		return o.Retryer
+	}
+	all := wrap(retryEverything{retry.NewStandard()})
+	none := wrap(aws.NopRetryer{})
+	conditional := sdkError(&types.ConditionalCheckFailedException{})
+	conflict := sdkError(&types.ReplicatedWriteConflictException{})
+	throttled := sdkError(&types.ProvisionedThroughputExceededException{})
+
+	require.False(t, all.IsErrorRetryable(conditional))
+	require.False(t, all.IsErrorRetryable(errors.Join(errors.New("other"), conditional)))
+	require.True(t, all.IsErrorRetryable(throttled), "the client's retryer decides")
+	require.True(t, all.IsErrorRetryable(errors.New("no code")), "the client's retryer decides")
+	require.True(t, none.IsErrorRetryable(conflict))
+	require.False(t, none.IsErrorRetryable(throttled), "the client's retryer decides")
+	standard := wrap(retry.NewStandard())
+	require.True(t, standard.IsErrorRetryable(throttled))
+	require.False(t, standard.IsErrorRetryable(conditional))
+}
+
+// sdkError wraps err as the SDK's middleware does before its retryer sees
+// it: in the HTTP response errors of smithy and of the SDK.
+func sdkError(err error) error {
+	resp := &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusBadRequest}}
+	return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{Response: resp, Err: err}, RequestID: "r"}
+}
+
+// errorCode finds the code that errors.As finds with an interface{
+// ErrorCode() string } target, in every shape of error tree.
+func TestErrorCodeIsErrorsAs(t *testing.T) {
+	conditional := &types.ConditionalCheckFailedException{}
+	conflict := &types.ReplicatedWriteConflictException{}
+	cases := []error{
+		nil,
+		errors.New("plain"),
+		conditional,
+		sdkError(conditional),
+		&smithy.OperationError{ServiceID: "DynamoDB", OperationName: "PutItem", Err: sdkError(conflict)},
+		fmt.Errorf("wrapped: %w", sdkError(conditional)),
+		errors.Join(errors.New("first"), sdkError(conflict), conditional),
+		errors.Join(errors.New("first"), errors.New("second")),
+		fmt.Errorf("two: %w, %w", errors.New("no code"), errors.Join(errors.New("x"), conflict)),
+		&smithy.GenericAPIError{Code: "Throttling"},
+		&retry.MaxAttemptsError{Attempt: 3, Err: sdkError(conflict)},
+	}
+	for _, err := range cases {
+		var coded interface{ ErrorCode() string }
+		want := ""
+		if errors.As(err, &coded) {
+			want = coded.ErrorCode()
+		}
+		require.Equal(t, want, dynamodb.ErrorCode(err), "%v", err)
+	}
 }
