@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -698,4 +699,30 @@ func TestCreateTable(t *testing.T) {
 			require.False(t, errors.Is(err, context.DeadlineExceeded))
 		})
 	})
+}
+
+// The store's conditions group their clauses by precedence (AND before
+// OR), not with parentheses, which cost dynalite's parser about 0.35 ms a
+// request: the only parentheses are those of function calls.
+func TestConditionsWithoutParentheses(t *testing.T) {
+	captured := &requestClient{}
+	store := newStore(t, captured, "idempotency")
+	now := time.Now()
+	rec, done := benchRecords(now)
+	renewal := *rec
+	renewal.InProgressExpiresAt = now.Add(time.Minute)
+	var conditions []string
+	require.NoError(t, store.Put(t.Context(), rec, now))
+	conditions = append(conditions, *captured.last.(*awsdynamodb.PutItemInput).ConditionExpression)
+	for _, r := range []*persistence.Record{done, &renewal} {
+		require.NoError(t, store.Update(t.Context(), r))
+		conditions = append(conditions, *captured.last.(*awsdynamodb.UpdateItemInput).ConditionExpression)
+	}
+	require.NoError(t, store.Delete(t.Context(), rec.Key, rec.Token))
+	conditions = append(conditions, *captured.last.(*awsdynamodb.DeleteItemInput).ConditionExpression)
+	grouping := regexp.MustCompile(`(^|[^a-z_])\(`)
+	for _, c := range conditions {
+		require.NotRegexp(t, grouping, c)
+	}
+	require.Contains(t, conditions[0], " OR #s = :p AND ")
 }
