@@ -26,10 +26,10 @@ import (
 //
 // Flights are kept per store and key: several Guards over one store (two
 // wrapped functions with one prefix) share them; the same key in two
-// stores does not.
+// stores does not, nor in two Guards over a store that is not a pointer.
 
 type flightKey struct {
-	store any // the store, or the Guard when the store's type is not comparable
+	store uintptr // the store's address, or the Guard's (see flightIdentity)
 	key   string
 }
 
@@ -56,12 +56,19 @@ var flights struct {
 	m  map[flightKey]*flight
 }
 
-// flightIdentity returns what flights of g's store are kept under.
-func flightIdentity(g *Guard) any {
-	if t := reflect.TypeOf(g.store); t != nil && t.Comparable() {
-		return g.store
+// flightIdentity returns what flights of g's store are kept under: the
+// store's address when it is a pointer, as stores are, and otherwise the
+// Guard's, whose keys then share flights with no other Guard's. An
+// address rather than the store itself: a map key holding an interface
+// costs a hash through the interface's type on every lookup, and on an
+// empty map (a process's usual state between calls) a walk of the key's
+// type, about a microsecond a call. Either object lives as long as the
+// Guard, and so as long as any flight under its address.
+func flightIdentity(g *Guard) uintptr {
+	if v := reflect.ValueOf(g.store); v.Kind() == reflect.Pointer {
+		return v.Pointer()
 	}
-	return g
+	return reflect.ValueOf(g).Pointer()
 }
 
 // join returns the flight of key, and whether the caller leads it (a new

@@ -203,3 +203,48 @@ func TestPanickingStoreLeavesNoFlight(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, c.count())
 }
+
+// Flights are kept per store: duplicates of a completed key that arrive
+// together at two wrapped functions over one store (with one prefix)
+// share one store request, and at two over two stores do not, nor at two
+// over one store that is not a pointer (a value, compared by nothing).
+func TestFlightsPerStore(t *testing.T) {
+	replays := func(t *testing.T, a, b persistence.Store) {
+		var c counter
+		chargeA := mustWrap(t, c.handle, a, idempotency.WithKeyPrefix("p"))
+		chargeB := mustWrap(t, c.handle, b, idempotency.WithKeyPrefix("p"))
+		first, err := chargeA(t.Context(), o1)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for _, charge := range []func(context.Context, order) (receipt, error){chargeA, chargeB} {
+			wg.Go(func() {
+				outs, errs := concurrently(t.Context(), 10, charge, o1)
+				for i := range outs {
+					assert.NoError(t, errs[i])
+					assert.Equal(t, first, outs[i])
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 1, c.count())
+	}
+	synctest.Test(t, func(t *testing.T) {
+		store := faultstore.New(remoteStore{memory.New(), 5 * time.Millisecond})
+		replays(t, store, store)
+		assert.Equal(t, 2, store.Calls(faultstore.OpPut), "the first call's, and one for the 20 duplicates")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		shared := memory.New()
+		a := faultstore.New(remoteStore{shared, 5 * time.Millisecond})
+		b := faultstore.New(remoteStore{shared, 5 * time.Millisecond})
+		replays(t, a, b)
+		assert.Equal(t, 2, a.Calls(faultstore.OpPut), "the first call's, and one for a's duplicates")
+		assert.Equal(t, 1, b.Calls(faultstore.OpPut), "one for b's duplicates")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		counted := faultstore.New(memory.New())
+		value := remoteStore{counted, 5 * time.Millisecond}
+		replays(t, value, value)
+		assert.Equal(t, 3, counted.Calls(faultstore.OpPut), "the first call's, and one for each function's duplicates")
+	})
+}

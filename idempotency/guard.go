@@ -35,7 +35,7 @@ type Guard struct {
 	// WithTransactions otherwise, they are staged.
 	inTx bool
 	// flightID is what the flights of the Guard's keys are kept under.
-	flightID any
+	flightID uintptr
 	// storeName and storeSystem name the store's type and system, for
 	// observers (see Call).
 	storeName, storeSystem string
