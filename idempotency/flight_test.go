@@ -207,7 +207,7 @@ func TestPanickingStoreLeavesNoFlight(t *testing.T) {
 // Flights are kept per store: duplicates of a completed key that arrive
 // together at two wrapped functions over one store (with one prefix)
 // share one store request, and at two over two stores do not, nor at two
-// over one store that is not a pointer (a value, compared by nothing).
+// over one store that is not a pointer, whose flights are each Guard's.
 func TestFlightsPerStore(t *testing.T) {
 	replays := func(t *testing.T, a, b persistence.Store) {
 		var c counter

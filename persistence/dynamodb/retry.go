@@ -81,7 +81,8 @@ func (r *storeRetryer) IsErrorRetryable(err error) bool {
 const conditionalCheckFailed = "ConditionalCheckFailedException"
 
 // errorCode returns the code of the first error in err's tree that has
-// one (as errors.As finds it, without its reflection), or "".
+// one, in errors.As's order and without its reflection, or "". Unlike
+// errors.As it asks no error's own As method; the SDK's errors have none.
 func errorCode(err error) string {
 	for err != nil {
 		switch e := err.(type) {

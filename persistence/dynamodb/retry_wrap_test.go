@@ -94,6 +94,16 @@ func TestStoreRetryerAnswersItsOwnErrors(t *testing.T) {
 	standard := wrap(retry.NewStandard())
 	require.True(t, standard.IsErrorRetryable(throttled))
 	require.False(t, standard.IsErrorRetryable(conditional))
+
+	// A retryer without attempt tokens of its own (aws.Retryer only) gets
+	// its initial token for each attempt, as the SDK's wrappers give it.
+	v1 := wrap(valueRetryer{Retryer: retry.NewStandard()})
+	v2, ok := v1.(aws.RetryerV2)
+	require.True(t, ok, "the wrapper is an aws.RetryerV2")
+	release, err := v2.GetAttemptToken(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	require.False(t, v1.IsErrorRetryable(conditional))
 }
 
 // sdkError wraps err as the SDK's middleware does before its retryer sees
