@@ -125,7 +125,7 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems:      items,
 		ClientRequestToken: aws.String(clientRequestToken(rec)),
-	}, retryConflicts...)
+	}, writeOptions...)
 	if err == nil {
 		return omitted
 	}

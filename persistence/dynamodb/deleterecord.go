@@ -50,7 +50,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 		ConditionExpression:       &cond,
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
-	}, retryConflicts...)
+	}, writeOptions...)
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:

@@ -31,6 +31,13 @@
 // front of the store, a replay in the same execution environment costs
 // none.
 //
+// Each write hands the client two options for that request alone: its
+// retryer, wrapped (see Global tables below), and its protocol, wrapped so
+// that the body of an error the service models, such as the failed
+// condition that carries a replay's record, is read once and decoded by
+// the protocol's own decoder, instead of read three times. Any answer the
+// wrapper is not sure of goes to the client's protocol unchanged.
+//
 // The store's IAM policy needs dynamodb:PutItem, dynamodb:GetItem,
 // dynamodb:UpdateItem and dynamodb:DeleteItem on the table; a
 // transaction needs, for each staged write, its own action on its table

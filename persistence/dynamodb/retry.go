@@ -15,8 +15,8 @@ import (
 // DynamoDB rejected the write, and the SDK for Go does not retry it.
 const replicatedWriteConflict = "ReplicatedWriteConflictException"
 
-// retryConflicts are the options of each write the store sends: they make
-// the client's retryer retry ReplicatedWriteConflictException as well, with
+// writeOptions are the options of each write the store sends. The first
+// makes the client's retryer retry ReplicatedWriteConflictException as well, with
 // its own bounds: its attempts (4 by default for DynamoDB), its backoff with
 // jitter, its retry quota, and the request's context. A client that is not
 // the SDK's may ignore them.
@@ -33,7 +33,10 @@ const replicatedWriteConflict = "ReplicatedWriteConflictException"
 // which docs/protocol.md allows for every write: a reservation finds its
 // own earlier attempt (whose reply was lost) and holds the key, a
 // completion or a release finds its own effect (done).
-var retryConflicts = []func(*dynamodb.Options){retryReplicatedWriteConflicts}
+//
+// The second decodes the error a failed condition answers with, a
+// replay's answer, in one pass (see decodeErrorsOnce).
+var writeOptions = []func(*dynamodb.Options){retryReplicatedWriteConflicts, decodeErrorsOnce}
 
 func retryReplicatedWriteConflicts(o *dynamodb.Options) {
 	if o.Retryer == nil {

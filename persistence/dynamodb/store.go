@@ -226,7 +226,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 			":p":      inProgressValue,
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, retryConflicts...)
+	}, writeOptions...)
 	if err == nil {
 		return nil
 	}
@@ -280,7 +280,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 		return err
 	}
 	in, omitted := s.updateInput(rec)
-	_, err := s.client.UpdateItem(ctx, in, retryConflicts...)
+	_, err := s.client.UpdateItem(ctx, in, writeOptions...)
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {
@@ -378,7 +378,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		ConditionExpression:       &s.deleteCond,
 		ExpressionAttributeNames:  s.deleteNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{valuePlaceholders[attrToken]: str(token), ":p": inProgressValue},
-	}, retryConflicts...)
+	}, writeOptions...)
 	if err != nil {
 		var failed *types.ConditionalCheckFailedException
 		if errors.As(err, &failed) {

@@ -98,7 +98,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, err
 				ConditionExpression:       &filter,
 				ExpressionAttributeNames:  deleteNames,
 				ExpressionAttributeValues: values,
-			}, retryConflicts...)
+			}, writeOptions...)
 			var failed *types.ConditionalCheckFailedException
 			switch {
 			case errors.As(err, &failed):
