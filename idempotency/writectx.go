@@ -59,7 +59,7 @@ func (d *writeDeadlines) context(parent context.Context, now time.Time) (context
 			if next != nil {
 				next.cancel() // another write stored one far enough first
 			}
-			return writeContext{Context: context.WithoutCancel(parent), shared: cur.ctx}, func() {}
+			return writeContext{parent: parent, shared: cur.ctx}, func() {}
 		}
 		if next == nil {
 			at := need.Add(d.timeout / 8)
@@ -68,16 +68,16 @@ func (d *writeDeadlines) context(parent context.Context, now time.Time) (context
 		}
 		// Deadlines only move later: cur's is before need, next's after.
 		if d.current.CompareAndSwap(cur, next) {
-			return writeContext{Context: context.WithoutCancel(parent), shared: next.ctx}, func() {}
+			return writeContext{parent: parent, shared: next.ctx}, func() {}
 		}
 	}
 }
 
 // writeContext is a settling write's context: the values of the call's
-// context (Context, without its cancellation), and the deadline, Done
-// channel and error of a shared deadline.
+// context, parent, and the deadline, Done channel and error of a shared
+// deadline's context, shared, and nothing of parent's cancellation.
 type writeContext struct {
-	context.Context
+	parent context.Context
 	shared context.Context
 }
 
@@ -85,9 +85,16 @@ func (c writeContext) Deadline() (time.Time, bool) { return c.shared.Deadline() 
 func (c writeContext) Done() <-chan struct{}       { return c.shared.Done() }
 func (c writeContext) Err() error                  { return c.shared.Err() }
 
-// AfterFunc lets the contexts derived from c (context.WithCancel and the
-// like) register with the shared deadline, as they do with the context
-// package's own, instead of starting a goroutine each to watch Done.
-func (c writeContext) AfterFunc(f func()) func() bool {
-	return context.AfterFunc(c.shared, f)
+// Value asks shared first, then parent. shared has no values of its own:
+// what it answers is the context package's own lookup of the context a
+// derived one registers with, and context.Cause's. A context derived from
+// c, directly or through other contexts' values (as the SDK and net/http
+// derive theirs for each request), then registers with the shared
+// deadline instead of starting a goroutine to watch Done, and Cause is
+// shared's, never parent's.
+func (c writeContext) Value(key any) any {
+	if v := c.shared.Value(key); v != nil {
+		return v
+	}
+	return c.parent.Value(key)
 }

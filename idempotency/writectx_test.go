@@ -149,12 +149,36 @@ func TestWriteContextDerived(t *testing.T) {
 	before := goroutinesCreated()
 	derived, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A client derives its request's contexts through contexts of its
+	// own values: the SDK's middleware, then net/http's transport.
+	throughValues, cancelThrough := context.WithCancelCause(context.WithValue(context.WithValue(ctx, ctxKey{}, 1), ctxKey{}, 2))
+	defer cancelThrough(nil)
 	if n := goroutinesCreated() - before; n > 0 {
-		t.Errorf("context.WithCancel started %d goroutines", n)
+		t.Errorf("deriving two contexts started %d goroutines", n)
 	}
 	<-derived.Done()
-	if derived.Err() != context.DeadlineExceeded {
-		t.Errorf("derived context: Err = %v, want context.DeadlineExceeded", derived.Err())
+	<-throughValues.Done()
+	for _, c := range []context.Context{derived, throughValues} {
+		if c.Err() != context.DeadlineExceeded || context.Cause(c) != context.DeadlineExceeded {
+			t.Errorf("derived context: Err = %v, Cause = %v; want context.DeadlineExceeded", c.Err(), context.Cause(c))
+		}
+	}
+}
+
+// A write's context hides the call's cancellation from context.Cause, as
+// from Err, and from the contexts derived from it.
+func TestWriteContextHidesTheCallsCause(t *testing.T) {
+	d := &writeDeadlines{timeout: time.Minute}
+	parent, cancel := context.WithCancelCause(t.Context())
+	ctx, release := d.context(parent, time.Now())
+	defer release()
+	derived, cancelDerived := context.WithCancel(context.WithValue(ctx, ctxKey{}, "v"))
+	defer cancelDerived()
+	cancel(io.ErrUnexpectedEOF)
+	for _, c := range []context.Context{ctx, derived} {
+		if c.Err() != nil || context.Cause(c) != nil {
+			t.Errorf("after the call's cancellation: Err = %v, Cause = %v; want nil", c.Err(), context.Cause(c))
+		}
 	}
 }
 
