@@ -30,11 +30,13 @@ import (
 // sides alternate call by call (see ratio); cpu-ratio is the library's over
 // the floor's, and the A/A sub-benchmarks put the floor against itself.
 //
-// A replay's answer is the stored item. The library's carries the owner
-// token and the in-progress expiry, and for this event its response is
-// 565 bytes against the floor's 469: past 512, where the SDK's buffers for
-// an error's body grow. ReplayEqualResponses pads the floor's item to the
-// library's size, which leaves what the library's code costs.
+// A replay's answer is the stored item, in the body of the failed
+// condition. The library's carries the owner token and the in-progress
+// expiry, and for this event its response is 565 bytes against the
+// floor's 469. The store reads that body once (errorProtocol), and the
+// floor's request goes through the SDK's three reads of it, each into
+// buffers that grow past 512 bytes; ReplayEqualResponses pads the floor's
+// item to the library's size.
 //
 //	go test -run '^$' -bench SDKCompare -benchtime 20000x ./persistence/dynamodb/
 func BenchmarkSDKCompare(b *testing.B) {
