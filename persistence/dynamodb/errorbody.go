@@ -132,8 +132,8 @@ func errorType(header string, body []byte) (code string, ok bool) {
 		if !first && (!s.byte(',') || !s.spaceThen()) {
 			return "", false
 		}
-		name, plain := s.str()
-		if !plain || !s.spaceThen() || !s.byte(':') || !s.spaceThen() {
+		name, isPlain, ok := s.str()
+		if !ok || !isPlain || !s.spaceThen() || !s.byte(':') || !s.spaceThen() {
 			return "", false
 		}
 		field := ""
@@ -164,14 +164,14 @@ func errorType(header string, body []byte) (code string, ok bool) {
 			}
 			codeIsString = false
 		default:
-			str, plain := unquotedPlain(v)
-			if !plain {
+			inner := v[1 : len(v)-1]
+			if !plain(inner) {
 				return "", false
 			}
 			if field == "type" {
-				typ = str
+				typ = string(inner)
 			} else {
-				codeField, codeIsString = str, true
+				codeField, codeIsString = string(inner), true
 			}
 		}
 		s.space()
@@ -195,17 +195,15 @@ func errorType(header string, body []byte) (code string, ok bool) {
 	return code, true
 }
 
-// unquotedPlain returns the JSON string v without its quotes when it has
-// no escape and only ASCII, which encoding/json decodes to exactly those
-// bytes.
-func unquotedPlain(v []byte) (string, bool) {
-	inner := v[1 : len(v)-1]
-	for _, c := range inner {
+// plain reports whether the contents of a JSON string have no escape and
+// only ASCII: encoding/json decodes them to exactly those bytes.
+func plain(contents []byte) bool {
+	for _, c := range contents {
 		if c == '\\' || c >= 0x80 {
-			return "", false
+			return false
 		}
 	}
-	return string(inner), true
+	return true
 }
 
 // asciiEqualFold reports whether the ASCII name equals lower (in lower
@@ -263,21 +261,15 @@ func (s *jsonScan) byte(c byte) bool {
 	return false
 }
 
-// str reads a string and returns its contents when they are plain: no
-// escape, only ASCII. ok is false for an invalid string; plain is then
-// false too.
-func (s *jsonScan) str() (contents []byte, plain bool) {
+// str reads a string and returns its contents, and whether they are
+// plain; ok is false when there is no valid string.
+func (s *jsonScan) str() (contents []byte, isPlain, ok bool) {
 	start := s.i
 	if !s.strValue() {
-		return nil, false
+		return nil, false, false
 	}
-	inner := s.data[start+1 : s.i-1]
-	for _, c := range inner {
-		if c == '\\' || c >= 0x80 {
-			return inner, false
-		}
-	}
-	return inner, true
+	contents = s.data[start+1 : s.i-1]
+	return contents, plain(contents), true
 }
 
 // strValue reads a string.

@@ -71,9 +71,10 @@ var errorResponses = []struct {
 	{"success", "", `{}`, 200},
 }
 
-// deserialize decodes resp's answer to a PutItem with protocol, and
-// returns the error and the output.
-func deserialize(t testing.TB, protocol smithyhttp.ClientProtocol, status int, header, body string) (error, *dynamodb.PutItemOutput, io.ReadCloser) {
+// deserialize decodes an answer to a PutItem with protocol, and returns
+// the output and the error. It fails t if protocol replaced the answer's
+// body, which its caller closes.
+func deserialize(t testing.TB, protocol smithyhttp.ClientProtocol, status int, header, body string) (*dynamodb.PutItemOutput, error) {
 	t.Helper()
 	h := http.Header{"Content-Type": {"application/x-amz-json-1.0"}}
 	if header != "" {
@@ -87,7 +88,7 @@ func deserialize(t testing.TB, protocol smithyhttp.ClientProtocol, status int, h
 	if resp.Body != original {
 		t.Errorf("the response's body was replaced")
 	}
-	return err, out, resp.Body
+	return out, err
 }
 
 // TestErrorProtocolIsTheSDKs checks errorProtocol against the SDK's own
@@ -97,8 +98,8 @@ func TestErrorProtocolIsTheSDKs(t *testing.T) {
 	ours := &errorProtocol{ClientProtocol: sdk}
 	for _, r := range errorResponses {
 		t.Run(r.name, func(t *testing.T) {
-			wantErr, wantOut, _ := deserialize(t, sdk, r.status, r.header, r.body)
-			gotErr, gotOut, _ := deserialize(t, ours, r.status, r.header, r.body)
+			wantOut, wantErr := deserialize(t, sdk, r.status, r.header, r.body)
+			gotOut, gotErr := deserialize(t, ours, r.status, r.header, r.body)
 			if !reflect.DeepEqual(gotErr, wantErr) || !reflect.DeepEqual(gotOut, wantOut) {
 				t.Errorf("errorProtocol: %#v, %+v\nthe SDK's:     %#v, %+v", gotErr, gotOut, wantErr, wantOut)
 			}
@@ -146,8 +147,8 @@ func FuzzErrorProtocol(f *testing.F) {
 			return // not a header a response can carry
 		}
 		code := 200 + int(status)%400
-		wantErr, wantOut, _ := deserialize(t, sdk, code, header, string(body))
-		gotErr, gotOut, _ := deserialize(t, ours, code, header, string(body))
+		wantOut, wantErr := deserialize(t, sdk, code, header, string(body))
+		gotOut, gotErr := deserialize(t, ours, code, header, string(body))
 		if !reflect.DeepEqual(gotErr, wantErr) || !reflect.DeepEqual(gotOut, wantOut) {
 			t.Errorf("%d %q %q:\nerrorProtocol: %#v, %+v\nthe SDK's:     %#v, %+v", code, header, body, gotErr, gotOut, wantErr, wantOut)
 		}
@@ -222,7 +223,7 @@ func BenchmarkErrorProtocol(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err, _, _ := deserialize(b, p.protocol, 400, "", conditionFailedBody); err == nil {
+				if _, err := deserialize(b, p.protocol, 400, "", conditionFailedBody); err == nil {
 					b.Fatal("no error")
 				}
 			}
