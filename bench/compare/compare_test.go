@@ -348,6 +348,12 @@ func testCompare(t *testing.T, server string) *report {
 		require.Equal(t, 2*w.OursWithFloor.N, w.Floor.N, "the floor runs twice in the library's loops, pooled")
 		require.Equal(t, w.Ours.Requests, w.OursWithFloor.Requests)
 		require.Equal(t, w.Ours.Requests, w.Floor.Requests, "%s: the floor makes the library's requests", w.Name)
+		require.NotNil(t, w.ProtocolFloor, "%s: the protocol's floor", w.Name)
+		require.Equal(t, w.OursWithFloor.N, w.ProtocolFloor.N)
+		require.Equal(t, w.OursWithFloor.RequestsOps, w.ProtocolFloor.RequestsOps, "%s: the protocol's floor makes the library's requests", w.Name)
+		require.Equal(t, w.OursWithFloor.RequestBytes, w.ProtocolFloor.RequestBytes, "%s: byte for byte, but for values of the same length", w.Name)
+		require.NotNil(t, w.ProtocolOverFloor)
+		require.NotNil(t, w.OverProtocolFloor)
 	}
 	for _, name := range []string{"compare.md", "compare.svg", "compare.json"} {
 		_, err := os.Stat(filepath.Join(dir, name))

@@ -62,12 +62,13 @@ type initCmd struct {
 
 // phaseCmd describes one measured phase.
 type phaseCmd struct {
-	Store string `json:"store,omitempty"` // "memory", "dynamodb", "cached" (DynamoDB behind a local cache) or "sdk" (the SDK floor, Go only)
+	Store string `json:"store,omitempty"` // "memory", "dynamodb", "cached" (DynamoDB behind a local cache), "sdk" (the SDK floor, Go only) or "sdk-protocol" (the protocol's floor, Go only)
 	Path  string `json:"path,omitempty"`  // "first" (a new key per call) or "replay" (one completed key)
 	N     int    `json:"n,omitempty"`     // calls per loop
 	Tag   string `json:"tag,omitempty"`   // makes the phase's order IDs unique
 	// With are the stores of further sides that run in the same loops as
-	// Store, interleaved with it (Go driver only: "sdk", the SDK floor):
+	// Store, interleaved with it (Go driver only: "sdk", the SDK floor, and
+	// "sdk-protocol", the protocol's floor):
 	// their results come in runResult.With, in this order.
 	With []string `json:"with,omitempty"`
 	// Turn is how many calls each side makes in its turn of the CPU loop
@@ -312,9 +313,9 @@ func (d *goDriver) side(ctx context.Context, p *goPhase, store, path, tag string
 	client, counter := d.client()
 	s := &goSide{counter: counter, evs: make([]events.APIGatewayProxyRequest, chunk)}
 	first := (&sdkFloor{client: client, table: d.init.Table}).first
-	if store == "sdk" {
-		f := &sdkFloor{client: client, table: d.init.Table}
-		s.wrapped = f.first
+	if store == "sdk" || store == "sdk-protocol" {
+		f := &sdkFloor{client: client, table: d.init.Table, protocol: store == "sdk-protocol"}
+		s.wrapped, first = f.first, f.first
 		if path == "replay" {
 			s.wrapped = f.replay
 		}
@@ -598,9 +599,43 @@ func libraryVersion() string {
 // that does not return it, and decodes the stored response. Its key is
 // the SHA-256 of the body: no key expression, no payload hash, no fencing
 // token, no expiry checks, no observer.
+//
+// With protocol set it is the protocol's floor instead: the same requests
+// as the library's, byte for byte but for the owner token's value, made
+// directly. Its item has the owner token and the in-progress expiry, and
+// its conditions are docs/protocol.md's (reserve: no record, or one that
+// expired, or one that lapsed and is not held; complete: the caller's own
+// token, in progress), written as persistence/dynamodb writes them. What
+// the library costs over this floor is its code; what this floor costs
+// over the plain one is the request shape the guarantees need.
 type sdkFloor struct {
-	client *awsdynamodb.Client
-	table  string
+	client   *awsdynamodb.Client
+	table    string
+	protocol bool
+	tokens   uint64 // the protocol floor's owner tokens, counted
+}
+
+// The protocol floor's expressions: persistence/dynamodb's, with its
+// default attribute names.
+var (
+	protocolReserveCondition  = "attribute_not_exists(#k) OR #e < :now OR #s = :p AND #i < :now_ms AND attribute_not_exists(#h)"
+	protocolCompleteCondition = "#t = :t AND #s = :p"
+	protocolCompletion        = "SET #e = :e, #s = :s, #i = :i, #d = :d REMOVE #h"
+)
+
+// token returns an owner token as long as the library's (26 characters of
+// base32), made from a counter: the library's random one is its own cost.
+func (f *sdkFloor) token() string {
+	f.tokens++
+	return fmt.Sprintf("%026d", f.tokens)
+}
+
+// expiries returns the record's expiry (whole seconds) and its in-progress
+// expiry (the invocation's deadline, in milliseconds), as the library
+// writes them.
+func expiries(ctx context.Context, now time.Time) (expiry, inProgress string) {
+	deadline, _ := ctx.Deadline()
+	return strconv.FormatInt(now.Add(time.Hour).Unix(), 10), strconv.FormatInt(deadline.UnixMilli(), 10)
 }
 
 func (f *sdkFloor) key(ev events.APIGatewayProxyRequest) map[string]types.AttributeValue {
@@ -610,6 +645,10 @@ func (f *sdkFloor) key(ev events.APIGatewayProxyRequest) map[string]types.Attrib
 
 // put is the reservation: an item with the key, a status and an expiry.
 func (f *sdkFloor) put(ctx context.Context, ev events.APIGatewayProxyRequest) (*awsdynamodb.PutItemOutput, error) {
+	if f.protocol {
+		_, err := f.reserve(ctx, ev)
+		return nil, err
+	}
 	item := f.key(ev)
 	item["status"] = &types.AttributeValueMemberS{Value: "INPROGRESS"}
 	item["expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)}
@@ -621,7 +660,67 @@ func (f *sdkFloor) put(ctx context.Context, ev events.APIGatewayProxyRequest) (*
 	})
 }
 
+// reserve is the protocol floor's reservation: the library's PutItem. It
+// returns the item's owner token and expiries, for the completion.
+func (f *sdkFloor) reserve(ctx context.Context, ev events.APIGatewayProxyRequest) (item map[string]types.AttributeValue, err error) {
+	now := time.Now()
+	expiry, inProgress := expiries(ctx, now)
+	item = f.key(ev)
+	item["expiration"] = &types.AttributeValueMemberN{Value: expiry}
+	item["status"] = &types.AttributeValueMemberS{Value: "INPROGRESS"}
+	item["owner_token"] = &types.AttributeValueMemberS{Value: f.token()}
+	item["in_progress_expiration"] = &types.AttributeValueMemberN{Value: inProgress}
+	_, err = f.client.PutItem(ctx, &awsdynamodb.PutItemInput{
+		TableName:                &f.table,
+		Item:                     item,
+		ConditionExpression:      &protocolReserveCondition,
+		ExpressionAttributeNames: map[string]string{"#e": "expiration", "#s": "status", "#i": "in_progress_expiration", "#h": "held", "#k": "id"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p":      &types.AttributeValueMemberS{Value: "INPROGRESS"},
+			":now":    &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Second-1).Unix(), 10)},
+			":now_ms": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Millisecond-1).UnixMilli(), 10)},
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return item, err
+}
+
+// complete is the protocol floor's completion: the library's UpdateItem.
+func (f *sdkFloor) complete(ctx context.Context, ev events.APIGatewayProxyRequest, reserved map[string]types.AttributeValue, data []byte) error {
+	_, err := f.client.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
+		TableName:                &f.table,
+		Key:                      f.key(ev),
+		ConditionExpression:      &protocolCompleteCondition,
+		UpdateExpression:         &protocolCompletion,
+		ExpressionAttributeNames: map[string]string{"#h": "held", "#t": "owner_token", "#e": "expiration", "#s": "status", "#i": "in_progress_expiration", "#d": "data"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": &types.AttributeValueMemberS{Value: "INPROGRESS"},
+			":e": reserved["expiration"],
+			":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
+			":t": reserved["owner_token"],
+			":i": reserved["in_progress_expiration"],
+			":d": &types.AttributeValueMemberS{Value: string(data)},
+		},
+	})
+	return err
+}
+
 func (f *sdkFloor) first(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+	if f.protocol {
+		reserved, err := f.reserve(ctx, ev)
+		if err != nil {
+			return events.APIGatewayProxyResponse{}, err
+		}
+		resp, err := respond(ctx, ev)
+		if err != nil {
+			return resp, err
+		}
+		data, err := json.Marshal(resp)
+		if err != nil {
+			return resp, err
+		}
+		return resp, f.complete(ctx, ev, reserved, data)
+	}
 	if _, err := f.put(ctx, ev); err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}

@@ -220,7 +220,9 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 	// loops as this library, interleaved with it: the SDK floor, the same
 	// DynamoDB requests made directly (driver.go, sdkFloor), and the floor
 	// again, the A/A check: what the floor measures against itself is the
-	// measurement's own error.
+	// measurement's own error; and the protocol's floor, the library's own
+	// requests made directly, which parts the library's cost over the floor
+	// into its requests' and its code's.
 	sides := []*driverProc{ours, theirs}
 
 	results := map[phase][sideCount][]round{}
@@ -250,7 +252,7 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 				tag := fmt.Sprintf("%s-r%d-%s-%s", []string{"go", "node", "floor"}[i], r, ph.Store, ph.Path)
 				cmd := phaseCmd{Store: ph.Store, Path: ph.Path, N: n, Tag: tag, Turn: o.turn}
 				if i == 2 {
-					cmd.With = []string{"sdk", "sdk"} // sideFloor, sideFloorAA
+					cmd.With = []string{"sdk", "sdk", "sdk-protocol"} // sideFloor, sideFloorAA, sideProtocolFloor
 				}
 				drv := sides[0] // this library's driver, which also runs the floor
 				if i == 1 {
@@ -266,7 +268,7 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 				case 1:
 					got[sideTheirs] = rds[0]
 				case 2:
-					got[sideOursWithFloor], got[sideFloor], got[sideFloorAA] = rds[0], rds[1], rds[2]
+					got[sideOursWithFloor], got[sideFloor], got[sideFloorAA], got[sideProtocolFloor] = rds[0], rds[1], rds[2], rds[3]
 				}
 			}
 			warm := r < o.warmup
@@ -274,8 +276,10 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 				r+1, total, map[bool]string{true: " (warm-up)"}[warm], ph.NameOn(o.server),
 				fmtNs(percentile(got[0].AddedNs, 0.5)), got[0].Requests, fmtNs(percentile(got[1].AddedNs, 0.5)), got[1].Requests)
 			if ph.Store == "dynamodb" {
-				logger.Printf("%*s CPU over the SDK floor %.3f×, floor over floor (A/A) %.3f×", 52, "",
-					div(got[sideOursWithFloor].CPUAddedNs, (got[sideFloor].CPUAddedNs+got[sideFloorAA].CPUAddedNs)/2), div(got[sideFloorAA].CPUAddedNs, got[sideFloor].CPUAddedNs))
+				floor := (got[sideFloor].CPUAddedNs + got[sideFloorAA].CPUAddedNs) / 2
+				logger.Printf("%*s CPU over the SDK floor %.3f×, floor over floor (A/A) %.3f×; the protocol's floor over the floor %.3f×, the library over it %.3f×", 52, "",
+					div(got[sideOursWithFloor].CPUAddedNs, floor), div(got[sideFloorAA].CPUAddedNs, got[sideFloor].CPUAddedNs),
+					div(got[sideProtocolFloor].CPUAddedNs, floor), div(got[sideOursWithFloor].CPUAddedNs, got[sideProtocolFloor].CPUAddedNs))
 			}
 			if !warm {
 				rs := results[ph]
@@ -321,6 +325,11 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 			one, aa := summarize(rs[sideFloor], 2*n), summarize(rs[sideFloorAA], 2*n)
 			over, overAA := compare(floor, withFloor), compare(one, aa)
 			w.OursWithFloor, w.Floor, w.OverFloor, w.FloorAA = &withFloor, &floor, &over, &overAA
+			if len(rs[sideProtocolFloor]) > 0 {
+				protocol := summarize(rs[sideProtocolFloor], 2*n)
+				overFloor, overProtocol := compare(floor, protocol), compare(protocol, withFloor)
+				w.ProtocolFloor, w.ProtocolOverFloor, w.OverProtocolFloor = &protocol, &overFloor, &overProtocol
+			}
 		}
 		rep.Rows = append(rep.Rows, w)
 	}
@@ -455,14 +464,15 @@ func (d *driverProc) call(cmd command) (reply, error) {
 
 // The sides of a phase, as run and summarized: this library and
 // Powertools, each alone in its loops; and in the DynamoDB phases the
-// floor's run: this library, the SDK floor and the floor again (A/A),
-// interleaved in the same loops.
+// floor's run: this library, the SDK floor, the floor again (A/A) and the
+// protocol's floor, interleaved in the same loops.
 const (
 	sideOurs = iota
 	sideTheirs
 	sideOursWithFloor
 	sideFloor
 	sideFloorAA
+	sideProtocolFloor
 	sideCount
 )
 
