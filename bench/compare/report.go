@@ -273,7 +273,7 @@ func (r *report) markdown() string {
 	}
 	if r.hasFloor() {
 		p("\nWhat the library adds over the bare SDK: the *SDK floor* makes the same DynamoDB requests as the library, " +
-			"directly with the same SDK client against the same server, twice, in a run of their own with the library, the three taking turns of a few calls in a shuffled order " +
+			"directly with the same SDK client against the same server, twice, in a run of their own with the library and the protocol's floor (below), the four taking turns of a few calls in a shuffled order " +
 			"(a conditional PutItem and an UpdateItem " +
 			"storing the same response for a first call; the conditional PutItem that fails with the existing item for a replay, " +
 			"and a GetItem where the server does not return it). Ratios are this library over the floor (its two runs pooled): the median of the rounds' ratios, " +
