@@ -643,21 +643,22 @@ func (f *sdkFloor) key(ev events.APIGatewayProxyRequest) map[string]types.Attrib
 	return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "orders#" + hex.EncodeToString(sum[:])}}
 }
 
-// put is the reservation: an item with the key, a status and an expiry.
-func (f *sdkFloor) put(ctx context.Context, ev events.APIGatewayProxyRequest) (*awsdynamodb.PutItemOutput, error) {
+// put is the reservation: an item with the key, a status and an expiry
+// (the protocol floor's: reserve). It returns the item.
+func (f *sdkFloor) put(ctx context.Context, ev events.APIGatewayProxyRequest) (map[string]types.AttributeValue, error) {
 	if f.protocol {
-		_, err := f.reserve(ctx, ev)
-		return nil, err
+		return f.reserve(ctx, ev)
 	}
 	item := f.key(ev)
 	item["status"] = &types.AttributeValueMemberS{Value: "INPROGRESS"}
 	item["expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)}
-	return f.client.PutItem(ctx, &awsdynamodb.PutItemInput{
+	_, err := f.client.PutItem(ctx, &awsdynamodb.PutItemInput{
 		TableName:                           &f.table,
 		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(id)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	return item, err
 }
 
 // reserve is the protocol floor's reservation: the library's PutItem. It
@@ -685,43 +686,38 @@ func (f *sdkFloor) reserve(ctx context.Context, ev events.APIGatewayProxyRequest
 	return item, err
 }
 
-// complete is the protocol floor's completion: the library's UpdateItem.
+// complete stores the response: an UpdateItem of the status and the
+// response (the protocol floor's: the library's UpdateItem, on the
+// reservation's token, with its expiries).
 func (f *sdkFloor) complete(ctx context.Context, ev events.APIGatewayProxyRequest, reserved map[string]types.AttributeValue, data []byte) error {
-	_, err := f.client.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
-		TableName:                &f.table,
-		Key:                      f.key(ev),
-		ConditionExpression:      &protocolCompleteCondition,
-		UpdateExpression:         &protocolCompletion,
-		ExpressionAttributeNames: map[string]string{"#h": "held", "#t": "owner_token", "#e": "expiration", "#s": "status", "#i": "in_progress_expiration", "#d": "data"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
+	in := &awsdynamodb.UpdateItemInput{TableName: &f.table, Key: f.key(ev)}
+	if f.protocol {
+		in.ConditionExpression = &protocolCompleteCondition
+		in.UpdateExpression = &protocolCompletion
+		in.ExpressionAttributeNames = map[string]string{"#h": "held", "#t": "owner_token", "#e": "expiration", "#s": "status", "#i": "in_progress_expiration", "#d": "data"}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
 			":p": &types.AttributeValueMemberS{Value: "INPROGRESS"},
 			":e": reserved["expiration"],
 			":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
 			":t": reserved["owner_token"],
 			":i": reserved["in_progress_expiration"],
 			":d": &types.AttributeValueMemberS{Value: string(data)},
-		},
-	})
+		}
+	} else {
+		in.UpdateExpression = aws.String("SET #s = :s, #d = :d")
+		in.ExpressionAttributeNames = map[string]string{"#s": "status", "#d": "data"}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
+			":d": &types.AttributeValueMemberS{Value: string(data)},
+		}
+	}
+	_, err := f.client.UpdateItem(ctx, in)
 	return err
 }
 
 func (f *sdkFloor) first(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-	if f.protocol {
-		reserved, err := f.reserve(ctx, ev)
-		if err != nil {
-			return events.APIGatewayProxyResponse{}, err
-		}
-		resp, err := respond(ctx, ev)
-		if err != nil {
-			return resp, err
-		}
-		data, err := json.Marshal(resp)
-		if err != nil {
-			return resp, err
-		}
-		return resp, f.complete(ctx, ev, reserved, data)
-	}
-	if _, err := f.put(ctx, ev); err != nil {
+	reserved, err := f.put(ctx, ev)
+	if err != nil {
 		return events.APIGatewayProxyResponse{}, err
 	}
 	resp, err := respond(ctx, ev)
@@ -732,17 +728,7 @@ func (f *sdkFloor) first(ctx context.Context, ev events.APIGatewayProxyRequest) 
 	if err != nil {
 		return resp, err
 	}
-	_, err = f.client.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
-		TableName:                &f.table,
-		Key:                      f.key(ev),
-		UpdateExpression:         aws.String("SET #s = :s, #d = :d"),
-		ExpressionAttributeNames: map[string]string{"#s": "status", "#d": "data"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": &types.AttributeValueMemberS{Value: "COMPLETED"},
-			":d": &types.AttributeValueMemberS{Value: string(data)},
-		},
-	})
-	return resp, err
+	return resp, f.complete(ctx, ev, reserved, data)
 }
 
 func (f *sdkFloor) replay(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {

@@ -114,6 +114,15 @@ func (r *report) check() {
 	}
 }
 
+// inFloorRun returns this library's numbers from the floor's run, where it
+// shares the loops with the floors, or from its own run without one.
+func (w row) inFloorRun() summary {
+	if w.OursWithFloor != nil {
+		return *w.OursWithFloor
+	}
+	return w.Ours
+}
+
 // hasProtocolFloor reports whether the rows carry the protocol's floor.
 func (r *report) hasProtocolFloor() bool {
 	for _, w := range r.Rows {
@@ -289,10 +298,7 @@ func (r *report) markdown() string {
 			if w.FloorAA != nil {
 				aa = fmt.Sprintf("%.3f× (%s)", float64(w.FloorAA.CPU), fmtSpread(*w.FloorAA))
 			}
-			lib := w.Ours
-			if w.OursWithFloor != nil {
-				lib = *w.OursWithFloor
-			}
+			lib := w.inFloorRun()
 			p("| %s | **%s** | %s | %s | %s | %s | **%s** | %s | %s | **%.0f** | %.0f | **%s** | %s |\n", w.Name,
 				fmtNs(lib.CPUNs), fmtNs(w.Floor.CPUNs), fmtNearOne(w.OverFloor.CPU), fmtSpread(*w.OverFloor), aa,
 				fmtNs(lib.AddedMedianNs), fmtNs(w.Floor.AddedMedianNs), fmtNearOne(w.OverFloor.Median),
@@ -311,10 +317,7 @@ func (r *report) markdown() string {
 			if w.ProtocolFloor == nil {
 				continue
 			}
-			lib := w.Ours
-			if w.OursWithFloor != nil {
-				lib = *w.OursWithFloor
-			}
+			lib := w.inFloorRun()
 			p("| %s | **%s** | %s | %s | %s | %s | %s | %s | %.0f |\n", w.Name,
 				fmtNs(lib.CPUNs), fmtNs(w.ProtocolFloor.CPUNs), fmtNs(w.Floor.CPUNs),
 				fmtNearOne(w.ProtocolOverFloor.CPU), fmtSpread(*w.ProtocolOverFloor),
