@@ -601,8 +601,10 @@ func libraryVersion() string {
 // token, no expiry checks, no observer.
 //
 // With protocol set it is the protocol's floor instead: the same requests
-// as the library's, byte for byte but for the owner token's value, made
-// directly. Its item has the owner token and the in-progress expiry, and
+// as the library's, made directly, byte for byte but for the values that
+// change from call to call (the owner token, the key's hash, the times),
+// each as long as the library's. Its item has the owner token and the
+// in-progress expiry, and
 // its conditions are docs/protocol.md's (reserve: no record, or one that
 // expired, or one that lapsed and is not held; complete: the caller's own
 // token, in progress), written as persistence/dynamodb writes them. What

@@ -306,7 +306,7 @@ func (r *report) markdown() string {
 		}
 	}
 	if r.hasProtocolFloor() {
-		p("\nWhere the cost over the floor is: the *protocol's floor* makes the library's own requests, byte for byte but for the owner token, " +
+		p("\nWhere the cost over the floor is: the *protocol's floor* makes the library's own requests, byte for byte but for the values that change from call to call (the owner token, the key's hash, the times), " +
 			"directly with the SDK in the same run (the owner token and the in-progress expiry in the item, and the conditions of docs/protocol.md). " +
 			"Its cost over the SDK floor is the request shape the guarantees need; the library's over it is the library's code. " +
 			"These ratios inform; the targets are over the SDK floor.\n\n")
