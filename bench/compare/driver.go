@@ -312,7 +312,9 @@ func (d *goDriver) side(ctx context.Context, p *goPhase, store, path, tag string
 	}
 	client, counter := d.client()
 	s := &goSide{counter: counter, evs: make([]events.APIGatewayProxyRequest, chunk)}
-	first := (&sdkFloor{client: client, table: d.init.Table}).first
+	// first makes the first call that a replay phase repeats: the side's
+	// own, so that its record is the one its replays find.
+	var first func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
 	if store == "sdk" || store == "sdk-protocol" {
 		f := &sdkFloor{client: client, table: d.init.Table, protocol: store == "sdk-protocol"}
 		s.wrapped, first = f.first, f.first
