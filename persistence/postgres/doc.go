@@ -234,11 +234,16 @@
 //   - COMMIT gets no answer (the connection lost, a timeout), or a FATAL
 //     one, which may come after the commit is durable (a session ended
 //     while COMMIT waits for a synchronous standby): the outcome is
-//     unknown, and Commit returns the error as it is. The key stays
-//     reserved until its in-progress expiry, and the call fails with a
-//     *idempotency.CommitError that is Unknown: a retry after the expiry
-//     finds the completed record if the commit happened, and runs the
-//     handler again if it did not, exactly once either way.
+//     unknown, and Commit returns the error as it is. Both outcomes
+//     happen. When a context ends during COMMIT, pgx closes the
+//     connection and sends the server a cancel request. If the request
+//     arrives while COMMIT still waits (on a lock, in a deferred
+//     trigger), the server rolls back. If it does not, the server
+//     commits. The key stays reserved until its in-progress expiry, and
+//     the call fails with a *idempotency.CommitError that is Unknown: a
+//     retry after the expiry finds the completed record if the commit
+//     happened, and runs the handler again if it did not, exactly once
+//     either way.
 //
 // The handler's own statement errors are the handler's: a unique
 // violation of its INSERT, a serialization failure (SQLSTATE 40001) or a

@@ -6,6 +6,9 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,12 +224,42 @@ CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON `+pgx.Identifier{table}.Sanitiz
 	require.NoError(t, err)
 }
 
-// A COMMIT that gets no answer has an unknown outcome: here, the client
-// gives up while COMMIT waits in a deferred trigger, and the server
-// commits after all.
+// A COMMIT that gets no answer has an unknown outcome, and both happen.
+// Here COMMIT waits in a deferred trigger when the client gives up. pgx
+// then closes the connection and sends the server a cancel request. If
+// the request reaches the server while COMMIT waits, the server cancels
+// COMMIT and rolls back. If it does not (the network is gone), the
+// server commits once the wait ends. Either way the record and the
+// handler's writes go together, and the error proves nothing.
 func TestTxCommitWithoutAnAnswerIsUnknown(t *testing.T) {
-	pool, store := ledgerSetup(t)
-	_, err := pool.Exec(t.Context(), `
+	for _, tc := range []struct {
+		name string
+		// reachable says whether pgx's cancel request reaches the
+		// server.
+		reachable bool
+		want      persistence.Status
+		charges   int
+	}{
+		{"the cancel request arrives: rolled back", true, persistence.StatusInProgress, 0},
+		{"the network is gone: committed", false, persistence.StatusCompleted, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lost atomic.Bool
+			url := newDatabase(t)
+			pool := newPool(t, url, func(cfg *pgxpool.Config) {
+				dial := cfg.ConnConfig.DialFunc
+				cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					if lost.Load() {
+						return nil, errors.New("the network is gone")
+					}
+					return dial(ctx, network, addr)
+				}
+			})
+			require.NoError(t, postgres.CreateTable(t.Context(), pool, "idempotency"))
+			store := newStore(t, pool)
+			observer := newPool(t, url)
+			_, err := observer.Exec(t.Context(), `
+CREATE TABLE ledger (charge text PRIMARY KEY, amount int NOT NULL);
 CREATE FUNCTION wait_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM pg_advisory_xact_lock(42);
@@ -234,31 +267,39 @@ BEGIN
 END $$;
 CREATE CONSTRAINT TRIGGER wait_at_commit AFTER INSERT ON ledger DEFERRABLE INITIALLY DEFERRED
 	FOR EACH ROW EXECUTE FUNCTION wait_at_commit();`)
-	require.NoError(t, err)
-	holder, err := pool.Acquire(t.Context())
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(t.Context(), `SELECT pg_advisory_lock(42)`)
-	require.NoError(t, err)
+			require.NoError(t, err)
+			holder, err := observer.Acquire(t.Context())
+			require.NoError(t, err)
+			defer holder.Release()
+			_, err = holder.Exec(t.Context(), `SELECT pg_advisory_lock(42)`)
+			require.NoError(t, err)
 
-	rec, ctx, tx := begin(t, store)
-	handlerCharge(t, ctx)
-	commitCtx, cancel := context.WithCancel(t.Context())
-	result := make(chan error, 1)
-	done := completed(rec, `"ok"`)
-	go func() { result <- tx.Commit(commitCtx, done) }()
-	waitForActivity(t, pool, `wait_event_type = 'Lock' AND wait_event = 'advisory' AND query ILIKE 'commit%'`)
-	cancel() // the client gives up: pgx closes the connection without an answer
+			rec, ctx, tx := begin(t, store)
+			handlerCharge(t, ctx)
+			commitCtx, cancel := context.WithCancel(t.Context())
+			result := make(chan error, 1)
+			go func() { result <- tx.Commit(commitCtx, completed(rec, `"ok"`)) }()
+			pid := waitForActivity(t, observer, `wait_event_type = 'Lock' AND wait_event = 'advisory' AND query ILIKE 'commit%'`)
+			lost.Store(!tc.reachable)
+			cancel() // the client gives up: pgx closes the connection without an answer
 
-	err = <-result
-	require.Error(t, err)
-	require.NotErrorIs(t, err, persistence.ErrCommitCanceled, "no answer proves nothing")
-	require.NotErrorIs(t, err, persistence.ErrFenced)
+			err = <-result
+			require.Error(t, err)
+			require.NotErrorIs(t, err, persistence.ErrCommitCanceled, "no answer proves nothing")
+			require.NotErrorIs(t, err, persistence.ErrFenced)
 
-	_, err = holder.Exec(t.Context(), `SELECT pg_advisory_unlock(42)`)
-	require.NoError(t, err)
-	eventually(t, func() bool { return recordOf(t, store, rec.Key).Status == persistence.StatusCompleted })
-	require.Equal(t, 1, charges(t, pool), "the commit that got no answer happened")
+			if tc.reachable {
+				// The cancel request ends COMMIT, and the backend with
+				// it: only then may the lock go, or COMMIT would win.
+				waitForExit(t, observer, pid)
+			}
+			_, err = holder.Exec(t.Context(), `SELECT pg_advisory_unlock(42)`)
+			require.NoError(t, err)
+			waitForExit(t, observer, pid)
+			assert.Equal(t, tc.want, recordOf(t, newStore(t, observer), rec.Key).Status)
+			assert.Equal(t, tc.charges, charges(t, observer), "the handler's writes go with the completion")
+		})
+	}
 }
 
 // The transaction is READ COMMITTED whatever the session's default, so
@@ -311,15 +352,30 @@ func TestBeginTxNeedsAPool(t *testing.T) {
 }
 
 // waitForActivity waits until a backend of the test's database, other
-// than the caller's, matches the pg_stat_activity condition where. The
-// bound only keeps a broken test from hanging.
-func waitForActivity(t *testing.T, db postgres.DB, where string) {
+// than the caller's, matches the pg_stat_activity condition where, and
+// returns its process ID. The bound only keeps a broken test from
+// hanging.
+func waitForActivity(t *testing.T, db postgres.DB, where string) (pid int) {
+	t.Helper()
+	eventually(t, func() bool {
+		err := db.QueryRow(t.Context(), `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND `+where+` LIMIT 1`).Scan(&pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	})
+	return pid
+}
+
+// waitForExit waits until the backend of process ID pid has ended.
+func waitForExit(t *testing.T, db postgres.DB, pid int) {
 	t.Helper()
 	eventually(t, func() bool {
 		var n int
-		require.NoError(t, db.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND `+where).Scan(&n))
-		return n > 0
+		require.NoError(t, db.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n))
+		return n == 0
 	})
 }
 
