@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -66,6 +68,9 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 	if err != nil {
 		return nil, usageError("%v", strings.TrimPrefix(err.Error(), "persistence/dynamodb: "))
 	}
+	// strong is true for a global table of multi-Region strong
+	// consistency (MRSC), which has no time to live.
+	strong := false
 	if err := ddbstore.CheckTable(ctx, client, table, optFn); err != nil {
 		if t := timedOut(ctx, where, err, f.requestTimeout, f.timeout); t != nil {
 			return nil, t
@@ -73,6 +78,7 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		var (
 			missing *types.ResourceNotFoundException
 			apiErr  smithy.APIError
+			global  *ddbstore.GlobalTableError
 		)
 		switch {
 		case errors.As(err, &missing):
@@ -80,26 +86,74 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDeniedException":
 			// The check is a courtesy: an operator allowed to read the
 			// records but not to describe the table goes on without it.
-		case errors.Is(err, ddbstore.ErrGlobalTable):
+		case errors.As(err, &global):
 			// A global table that the flags do not describe: that is the
 			// function's choice to state (Options.GlobalTable). The
 			// command reserves nothing and commits nothing, and its
 			// deletes are conditioned on the record it read.
+			strong = global.Consistency == types.MultiRegionConsistencyStrong
 		case errors.Is(err, ddbstore.ErrKeySchema):
 			return nil, fmt.Errorf("%s: %w; give the key attributes of the function's store (--key-attr, --sort-key-attr)", where, err)
 		default:
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
+	selfSweeping := func(ctx context.Context) (string, error) {
+		return ttlDeletes(ctx, e, client, where, table, expiryAttr(optFn), strong)
+	}
 	return &store{
-		kind:           "DynamoDB",
 		name:           where,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,
 		records:        s,
+		sweeper:        s,
+		selfSweeping:   selfSweeping,
 		explain:        func(err error) error { return explainDynamoDB(where, err) },
 		close:          func() error { return nil },
 	}, nil
+}
+
+// expiryAttr returns the expiry attribute of the store's options.
+func expiryAttr(optFn func(*ddbstore.Options)) string {
+	var o ddbstore.Options
+	optFn(&o)
+	return cmp.Or(o.ExpiryAttr, "expiration")
+}
+
+// ttlDeletes says why DynamoDB deletes the expired records of table
+// itself: its time to live is enabled on the expiry attribute, and it is
+// not a global table of strong consistency (strong), which has none. It
+// returns "" when DynamoDB does not delete them, or when it cannot tell.
+func ttlDeletes(ctx context.Context, e *env, client *awsdynamodb.Client, where, table, expiry string, strong bool) (string, error) {
+	if strong {
+		return "", nil
+	}
+	out, err := client.DescribeTimeToLive(ctx, &awsdynamodb.DescribeTimeToLiveInput{TableName: &table})
+	var apiErr smithy.APIError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDeniedException":
+		e.note("%s: cannot tell whether DynamoDB deletes expired records by time to live (dynamodb:DescribeTimeToLive was denied): sweeping them", where)
+		return "", nil
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
+		return "", nil // a server without time to live
+	case err != nil:
+		return "", err
+	}
+	var status types.TimeToLiveStatus
+	var attr string
+	if d := out.TimeToLiveDescription; d != nil {
+		status, attr = d.TimeToLiveStatus, aws.ToString(d.AttributeName)
+	}
+	if status != types.TimeToLiveStatusEnabled && status != types.TimeToLiveStatusEnabling {
+		return "", nil
+	}
+	if attr != expiry {
+		e.note("%s: time to live is on %q, not on the expiry attribute %q: if the function's store names its expiry %[2]q, give --expiry-attr %[2]s",
+			where, attr, expiry)
+		return "", nil
+	}
+	return fmt.Sprintf("DynamoDB deletes expired items itself, by time to live on the expiry attribute %q (%s), within days; "+
+		"meanwhile the library treats them as absent", attr, status), nil
 }
 
 // explainDynamoDB adds the table to an error, and what it means when it

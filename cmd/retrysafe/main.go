@@ -1,7 +1,7 @@
 // Command retrysafe is the operator's tool of the idempotency library
 // github.com/retrysafe/retrysafe: it finds the record of a request, lists
 // and counts records, releases a key safely, and sweeps expired records
-// out of a PostgreSQL table.
+// out of a PostgreSQL table or a DynamoDB table without time to live.
 //
 // Install it with
 //
@@ -14,7 +14,7 @@
 //	retrysafe ls [flags]                 records, with filters
 //	retrysafe stats [flags]              counts of records by state
 //	retrysafe release [flags] KEY        delete a record, if it is still the one shown
-//	retrysafe sweep [flags]              delete expired records (PostgreSQL)
+//	retrysafe sweep [flags]              delete expired records (PostgreSQL, DynamoDB without TTL)
 //
 // The store is a DynamoDB table (--table, with the SDK's standard
 // configuration: profile, region, AWS_ENDPOINT_URL_DYNAMODB), Redis or

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/internal/testing/pgserver"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		main()
 	}
-	dynalite.Main(stopsPostgres{m})
+	dynamotest.Main(stopsPostgres{m})
 }
 
 // stopsPostgres runs the tests, then stops the PostgreSQL server that
@@ -118,13 +119,20 @@ func dynamoFixture(t *testing.T, optFns ...func(*ddbstore.Options)) *fixture {
 // machine's own AWS configuration.
 func awsEnv(t *testing.T, srv *dynalite.Server) {
 	t.Helper()
+	awsEnvOf(t, srv.Env())
+}
+
+// awsEnvOf sets the environment of the SDK to env, a server's, and
+// nothing of the machine's own AWS configuration.
+func awsEnvOf(t *testing.T, env []string) {
+	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
 	t.Setenv("AWS_PROFILE", "")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("IDEMPOTENCY_TABLE", "")
-	for _, kv := range srv.Env() {
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}

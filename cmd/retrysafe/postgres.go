@@ -70,7 +70,6 @@ func openPostgres(ctx context.Context, f *storeFlags) (*store, error) {
 		return nil, explain(err)
 	}
 	return &store{
-		kind:           "PostgreSQL",
 		name:           name,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,

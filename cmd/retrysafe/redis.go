@@ -68,11 +68,11 @@ func openRedis(ctx context.Context, f *storeFlags) (*store, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &store{
-		kind:           "Redis",
 		name:           name,
 		requestTimeout: f.requestTimeout,
 		timeout:        f.timeout,
 		records:        s,
+		selfSweeping:   func(context.Context) (string, error) { return "Redis deletes each record itself at its expiry", nil },
 		explain:        func(err error) error { return explainRedis(name, err) },
 		close:          client.Close,
 	}, nil

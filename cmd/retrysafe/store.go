@@ -19,11 +19,14 @@ import (
 // and errors that say which store failed and what a failure means.
 type store struct {
 	name    string // in messages
-	kind    string // DynamoDB, Redis or PostgreSQL
 	records records
-	// sweeper deletes expired records, for a store that does not do it
-	// itself (PostgreSQL); nil for the others.
+	// sweeper deletes expired records, for a store that may not do it
+	// itself (PostgreSQL, DynamoDB); nil for Redis.
 	sweeper sweeper
+	// selfSweeping says why the store deletes its expired records
+	// itself, so that sweep has nothing to do: "" when it does not. Nil
+	// for a store that never does (PostgreSQL).
+	selfSweeping func(context.Context) (string, error)
 	// explain adds what an error of the store means; the errors that
 	// commands act on, persistence.ErrNotFound and ErrChanged, pass as
 	// they are.
@@ -40,7 +43,7 @@ type records interface {
 }
 
 // sweeper is a store that deletes its expired records when asked:
-// postgres.Store.Sweep.
+// postgres.Store.Sweep, dynamodb.Store.Sweep.
 type sweeper interface {
 	Sweep(ctx context.Context, now time.Time, limit int) (int64, error)
 }
@@ -62,6 +65,16 @@ func (s *store) List(ctx context.Context, prefix string, pageSize int, page func
 // gone.
 func (s *store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
 	return s.explained(ctx, s.records.DeleteRecord(ctx, seen))
+}
+
+// SelfSweeping says why the store deletes its expired records itself:
+// "" when sweep must.
+func (s *store) SelfSweeping(ctx context.Context) (string, error) {
+	if s.selfSweeping == nil {
+		return "", nil
+	}
+	why, err := s.selfSweeping(ctx)
+	return why, s.explained(ctx, err)
 }
 
 // Sweep deletes up to limit records expired at now, for a store with a

@@ -10,20 +10,35 @@ import (
 var sweepCommand = &command{
 	name:    "sweep",
 	args:    "",
-	summary: "delete expired records, in batches: PostgreSQL's (other stores delete them)",
-	about: `PostgreSQL has no TTL: expired records stay in the table until something
-deletes them. They do no harm (the library treats an expired record as
-absent, and the next call with its key takes it over), but they take space.
-sweep deletes the records expired at the time it starts, --batch-size at a
-time, one short transaction each (rows that a write holds are skipped), at
---rate batches a second at most, until a batch deletes fewer than
---batch-size. Records in progress past their in-progress expiry but not
-their expiry are kept: their call may still complete them. Run it on a
-schedule, every few minutes for example.
+	summary: "delete expired records where the store does not: PostgreSQL, DynamoDB without TTL",
+	about: `Expired records do no harm (the library treats an expired record as
+absent, and the next call with its key takes it over), but they take
+space. PostgreSQL has no TTL, and neither has a DynamoDB global table of
+multi-Region strong consistency (MRSC): their expired records stay until
+something deletes them. sweep deletes the records expired at the time it
+starts, --batch-size at a time, at --rate batches a second at most, until
+a batch deletes fewer than --batch-size. Records in progress past their
+in-progress expiry but not their expiry are kept: their call may still
+complete them. Run it on a schedule.
 
-DynamoDB and Redis need no sweep: DynamoDB deletes expired items by TTL on
-the expiry attribute (CreateTable turns it on), within days, and Redis
-deletes each record at its expiry. For them, sweep says so and deletes
+PostgreSQL: each batch is one short transaction (rows that a write holds
+are skipped). Every few minutes is a fair schedule.
+
+DynamoDB: sweep reads the table's time to live first (DescribeTimeToLive).
+Where it is enabled on the expiry attribute and the table is not MRSC,
+DynamoDB deletes expired items itself, within days: sweep says so and
+deletes nothing. The other tables are swept: MRSC ones, and those whose
+TTL is off or on another attribute. Each batch reads the table from its
+start (a Scan, or a Query of the records' partition key with
+--sort-key-attr), live records too, and deletes each expired one with a
+DeleteItem conditioned on its being expired still, so that a key taken
+over meanwhile keeps its record. Hourly or daily, with a large
+--batch-size, reads less. On a global table of eventual consistency
+(MREC), run it in the Region where the keys are written. It needs
+dynamodb:DescribeTimeToLive (without it, it sweeps), dynamodb:Scan or
+dynamodb:Query, and dynamodb:DeleteItem.
+
+Redis deletes each record at its expiry: sweep says so and deletes
 nothing.`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		sf := &storeFlags{}
@@ -58,16 +73,12 @@ type sweepFlags struct {
 	rate      float64
 }
 
-// notNeeded says why a store that deletes its expired records itself
-// needs no sweep, by the store's kind in its name.
-var notNeeded = map[string]string{
-	"DynamoDB": "DynamoDB deletes expired items itself, by TTL on the expiry attribute (CreateTable turns it on), within days; meanwhile the library treats them as absent",
-	"Redis":    "Redis deletes each record itself at its expiry",
-}
-
 func (sw *sweepFlags) run(ctx context.Context, e *env, out *output, st *store) error {
-	if st.sweeper == nil {
-		why := notNeeded[st.kind]
+	why, err := st.SelfSweeping(ctx)
+	if err != nil {
+		return err
+	}
+	if why != "" {
 		if out.json {
 			return writeJSON(e.stdout, struct {
 				Deleted int64  `json:"deleted"`
