@@ -3,8 +3,11 @@ package connectidempotency
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"reflect"
+	"strings"
 	"syscall"
 
 	"connectrpc.com/connect"
@@ -81,17 +84,55 @@ func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 	}
 }
 
-// attemptStatus returns the status of an attempt's error. Connect reports
-// a connection that the network reset as CANCELED, as it would a client
-// that went away: while the call's own context goes on, that is a lost
-// answer, UNAVAILABLE, as gRPC reports it.
+// attemptStatus returns the status of an attempt's error. While the
+// call's own context goes on, an answer that the connection lost is
+// UNAVAILABLE, as gRPC reports it, whatever code Connect gave it.
 func attemptStatus(ctx context.Context, err error) *spb.Status {
 	st := statusOfResult(err)
-	if connect.Code(st.GetCode()) == connect.CodeCanceled && ctx.Err() == nil &&
-		(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+	if ctx.Err() == nil && lostAnswer(err) {
 		st.Code = int32(connect.CodeUnavailable)
 	}
 	return st
+}
+
+// lostAnswer reports whether err is the client's account of a connection
+// that failed before the reply ended, not an answer of the server's.
+// Connect gives such an error the code of the step that failed: UNKNOWN
+// for a message cut short ("read message"), INVALID_ARGUMENT for an
+// incomplete envelope. It wraps what the transport saw: a reset, another
+// network error, a reply that ended early (io.ErrUnexpectedEOF), or a
+// connection closed after HTTP/2's GOAWAY.
+func lostAnswer(err error) bool {
+	if connect.IsWireError(err) {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, new(*net.OpError)) || goAwayClosed(err)
+}
+
+// goAwayClosed reports whether err wraps the error of HTTP/2 transports
+// (net/http's and golang.org/x/net/http2's) for a connection that closed
+// after the server's GOAWAY, with calls that the server had promised to
+// finish still open. Its type is unexported in net/http: only its message
+// tells it.
+func goAwayClosed(err error) bool {
+	if err == nil {
+		return false
+	}
+	if strings.HasPrefix(err.Error(), "http2: server sent GOAWAY and closed the connection") {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return goAwayClosed(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if goAwayClosed(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *clientInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {

@@ -38,12 +38,15 @@
 // message, which it puts in the connect.Request for the call and takes
 // out again after it, and likewise a key it adds to the headers, so that
 // the caller's request is unchanged when the call returns; do not use one
-// connect.Request for concurrent calls. Connect reports a
-// connection that the network reset as CANCELED, as it would a client
-// that went away: while the call's own context goes on, the client
-// interceptor takes it for a lost answer, UNAVAILABLE, and retries. Connect
-// has no retries of its own, so nothing multiplies the interceptor's
-// attempts.
+// connect.Request for concurrent calls. gRPC reports an answer that a
+// broken connection lost as UNAVAILABLE. Connect reports it with the code
+// of the step that failed: UNAVAILABLE before the reply's header, UNKNOWN
+// or INVALID_ARGUMENT ("incomplete envelope") after it. While the call's
+// own context goes on, the client interceptor takes an error that Connect
+// made of the transport's (a reset, a reply that ended early, a network
+// error), not one that the server sent, for a lost answer, UNAVAILABLE,
+// and retries. Connect has no retries of its own, so nothing multiplies
+// the interceptor's attempts.
 //
 // Streaming calls pass through, unprotected.
 package connectidempotency
