@@ -104,6 +104,15 @@ func start(t testing.TB, opts localpayments.Options) *localpayments.Stack {
 	return s
 }
 
+// bounded returns the context of a wait for something that happens
+// within seconds: the bound (testenv.StartTimeout) only keeps a broken
+// test from hanging.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.StartTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func body(amount int, customer string) string {
 	return fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q}`, amount, customer)
 }
@@ -367,7 +376,7 @@ func TestKilledMidRequest(t *testing.T) {
 
 	// While the slow invocation holds the key, a retry elsewhere is told
 	// to come back.
-	require.NoError(t, s.WaitInProgress(ctx))
+	require.NoError(t, s.WaitInProgress(bounded(t)))
 	busy, err := s.Post(ctx, 1, req)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusConflict, busy.Status, busy.Body)
@@ -380,7 +389,7 @@ func TestKilledMidRequest(t *testing.T) {
 	charges, err := s.Ledger(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, charges, "the killed invocation charged nothing")
-	reports, err := s.Instances[0].WaitInitReports(ctx, 1)
+	reports, err := s.Instances[0].WaitInitReports(bounded(t), 1)
 	require.NoError(t, err)
 
 	// Right after the deadline: the same environment, which starts a new
@@ -389,7 +398,7 @@ func TestKilledMidRequest(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusCreated, retry.Status, retry.Body)
 	assert.False(t, retry.Replayed())
-	_, err = s.Instances[0].WaitInitReports(ctx, len(reports)+1)
+	_, err = s.Instances[0].WaitInitReports(bounded(t), len(reports)+1)
 	assert.NoError(t, err, "the killed runtime was replaced")
 
 	replay, err := s.Post(ctx, 1, req)
