@@ -135,7 +135,7 @@ func StartContext(ctx context.Context) (*Server, error) {
 		return nil, fmt.Errorf("%w: %v; run `npm ci` in %s", ErrUnavailable, err, root)
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testenv.StartTimeout)
 	defer cancel()
 
 	cmd := exec.Command(node, "-e", launcher, pkg)

@@ -84,9 +84,8 @@ const DirEnv = "IDEMPOTENCY_DYNAMODB_LOCAL_DIR"
 var ErrUnavailable = errors.New("dynamodblocal: not installed")
 
 // startTimeout bounds how long a server may take to answer ListTables after
-// it was started: a few seconds here, but the machines that run the tests
-// are shared.
-const startTimeout = 60 * time.Second
+// it was started: a few seconds here (see testenv.StartTimeout).
+const startTimeout = testenv.StartTimeout
 
 // Server is a running DynamoDB Local.
 type Server struct {

@@ -70,9 +70,9 @@ var ErrUnavailable = errors.New("pgserver: PostgreSQL is not installed")
 const install = "install it, for example with `apt-get install -y postgresql` on Debian or Ubuntu, " +
 	"or set " + BinDirEnv + " to the directory of its initdb, postgres and psql"
 
-// startTimeout bounds initdb and the server's start. It is generous: the
-// machines that run the tests are shared.
-const startTimeout = 2 * time.Minute
+// startTimeout bounds initdb and the server's start (see
+// testenv.StartTimeout).
+const startTimeout = testenv.StartTimeout
 
 // Server is a running (or stopped) PostgreSQL server.
 type Server struct {

@@ -36,8 +36,8 @@ import (
 const BinaryEnv = "IDEMPOTENCY_REDIS_SERVER"
 
 // startTimeout bounds how long a server may take to answer PING after it was
-// started. It is generous: the machines that run the tests are shared.
-const startTimeout = 30 * time.Second
+// started (see testenv.StartTimeout).
+const startTimeout = testenv.StartTimeout
 
 // Server is a running (or stopped) redis-server process.
 type Server struct {

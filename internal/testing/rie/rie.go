@@ -341,7 +341,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 func (in *Instance) waitReady(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testenv.StartTimeout)
 	defer cancel()
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -538,8 +538,9 @@ func (in *Instance) Invoke(ctx context.Context, payload []byte) (*Response, erro
 // invokeGrace is how long past the function's timeout an invocation may
 // take before post gives up on the emulator: it answers a timed-out
 // invocation at the timeout, so a longer wait means it is stuck, and a test
-// should fail rather than hang.
-const invokeGrace = 15 * time.Second
+// should fail rather than hang. It is as generous as a start (a loaded
+// machine delays the answer too).
+const invokeGrace = testenv.StartTimeout
 
 func (in *Instance) post(ctx context.Context, payload []byte) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, in.cfg.Timeout+invokeGrace)

@@ -13,12 +13,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // RequireEnv is the environment variable that turns a test server that
 // cannot run here (not installed, cannot be built) into a test failure
 // instead of a skip. CI sets it to 1.
 const RequireEnv = "IDEMPOTENCY_REQUIRE_INTEGRATION"
+
+// StartTimeout bounds how long a test server (dynalite, DynamoDB Local,
+// redis-server, PostgreSQL, the Lambda emulator) may take to start and
+// answer. A start takes milliseconds to a few seconds on an idle machine,
+// and the machines that run the tests are shared: the bound is there only
+// to fail a start that hangs, and stays far above a start at ten times
+// the load.
+const StartTimeout = 5 * time.Minute
 
 // Required reports whether RequireEnv is set to 1.
 func Required() bool { return os.Getenv(RequireEnv) == "1" }
