@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -405,18 +406,29 @@ func sample(paths []string, limit int) []string {
 	return sampled
 }
 
+// sampled reports whether the differential tests compare a sample of
+// their expressions, not all: with -short, and under the race detector,
+// which finds nothing in these single-goroutine comparisons and makes
+// them ten times slower. make test runs them whole without it (the run
+// with the oldest Go).
+func sampled() bool { return testing.Short() || raceEnabled }
+
 func TestDifferentialGoValues(t *testing.T) {
 	d := &differential{t: t, checked: map[string]int{}}
 	values := goValues(t)
-	zooExprs := expressionsFor(t, values["*zoo"], 4, extraNames, 200, 50)
+	zooLimit, limit, allLimit := 200, 300, 100
+	if sampled() {
+		zooLimit, limit, allLimit = 40, 30, 10
+	}
+	zooExprs := expressionsFor(t, values["*zoo"], 4, extraNames, zooLimit, zooLimit/4)
 	for where, v := range values {
 		// Every path into the zoo and the zoo through a pointer, some of
 		// those into the other values.
-		limit := 300
-		if where == "zoo" || where == "*zoo" {
+		limit := limit
+		if (where == "zoo" || where == "*zoo") && !sampled() {
 			limit = 0
 		}
-		exprs := expressionsFor(t, v, 5, extraNames, limit, 100)
+		exprs := expressionsFor(t, v, 5, extraNames, limit, allLimit)
 		if !strings.Contains(where, "zoo") {
 			exprs = append(exprs, zooExprs...)
 		}
@@ -493,13 +505,26 @@ func sampleEvents(t testing.TB) map[string][]byte {
 	return docs
 }
 
+// thin keeps every fourth of docs, by name, when the tests compare a
+// sample (sampled).
+func thin(docs map[string][]byte) map[string][]byte {
+	if sampled() {
+		for i, name := range slices.Sorted(maps.Keys(docs)) {
+			if i%4 != 0 {
+				delete(docs, name)
+			}
+		}
+	}
+	return docs
+}
+
 func TestDifferentialEvents(t *testing.T) {
 	d := &differential{t: t, checked: map[string]int{}}
 	limit := 40
-	if testing.Short() {
+	if sampled() {
 		limit = 10
 	}
-	for where, doc := range sampleEvents(t) {
+	for where, doc := range thin(sampleEvents(t)) {
 		var generic any
 		require.NoError(t, json.Unmarshal(doc, &generic))
 		exprs := append(expressionsFor(t, generic, 5, []string{"missing"}, limit, limit/4), expressions...)
@@ -620,7 +645,7 @@ func FuzzDifferential(f *testing.F) {
 // values in JSON text, against encoding/json on every object and array of
 // the sample events.
 func TestLookupsMatchEncodingJSON(t *testing.T) {
-	docs := sampleEvents(t)
+	docs := thin(sampleEvents(t))
 	docs["escapes"] = []byte(`{"a\"b": [1, "]", {"}": "\\"}], "\u0061": 2, "a": 3, "k\ud800": 4, "k\ufffd": 5, "x": -1.5e+3, "t": true, "n" : null , "s":"\\\\"}`)
 	docs["invalid UTF-8"] = []byte("{\"k\xff\": 1, \"k\xfe\": 2, \"\xff\": [\"\xff\"]}")
 	for where, doc := range docs {
