@@ -113,27 +113,29 @@ nwrites=$(awk '/^#define NWRITES /{print $3}' table.pml)
 nstates=$(awk '/^#define NSTATES /{print $3}' table.pml)
 cover=()
 
-failed=0
-printf '%-24s %-9s %-16s %10s %12s %10s %7s %7s\n' run expected result states transitions "memory MB" "wall s" "cpu s"
-for entry in "${runs[@]}"; do
-	IFS='|' read -r name expect flags width <<<"$entry"
-	want "$name" || continue
-	dir=$work/$name
+# check runs one entry of runs in $work/NAME: it writes its table row,
+# and its trace and verdict where there are any, to report, the cells it
+# reached to cover, and "failed" to failed when it did not end as
+# expected.
+check() {
+	local name=$1 expect=$2 flags=$3 width=$4
+	local dir=$work/$name
 	mkdir -p "$dir"
 	cp "$model/idempotency.pml" "$model/table.pml" "$dir/"
+	exec >"$dir/report"
 	# -O1: the searches run as fast as with -O2, which takes twice as long
 	# to compile.
-	ccflags=(-O1 -w -DSAFETY -DNOCLAIM)
+	local ccflags=(-O1 -w -DSAFETY -DNOCLAIM)
 	# A counterexample is easiest to read when it is the shortest: a
 	# breadth-first search, without hidden variables. These searches are
 	# short: -O0 compiles fastest.
 	[ "$expect" = pass ] || { ccflags=(-O0 -w -DSAFETY -DNOCLAIM -DBFS); flags="$flags -DNOHIDDEN"; }
 	# shellcheck disable=SC2086 # flags are words
-	(cd "$dir" && spin -a $flags idempotency.pml >spin.out 2>&1) || { echo "$name: spin -a failed:"; head -20 "$dir/spin.out"; failed=1; continue; }
-	(cd "$dir" && "$CC" "${ccflags[@]}" -o pan pan.c >cc.out 2>&1) || { echo "$name: $CC failed:"; head -20 "$dir/cc.out"; failed=1; continue; }
+	(cd "$dir" && spin -a $flags idempotency.pml >spin.out 2>&1) || { echo "$name: spin -a failed:"; head -20 "$dir/spin.out"; echo failed >"$dir/failed"; return; }
+	(cd "$dir" && "$CC" "${ccflags[@]}" -o pan pan.c >cc.out 2>&1) || { echo "$name: $CC failed:"; head -20 "$dir/cc.out"; echo failed >"$dir/failed"; return; }
 	TIMEFORMAT='%R %U %S'
 	{ time (cd "$dir" && ./pan -m100000 -w"$width" >pan.out 2>&1 || true); } 2>"$dir/time.out"
-	out=$dir/pan.out
+	local out=$dir/pan.out errors states trans mem real user sys secs result detail c line tag ok
 	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out" | head -1)
 	states=$(awk '/states, stored/{print $1; exit}' "$out")
 	trans=$(awk '/transitions \(= stored\+matched\)/{print $1; exit}' "$out")
@@ -150,7 +152,7 @@ for entry in "${runs[@]}"; do
 		result=pass
 		grep -q 'Search not completed' "$out" && { result=error; detail="the search did not complete"; }
 		c=$(sed -n 's/^cover: //p' "$out")
-		[ -n "$c" ] && cover+=("$c")
+		[ -n "$c" ] && echo "$c" >"$dir/cover"
 	else
 		# Replay the counterexample: the assertion it breaks, by its tag.
 		# shellcheck disable=SC2086
@@ -166,6 +168,7 @@ for entry in "${runs[@]}"; do
 	fail:*)
 		for t in ${expect#fail:}; do [ "$result" = "fail:$t" ] && ok=1; done ;;
 	esac
+	# shellcheck disable=SC2086 # secs is two words
 	printf '%-24s %-9s %-16s %10s %12s %10s %7s %7s\n' "$name" "${expect%%:*}" "${result}" "${states:-?}" "${trans:-?}" "${mem:-?}" $secs
 	if [ "$result" != pass ] && [ -f "$dir/trace.out" ]; then
 		# The trace, without the clock's ticks and the table's filling.
@@ -173,8 +176,30 @@ for entry in "${runs[@]}"; do
 	fi
 	if [ $ok = 0 ]; then
 		echo "$name: expected $expect, got $result${detail:+: $detail}"
-		failed=1
+		echo failed >"$dir/failed"
 	fi
+}
+
+# The runs go JOBS at a time (one per core by default), each a process
+# of its own; their reports are printed in the order of runs. The largest
+# search takes about 650 MB.
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 1)}
+names=()
+for entry in "${runs[@]}"; do
+	IFS='|' read -r name expect flags width <<<"$entry"
+	want "$name" || continue
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+	check "$name" "$expect" "$flags" "$width" &
+	names+=("$name")
+done
+wait
+
+failed=0
+printf '%-24s %-9s %-16s %10s %12s %10s %7s %7s\n' run expected result states transitions "memory MB" "wall s" "cpu s"
+for name in "${names[@]}"; do
+	cat "$work/$name/report"
+	[ -f "$work/$name/failed" ] && failed=1
+	[ -f "$work/$name/cover" ] && cover+=("$(cat "$work/$name/cover")")
 done
 
 # The cells of the table that the passing runs reached.
