@@ -151,6 +151,7 @@ func (s *tokenFenced) Delete(_ context.Context, key, token string) error {
 }
 
 func TestCheckerFindsBrokenStores(t *testing.T) {
+	t.Parallel()
 	base := Config{
 		Seed:        1,
 		Clients:     4,
@@ -236,6 +237,7 @@ func TestCheckerFindsBrokenStores(t *testing.T) {
 // does not flag the documented limits, nor what writes applied late do to
 // a store that follows the protocol.
 func TestCheckerAcceptsTheMemoryStore(t *testing.T) {
+	t.Parallel()
 	cfg := Config{
 		Seed: 2, Clients: 4, Keys: 15, Envs: 3, SkewBound: 5 * time.Millisecond,
 		Timeout: 80 * time.Millisecond, Work: 2 * time.Millisecond, Overrun: 60 * time.Millisecond,
@@ -288,6 +290,7 @@ func (s nonAtomic) Commit(ctx context.Context, rec *persistence.Record, writes [
 // The checker of the transactional mode finds side effects that commit
 // without their completion.
 func TestCheckerFindsANonAtomicCommit(t *testing.T) {
+	t.Parallel()
 	cfg := Config{
 		Seed: 3, Clients: 4, Keys: 12, Envs: 3, SkewBound: 5 * time.Millisecond,
 		Timeout: 150 * time.Millisecond, Expiry: time.Hour, Work: 2 * time.Millisecond, Overrun: 100 * time.Millisecond,

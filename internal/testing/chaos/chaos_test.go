@@ -24,4 +24,9 @@ func newBackend(t *testing.T, name string) Backend {
 
 // TestChaos drives Wrap, Guard and the HTTP adapter over each store with
 // injected faults and checks the invariant from the log of side effects.
-func TestChaos(t *testing.T) { Test(t, stores, newBackend) }
+func TestChaos(t *testing.T) {
+	if !*flagLong {
+		t.Parallel() // the long mode gives each store the whole machine
+	}
+	Test(t, stores, newBackend)
+}

@@ -34,6 +34,7 @@ import (
 // attempt that the SDK retries and that reaches the server after the
 // completion (dynalite.ForwardedLate), as a proxy holding it would do.
 func TestLateRenewalLeavesTheKeyCompleted(t *testing.T) {
+	t.Parallel()
 	t.Run("memory/store", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {

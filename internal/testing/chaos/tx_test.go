@@ -149,6 +149,7 @@ func txConfig(seed uint64) Config {
 }
 
 func TestTransactionsThroughTheStack(t *testing.T) {
+	t.Parallel()
 	report, err := Run(t.Context(), txConfig(4), newMemoryTxBackend(false), WrapDriver{}, GuardDriver{}, HTTPDriver{})
 	require.NoError(t, err)
 	require.Empty(t, report.Violations, "report:\n%s", report)
@@ -165,6 +166,7 @@ func TestTransactionsThroughTheStack(t *testing.T) {
 // A side effect written outside the transaction repeats, and the checker
 // of the transactional mode finds it.
 func TestCheckerFindsASideEffectOutsideTheTransaction(t *testing.T) {
+	t.Parallel()
 	report, err := Run(t.Context(), txConfig(5), newMemoryTxBackend(true), WrapDriver{}, GuardDriver{})
 	require.NoError(t, err)
 	found := report.ViolationsByCheck()
