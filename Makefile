@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
+.PHONY: all test test-stress test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
@@ -34,23 +34,32 @@ GO_MIN := go1.25.5
 all: vet fmt-check deps-check test
 
 ## test: every test, with the race detector, in random order: the
-## library's, those of the other modules (the release's proof among them),
-## the CDK app's, the library's again with the oldest Go it supports, and
-## the protocol's model; and the checks of the modules' requirements and of
-## the API.
-test: node-deps dynamodb-local compare-deps local-versions deps-check release-check apicheck
-	$(GO) test -race -shuffle=on -timeout 20m ./...
-	@$(MAKE) --no-print-directory test-modules test-go1.25 test-cdk model
+## checks of the import rules, of the modules' requirements and of the
+## API; the library's tests; those of the other modules (the release's
+## proof among them); the library's again with the oldest Go it supports;
+## the CDK app's; and the protocol's model. scripts/test.sh runs these
+## stages two at a time (TEST_JOBS), each to its end even when another
+## one failed, and reports each stage's time and every failure at the
+## end (scripts/test.sh STAGE... runs some again; -l lists them).
+test: node-deps dynamodb-local compare-deps local-versions
+	@GO=$(GO) GO_MIN=$(GO_MIN) MODULES="$(MODULES)" ./scripts/test.sh
+
+## test-stress: the tests of the library and of the other modules, three
+## times over, with GOMAXPROCS=1 beside a busy loop on every core, to
+## find the tests that pass only on an idle machine. Run it before and
+## after touching timing-sensitive code (scripts/test-stress.sh says how
+## to narrow it: STRESS_RUN, STRESS_COUNT, module directories).
+test-stress: node-deps dynamodb-local compare-deps local-versions
+	@GO=$(GO) MODULES="$(MODULES)" ./scripts/test-stress.sh $(STRESS_MODULES)
 
 ## test-modules: the tests of the other modules (MODULES).
 test-modules: node-deps compare-deps local-versions
-	@for m in $(MODULES); do echo "$(GO) -C $$m test -race -shuffle=on -timeout 20m ./..."; \
-		$(GO) -C $$m test -race -shuffle=on -timeout 20m ./... || exit 1; done
+	@GO=$(GO) MODULES="$(MODULES)" ./scripts/test.sh $(addprefix module:,$(MODULES))
 
 ## test-go1.25: the library's tests with $(GO_MIN), the go directive of
 ## go.mod (without -race, which the run above covers).
 test-go1.25: node-deps dynamodb-local local-versions
-	GOTOOLCHAIN=$(GO_MIN) $(GO) test -shuffle=on -timeout 20m ./...
+	@GO=$(GO) GO_MIN=$(GO_MIN) ./scripts/test.sh go1.25
 
 ## test-cdk: the tests of the CDK app in examples/cdk, a module of its own
 ## (the CDK for Go is too large for go.mod). They synthesize the stack through
@@ -58,7 +67,7 @@ test-go1.25: node-deps dynamodb-local local-versions
 ## Without -race: the app has no concurrency of its own, and instrumenting
 ## the CDK's generated bindings doubles a build that is already the longest.
 test-cdk: local-versions
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(GO) -C examples/cdk test -shuffle=on -timeout 20m ./...
+	@GO=$(GO) ./scripts/test.sh cdk
 
 ## model: the protocol's model (model/idempotency.pml) checked with SPIN
 ## over every interleaving, in several configurations, with its documented
