@@ -14,7 +14,10 @@
 //
 // [Guard] is the state machine of docs/protocol.md; [Wrap] is a typed layer
 // over it. A call's key is prefix#sha256(canonical JSON of the selected
-// input) (docs/keys.md defines it). The call then goes through three
+// input) (docs/keys.md defines it). In Lambda's tenant isolation mode the
+// invocation's tenant ID is part of it, so that tenants never share a
+// record ([WithoutTenantIsolation] gives that up). The call then goes
+// through three
 // steps, each a write of the protocol's table:
 //
 //  1. Acquire. The call reserves the key with a conditional write that
@@ -88,7 +91,8 @@
 //	Option             WithExpiry, WithKeyPrefix, WithLogger,         yes   yes       yes               yes                 yes
 //	                   WithLease, WithWait, WithFinalWriteTimeout,
 //	                   WithPermanentErrors, WithErrorDecoder,
-//	                   WithObserver, WithHoldUntilReleased
+//	                   WithObserver, WithHoldUntilReleased,
+//	                   WithoutTenantIsolation
 //	TransactionOption  WithTransactions                               yes   yes       yes                                   yes
 //	KeyOption          WithKey, WithPayloadValidation,                yes                                                   yes
 //	                   WithRequireKey

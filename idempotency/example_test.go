@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
@@ -134,4 +136,33 @@ func ExampleGuard_Do() {
 	// Output:
 	// {"status":"done"} new <nil>
 	// {"status":"done"} replay <nil>
+}
+
+// In Lambda's tenant isolation mode, each tenant has its own record of a
+// key: two tenants that send the same order are charged once each.
+func ExampleWithoutTenantIsolation() {
+	charges := 0
+	charge := func(ctx context.Context, p Payment) (Charge, error) {
+		charges++
+		return Charge{ChargeID: fmt.Sprintf("ch_%d", charges)}, nil
+	}
+	// The runtime puts the tenant ID of each invocation in its context.
+	blue := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{TenantID: "blue"})
+	green := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{TenantID: "green"})
+	p := Payment{OrderID: "o-1", Amount: 100}
+
+	apart := idempotency.Must(idempotency.Wrap(charge, memory.New(), idempotency.WithKey("order_id")))
+	b, _ := apart(blue, p)
+	g, _ := apart(green, p)
+	again, _ := apart(blue, p)
+	fmt.Println("tenants apart:", b.ChargeID, g.ChargeID, again.ChargeID)
+
+	shared := idempotency.Must(idempotency.Wrap(charge, memory.New(), idempotency.WithKey("order_id"),
+		idempotency.WithoutTenantIsolation()))
+	b, _ = shared(blue, p)
+	g, _ = shared(green, p)
+	fmt.Println("one record for all:", b.ChargeID, g.ChargeID)
+	// Output:
+	// tenants apart: ch_1 ch_2 ch_1
+	// one record for all: ch_3 ch_3
 }

@@ -115,7 +115,9 @@ func storeSystem(store persistence.Store) string {
 
 // Do runs fn at most once for key, and returns its encoded result, or the
 // stored result of an earlier call with the same key. The record's key is
-// the Guard's prefix, "#", and the hex SHA-256 of key. When payload is not
+// the Guard's prefix, "#", and the hex SHA-256 of key, scoped to the
+// tenant of a Lambda invocation in tenant isolation mode (see
+// [WithoutTenantIsolation]). When payload is not
 // empty, its SHA-256 is the record's payload hash: a call with the same
 // key and another payload fails with [*PayloadMismatchError].
 //
@@ -134,7 +136,7 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 	if payload != "" {
 		payloadHash = core.Hash([]byte(payload))
 	}
-	c.key = core.Key(g.prefix, []byte(key))
+	c.key = core.Key(g.prefix, g.tenant(ctx), []byte(key))
 	// The path of every call, Do's and Wrap's, as docs/protocol.md has
 	// it: acquire the key, or the answer of the call that holds it; run fn
 	// as its holder, and settle the key with fn's outcome (run.go).
@@ -145,6 +147,15 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 	res.Outcome = c.finish(err)
 	c.end(ctx, err)
 	return res, err
+}
+
+// tenant returns the tenant ID that scopes the keys of ctx's calls: the
+// Lambda invocation's, unless [WithoutTenantIsolation].
+func (g *Guard) tenant(ctx context.Context) string {
+	if g.cfg.acrossTenants {
+		return ""
+	}
+	return core.TenantOf(ctx)
 }
 
 // A holder is a call that owns its key: it reserved it in the store, and

@@ -134,7 +134,7 @@ func keyOf(t testing.TB, prefix string, in any) string {
 	t.Helper()
 	material, _, err := core.AppendMaterial(nil, nil, in)
 	require.NoError(t, err)
-	return core.Key(prefix, material)
+	return core.Key(prefix, "", material)
 }
 
 // discardLogger returns a logger for tests that provoke errors on purpose.

@@ -73,7 +73,7 @@ func FuzzKeyDerivation(f *testing.F) {
 	}
 	w := newTestWrapped[json.RawMessage](f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		key, _, err := w.derive(json.RawMessage(data))
+		key, _, err := w.derive("", json.RawMessage(data))
 		if err != nil {
 			if _, ok := err.(*KeyError); !ok {
 				t.Fatalf("derive returned %T, want *KeyError: %v", err, err)
@@ -83,7 +83,7 @@ func FuzzKeyDerivation(f *testing.F) {
 			}
 			return
 		}
-		again, _, err := w.derive(json.RawMessage(data))
+		again, _, err := w.derive("", json.RawMessage(data))
 		if err != nil || again != key {
 			t.Fatalf("derive is not deterministic: %q then %q (%v)", key, again, err)
 		}
@@ -93,7 +93,7 @@ func FuzzKeyDerivation(f *testing.F) {
 		}
 		var b strings.Builder
 		respell(&b, v)
-		other, _, err := w.derive(json.RawMessage(b.String()))
+		other, _, err := w.derive("", json.RawMessage(b.String()))
 		if err != nil {
 			t.Fatalf("respelled input %q: %v", b.String(), err)
 		}
@@ -111,8 +111,8 @@ func TestMissingKeyRules(t *testing.T) {
 		`0`: false, `false`: false, `"x"`: false, `[null,0]`: false, `{"a":""}`: false, `"\u0041"`: false,
 	} {
 		doc := `{"k":` + v + `}`
-		_, _, errDirect := direct.derive(json.RawMessage(doc))
-		_, _, errInBody := inBody.derive(struct{ Body string }{doc})
+		_, _, errDirect := direct.derive("", json.RawMessage(doc))
+		_, _, errInBody := inBody.derive("", struct{ Body string }{doc})
 		for name, err := range map[string]error{"input": errDirect, "powertools_json": errInBody} {
 			var ke *KeyError
 			switch {

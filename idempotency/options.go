@@ -145,9 +145,11 @@ type config struct {
 	validation *jmespath.Expression
 	requireKey bool
 	prefix     string // WithKeyPrefix's
-	logger     *slog.Logger
-	name       string
-	prefix0    string // the entry point's default prefix
+	// acrossTenants is WithoutTenantIsolation's.
+	acrossTenants bool
+	logger        *slog.Logger
+	name          string
+	prefix0       string // the entry point's default prefix
 }
 
 // newConfig applies opts for the entry point named name, and fills in the
@@ -158,7 +160,7 @@ func newConfig[O any](name string, opts []O) (*config, error) {
 		return nil, err
 	}
 	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, validation: c.Validation, requireKey: c.RequireKey,
-		prefix: c.Prefix, logger: c.Logger, name: c.Name}
+		prefix: c.Prefix, acrossTenants: c.AcrossTenants, logger: c.Logger, name: c.Name}
 	d := c.Defaults
 	if cfg.key == nil && d.Key != "" {
 		if cfg.key, err = core.CompileKey(d.Key); err != nil {
@@ -238,7 +240,8 @@ func WithExpiry(d time.Duration) Option {
 	}}}
 }
 
-// WithKeyPrefix sets the prefix of every key (prefix + "#" + hash). The
+// WithKeyPrefix sets the prefix of every key (prefix + "#" + hash). It
+// must not contain "#tenant=", which marks a key's tenant. The
 // default is "<function name>.<Go handler name>", with the function name
 // from AWS_LAMBDA_FUNCTION_NAME, so that two wrapped functions in one
 // Lambda never share keys; a [Guard] without the option uses the function
@@ -249,6 +252,10 @@ func WithKeyPrefix(prefix string) Option {
 	return option{spec{name: "WithKeyPrefix", set: func(c *core.Config, _ *settings) {
 		if prefix == "" {
 			c.Fail(fmt.Errorf("idempotency.WithKeyPrefix: empty prefix"))
+			return
+		}
+		if err := core.CheckPrefix(prefix); err != nil {
+			c.Fail(fmt.Errorf("idempotency.WithKeyPrefix: %w", err))
 			return
 		}
 		c.Prefix = prefix
@@ -397,6 +404,16 @@ func WithFinalWriteTimeout(d time.Duration) Option {
 		}
 		s.finalWriteTimeout = d
 	}}}
+}
+
+// WithoutTenantIsolation gives up keeping the records of tenants apart.
+// By default, the tenant ID of a Lambda invocation of a function in tenant
+// isolation mode is part of its record's key, so that one tenant never
+// gets another's stored result (docs/keys.md). With the option, calls of
+// all tenants with one key share one record: the first tenant's result
+// answers the others. Use it only for work that is the same whoever asks.
+func WithoutTenantIsolation() Option {
+	return option{spec{name: "WithoutTenantIsolation", set: func(c *core.Config, _ *settings) { c.AcrossTenants = true }}}
 }
 
 // WithObserver adds an observer, told synchronously of every step of the

@@ -86,7 +86,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error)
 	var c call
 	ctx = c.begin(ctx, g)
 	defer func() { c.end(ctx, err) }()
-	key, payloadHash, err := w.derive(in)
+	key, payloadHash, err := w.derive(g.tenant(ctx), in)
 	if err != nil {
 		c.setOutcome(OutcomeNoKey)
 		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !g.cfg.requireKey {
@@ -157,9 +157,9 @@ func (e *ResponseEncodingError) Error() string {
 // Unwrap returns the underlying error.
 func (e *ResponseEncodingError) Unwrap() error { return e.Err }
 
-// derive returns the record key and the payload hash of in.
-func (w *wrapped[In, Out]) derive(in In) (key, payloadHash string, err error) {
-	key, payloadHash, err = core.Derive(w.g.prefix, w.g.cfg.key, w.g.cfg.validation, in)
+// derive returns the record key of in for tenant, and its payload hash.
+func (w *wrapped[In, Out]) derive(tenant string, in In) (key, payloadHash string, err error) {
+	key, payloadHash, err = core.Derive(w.g.prefix, tenant, w.g.cfg.key, w.g.cfg.validation, in)
 	if de, ok := err.(*core.DeriveError); ok {
 		return "", "", &KeyError{Expression: de.Expression, Err: de.Err}
 	}

@@ -25,7 +25,9 @@
 //
 // The call span's attributes: retrysafe.outcome, retrysafe.key.prefix,
 // retrysafe.key.hash (the hash in the record's key: never the input, nor
-// the key material it is hashed from), retrysafe.store and
+// the key material it is hashed from), retrysafe.tenant (the tenant ID
+// that scopes the key, in Lambda's tenant isolation mode; never on
+// metrics, where it would make a series per tenant), retrysafe.store and
 // retrysafe.replayed. retrysafe.store names the system, as
 // OpenTelemetry's db.system.name does: dynamodb, redis or memory
 // ([idempotency.Call]'s System). The call span's status is Error, with
@@ -82,6 +84,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +114,7 @@ const (
 	AttrOutcome        = attribute.Key("retrysafe.outcome")
 	AttrKeyPrefix      = attribute.Key("retrysafe.key.prefix")
 	AttrKeyHash        = attribute.Key("retrysafe.key.hash")
+	AttrTenant         = attribute.Key("retrysafe.tenant")
 	AttrStore          = attribute.Key("retrysafe.store")
 	AttrReplayed       = attribute.Key("retrysafe.replayed")
 	AttrWaited         = attribute.Key("retrysafe.waited")
@@ -296,14 +300,29 @@ func (o *Observer) scope(c idempotency.Call) *scope {
 	return s
 }
 
+// keyAttributes returns the span attributes of a record key: its hash,
+// and the tenant ID that scopes it (docs/keys.md). The tenant goes on
+// spans only: as a metric attribute it would make a series per tenant.
+func keyAttributes(key string) []attribute.KeyValue {
+	i := strings.LastIndexByte(key, '#')
+	if i < 0 {
+		return nil
+	}
+	attrs := []attribute.KeyValue{AttrKeyHash.String(key[i+1:])}
+	if _, escaped, found := strings.Cut(key[:i], "#tenant="); found {
+		if tenant, err := url.PathUnescape(escaped); err == nil {
+			attrs = append(attrs, AttrTenant.String(tenant))
+		}
+	}
+	return attrs
+}
+
 // Observe implements idempotency.Observer: it records an event of the
 // call.
 func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 	o := c.o
 	if c.recording && e.Key != "" && !c.keyed.Load() && c.keyed.CompareAndSwap(false, true) {
-		if _, hash, found := strings.Cut(e.Key, "#"); found {
-			c.span.SetAttributes(AttrKeyHash.String(hash))
-		}
+		c.span.SetAttributes(keyAttributes(e.Key)...)
 	}
 	switch e.Kind {
 	case idempotency.EventStoreRequest:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -584,7 +585,7 @@ func TestHeldKeyIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	// The record a call that timed out leaves, held.
 	require.NoError(t, store.Put(t.Context(), &persistence.Record{
-		Key: core.Key("orders", []byte(`"o-1"`)), Status: persistence.StatusInProgress, Held: true,
+		Key: core.Key("orders", "", []byte(`"o-1"`)), Status: persistence.StatusInProgress, Held: true,
 		ExpiresAt: then.Add(time.Hour), InProgressExpiresAt: then.Add(time.Second), Token: "timed-out",
 	}, then))
 	_, err = h(t.Context(), order{OrderID: "o-1"})
@@ -597,4 +598,56 @@ func TestHeldKeyIsAnError(t *testing.T) {
 	assert.Equal(t, codes.Error, calls[0].Status().Code)
 	assert.True(t, slices.ContainsFunc(calls[0].Events(), func(e sdktrace.Event) bool { return e.Name == "held" }))
 	assert.Equal(t, map[string]int64{"held": 1}, tel.counts(t))
+}
+
+// A tenant's call (Lambda's tenant isolation mode) has the tenant on its
+// span, beside the key's hash, and on no metric: a series per tenant
+// would grow with the tenants.
+func TestTenantOnSpansOnly(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) { return "ok", nil },
+		memory.New(), idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs))
+	require.NoError(t, err)
+	for _, tenant := range []string{"blue/1", ""} {
+		ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{TenantID: tenant})
+		_, err = h(ctx, order{OrderID: "o-1"})
+		require.NoError(t, err)
+	}
+	calls := tel.calls()
+	require.Len(t, calls, 2)
+	tenant, ok := attr(calls[0], otelidempotency.AttrTenant)
+	require.True(t, ok)
+	assert.Equal(t, "blue/1", tenant.AsString())
+	_, ok = attr(calls[1], otelidempotency.AttrTenant)
+	assert.False(t, ok, "no tenant, no attribute")
+	for _, s := range calls {
+		hash, ok := attr(s, otelidempotency.AttrKeyHash)
+		require.True(t, ok)
+		assert.Regexp(t, `^[0-9a-f]{64}$`, hash.AsString())
+	}
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tel.reader.Collect(t.Context(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					sets = append(sets, dp.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					sets = append(sets, dp.Attributes)
+				}
+			}
+			for _, set := range sets {
+				_, ok := set.Value(otelidempotency.AttrTenant)
+				assert.False(t, ok, "metric %s has the tenant", m.Name)
+				for _, kv := range set.ToSlice() {
+					assert.NotContains(t, kv.Value.Emit(), "blue", "metric %s", m.Name)
+				}
+			}
+		}
+	}
 }

@@ -86,9 +86,9 @@ func TestRoundedExpiryIsNotInTheFuture(t *testing.T) {
 	forEachStore(t, func(t *testing.T, f *fixture) {
 		now := goldenNow.Add(300 * time.Millisecond) // written at goldenNow+100ms, expiry rounded up
 		for _, rec := range []*persistence.Record{
-			{Key: core.Key("orders.main.process", []byte(`"fresh"`)), Status: persistence.StatusInProgress,
+			{Key: core.Key("orders.main.process", "", []byte(`"fresh"`)), Status: persistence.StatusInProgress,
 				ExpiresAt: goldenNow.Add(time.Hour + time.Second), InProgressExpiresAt: now.Add(time.Minute), Token: "A"},
-			{Key: core.Key("payments.main.createPayment", []byte(`"fresh"`)), Status: persistence.StatusInProgress,
+			{Key: core.Key("payments.main.createPayment", "", []byte(`"fresh"`)), Status: persistence.StatusInProgress,
 				ExpiresAt: goldenNow.Add(24*time.Hour + time.Second), InProgressExpiresAt: now.Add(time.Minute), Token: "B"},
 		} {
 			require.NoError(t, f.store.Put(t.Context(), rec, now))
@@ -169,7 +169,7 @@ func TestInterruptExitCode(t *testing.T) {
 }
 
 func TestTableFitting(t *testing.T) {
-	key := core.Key("payments.main.createPayment", []byte(`"k"`))
+	key := core.Key("payments.main.createPayment", "", []byte(`"k"`))
 	assert.Equal(t, key, shortenKey(key, len(key)))
 	short := shortenKey(key, 50)
 	assert.Equal(t, 50, len([]rune(short)))

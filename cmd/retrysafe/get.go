@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -90,6 +91,9 @@ func showRecord(e *env, out *output, rec *persistence.Record, now time.Time) err
 func describe(t *table, rec *persistence.Record, now time.Time) {
 	s := stateOf(rec, now)
 	t.row("key", rec.Key)
+	if _, tenant, _, ok := core.SplitKey(rec.Key); ok && tenant != "" {
+		t.row("tenant", tenant+" (the key's tenant scope: Lambda tenant isolation)")
+	}
 	t.row("status", string(rec.Status))
 	t.row("state", s.name)
 	t.row("meaning", s.meaning)

@@ -21,7 +21,7 @@ var goldenNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // goldenRecords are the records of the golden outputs, one in each state.
 var goldenRecords = func() []*persistence.Record {
-	key := func(prefix, id string) string { return core.Key(prefix, []byte(`"`+id+`"`)) }
+	key := func(prefix, id string) string { return core.Key(prefix, "", []byte(`"`+id+`"`)) }
 	at := func(d time.Duration) time.Time { return goldenNow.Add(d) }
 	return []*persistence.Record{
 		{Key: key("orders.main.process", "ord_1001"), Status: persistence.StatusCompleted, ExpiresAt: at(50 * time.Minute),

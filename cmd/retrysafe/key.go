@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/core"
@@ -27,7 +29,10 @@ idempotency.Wrap derives it for a handler of json.RawMessage, or of a type
 that keeps the members the expressions select. With --http, the event is an
 HTTP request and the key is the HTTP adapters': from the Idempotency-Key
 header (--header), with the scope (--scope) and the fingerprint
-(--fingerprint-header) the function gives them.
+(--fingerprint-header) the function gives them. With --tenant, the key is
+that of an invocation of the tenant, as a function in Lambda's tenant
+isolation mode keeps it (unless it gave up tenant isolation with
+idempotency.WithoutTenantIsolation).
 
 Pass the key to get: retrysafe get "$(retrysafe key -q ... event.json)".`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
@@ -46,6 +51,7 @@ Pass the key to get: retrysafe get "$(retrysafe key -q ... event.json)".`,
 			return nil
 		})
 		fs.StringVar(&k.methods, "methods", "", "with --http, the `methods` that need a key, comma-separated (httpapi.WithMethods; default POST,PATCH)")
+		fs.StringVar(&k.tenant, "tenant", "", "the tenant `ID` of the invocation (Lambda tenant isolation), which scopes the key")
 		fs.BoolVar(&k.quiet, "q", false, "print the key alone")
 		out := outputFlag(fs)
 		return func(ctx context.Context, e *env, args []string) error { return k.run(ctx, e, out, args) }
@@ -54,7 +60,7 @@ Pass the key to get: retrysafe get "$(retrysafe key -q ... event.json)".`,
 
 type keyFlags struct {
 	key, validation, prefix, function, handler string
-	http, header, scope, methods               string
+	http, header, scope, methods, tenant       string
 	fingerprint                                []string
 	quiet                                      bool
 }
@@ -70,7 +76,11 @@ func (k *keyFlags) run(ctx context.Context, e *env, out *output, args []string) 
 	}
 	var key, payloadHash string
 	if k.http != "" {
-		key, payloadHash, err = k.httpKey(ctx, prefix, event)
+		tctx := ctx
+		if k.tenant != "" {
+			tctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{TenantID: k.tenant})
+		}
+		key, payloadHash, err = k.httpKey(tctx, prefix, event)
 	} else {
 		key, payloadHash, err = k.wrapKey(prefix, event)
 	}
@@ -88,11 +98,15 @@ func (k *keyFlags) run(ctx context.Context, e *env, out *output, args []string) 
 	case out.json:
 		return writeJSON(e.stdout, struct {
 			Key         string `json:"key"`
+			Tenant      string `json:"tenant,omitempty"`
 			PayloadHash string `json:"payload_hash,omitempty"`
-		}{key, payloadHash})
+		}{key, k.tenant, payloadHash})
 	}
 	t := newTable(e.stdout, e.tableWidth(out))
 	t.row("key", key)
+	if k.tenant != "" {
+		t.row("tenant", k.tenant)
+	}
 	t.row("payload hash", orNone(payloadHash, "no payload validation"))
 	return t.flush()
 }
@@ -129,7 +143,7 @@ func (k *keyFlags) wrapKey(prefix string, event []byte) (key, payloadHash string
 	if err != nil {
 		return "", "", err
 	}
-	return core.Derive(prefix, keyExpr, validation, json.RawMessage(event))
+	return core.Derive(prefix, k.tenant, keyExpr, validation, json.RawMessage(event))
 }
 
 // compile compiles expr as Wrap's options do; "" is none.

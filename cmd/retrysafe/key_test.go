@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -34,6 +35,7 @@ func chargeCard(ctx context.Context, c charge) (receipt, error) {
 // keyJSON is the output of key -o json.
 type keyJSON struct {
 	Key         string `json:"key"`
+	Tenant      string `json:"tenant"`
 	PayloadHash string `json:"payload_hash"`
 }
 
@@ -49,6 +51,7 @@ func keyOf(t *testing.T, args ...string) keyJSON {
 // getJSON is the output of get -o json, as far as the tests read it.
 type getJSON struct {
 	Key          string          `json:"key"`
+	Tenant       string          `json:"tenant"`
 	Status       string          `json:"status"`
 	State        string          `json:"state"`
 	OwnerToken   string          `json:"owner_token"`
@@ -140,5 +143,56 @@ func TestKeyAndGetFindTheHTTPAdaptersRecord(t *testing.T) {
 		r := runCmd(t, f.with("get", k.Key)...)
 		require.Equal(t, exitNotFound, r.code, r.stderr)
 		require.Contains(t, r.stderr, "holds no record for")
+	})
+}
+
+// A function in Lambda's tenant isolation mode keeps a record per tenant:
+// key --tenant finds it, for Wrap and the HTTP adapters, and get shows
+// the tenant that scopes it.
+func TestKeyAndGetOfATenant(t *testing.T) {
+	forEachStore(t, func(t *testing.T, f *fixture) {
+		ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{TenantID: "blue team"})
+		h := idempotency.Must(idempotency.Wrap(chargeCard, f.store, idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("payments.main.chargeCard")))
+		event := filepath.Join("testdata", "events", "charge.json")
+		data, err := os.ReadFile(event)
+		require.NoError(t, err)
+		var in charge
+		require.NoError(t, json.Unmarshal(data, &in))
+		_, err = h(ctx, in)
+		require.NoError(t, err)
+
+		k := keyOf(t, "--prefix", "payments.main.chargeCard", "--key", "order_id", "--tenant", "blue team", event)
+		require.Equal(t, "blue team", k.Tenant)
+		require.Contains(t, k.Key, "#tenant=blue%20team#")
+		g := getRecord(t, f, k.Key)
+		require.Equal(t, "completed", g.State)
+		require.Equal(t, "blue team", g.Tenant)
+		r := runCmd(t, f.with("get", k.Key)...)
+		requireOK(t, r)
+		require.Contains(t, r.stdout, "blue team (the key's tenant scope")
+
+		// Another tenant's key, and the key without a tenant: no record.
+		for _, args := range [][]string{{"--tenant", "green"}, nil} {
+			other := keyOf(t, append([]string{"--prefix", "payments.main.chargeCard", "--key", "order_id", event}, args...)...)
+			require.NotEqual(t, k.Key, other.Key)
+			r := runCmd(t, f.with("get", other.Key)...)
+			require.Equal(t, exitNotFound, r.code, r.stderr)
+		}
+
+		// The HTTP adapters' key of a tenant.
+		var seen string
+		api := idempotency.Must(httpapi.WrapAPIGatewayV2(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			seen, _ = idempotency.KeyFromContext(ctx)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201}, nil
+		}, f.store, idempotency.WithKeyPrefix("payments.main.createPayment")))
+		post := filepath.Join("testdata", "events", "post-payment.json")
+		data, err = os.ReadFile(post)
+		require.NoError(t, err)
+		var req events.APIGatewayV2HTTPRequest
+		require.NoError(t, json.Unmarshal(data, &req))
+		_, err = api(ctx, req)
+		require.NoError(t, err)
+		hk := keyOf(t, "--http", "auto", "--prefix", "payments.main.createPayment", "--tenant", "blue team", post)
+		require.Equal(t, seen, hk.Key)
 	})
 }

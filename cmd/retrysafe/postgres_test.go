@@ -29,7 +29,7 @@ func putExpiredAt(t *testing.T, f *fixture, now time.Time, n int) []string {
 	t.Helper()
 	var keys []string
 	for i := range n {
-		rec := &persistence.Record{Key: core.Key("orders.main.process", fmt.Appendf(nil, `"old_%d"`, i)), Status: persistence.StatusInProgress,
+		rec := &persistence.Record{Key: core.Key("orders.main.process", "", fmt.Appendf(nil, `"old_%d"`, i)), Status: persistence.StatusInProgress,
 			ExpiresAt: now.Add(-time.Hour).Truncate(time.Second), InProgressExpiresAt: now.Add(-2 * time.Hour), Token: fmt.Sprintf("T%d", i)}
 		require.NoError(t, f.store.Put(t.Context(), rec, now))
 		if i%2 == 0 {

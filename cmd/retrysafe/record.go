@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -55,7 +56,10 @@ func stateOf(rec *persistence.Record, now time.Time) state {
 // recordJSON is a record in JSON output. Listings leave the response
 // out; get puts it in.
 type recordJSON struct {
-	Key                 string     `json:"key"`
+	Key string `json:"key"`
+	// Tenant is the tenant ID that scopes the key (Lambda tenant
+	// isolation).
+	Tenant              string     `json:"tenant,omitempty"`
 	Status              string     `json:"status"`
 	State               string     `json:"state"`
 	ExpiresAt           time.Time  `json:"expires_at"`
@@ -95,6 +99,9 @@ func toJSON(rec *persistence.Record, now, written time.Time) *recordJSON {
 		PayloadHash:     rec.PayloadHash,
 		ResponseOmitted: rec.ResponseOmitted,
 		Held:            rec.Held,
+	}
+	if _, tenant, _, ok := core.SplitKey(rec.Key); ok {
+		j.Tenant = tenant
 	}
 	if !rec.InProgressExpiresAt.IsZero() {
 		t := rec.InProgressExpiresAt.UTC()

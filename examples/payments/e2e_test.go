@@ -162,6 +162,42 @@ func TestProtocol(t *testing.T) {
 	assert.Len(t, charges, 2)
 }
 
+// Under Lambda's tenant isolation mode, two tenants that send one request
+// (one key, one body) are charged once each, each gets its own payment,
+// and each retry, to any environment, replays its own tenant's payment.
+// An invocation without a tenant gets neither.
+func TestTenantsKeepTheirOwnPayments(t *testing.T) {
+	s := start(t, localpayments.Options{Instances: 2})
+	ctx := t.Context()
+	post := func(i int, tenant string) localpayments.Response {
+		t.Helper()
+		resp, err := s.Post(ctx, i, localpayments.Request{Key: "order-1", Body: body(1999, "cus_1"), Tenant: tenant})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status, resp.Body)
+		return resp
+	}
+	first := map[string]localpayments.Response{}
+	for i, tenant := range []string{"blue", "green", ""} {
+		first[tenant] = post(i%2, tenant)
+		assert.False(t, first[tenant].Replayed(), "tenant %q is charged", tenant)
+	}
+	ids := map[string]bool{}
+	for tenant, resp := range first {
+		p, ok := resp.Payment()
+		require.True(t, ok)
+		ids[p.PaymentID] = true
+		for i := range 2 {
+			again := post(i, tenant)
+			assert.True(t, again.Replayed(), "tenant %q's retry", tenant)
+			assert.Equal(t, resp.Body, again.Body, "tenant %q's retry replays its own payment", tenant)
+		}
+	}
+	assert.Len(t, ids, 3, "a payment each")
+	charges, err := s.Ledger(ctx)
+	require.NoError(t, err)
+	assert.Len(t, charges, 3, "one charge each")
+}
+
 // A few hundred requests over a few dozen keys, from concurrent clients,
 // to four execution environments, with duplicates that arrive together.
 func TestEndToEnd(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -592,4 +593,26 @@ func TestSampleEvents(t *testing.T) {
 		assert.Empty(t, resp.BatchItemFailures)
 		assert.Equal(t, []string{"1405400000000002063282832"}, seqs)
 	})
+}
+
+// TestTenants: under Lambda's tenant isolation mode, the same records
+// delivered to two tenants run once for each tenant, and again for
+// neither.
+func TestTenants(t *testing.T) {
+	for _, h := range harnesses() {
+		t.Run(h.name, func(t *testing.T) {
+			rc := &recorder{}
+			deliver := h.build(t, rc, memory.New(), idempotency.WithKey(h.key))
+			records := []spec{{n: 1, order: "o-1", group: "g"}}
+			for range 2 {
+				for _, tenant := range []string{"blue", "green"} {
+					ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{TenantID: tenant})
+					failed, err := deliver(ctx, records)
+					require.NoError(t, err)
+					assert.Empty(t, failed)
+				}
+			}
+			assert.Equal(t, []string{"o-1", "o-1"}, orders(rc.takeRuns()), "once for each tenant")
+		})
+	}
 }

@@ -129,6 +129,18 @@ type config struct {
 	settings
 	logger *slog.Logger
 	prefix string // idempotency.WithKeyPrefix's, for RecordKey
+	// acrossTenants is idempotency.WithoutTenantIsolation's, for
+	// RecordKey.
+	acrossTenants bool
+}
+
+// tenant returns the tenant ID that scopes the key of ctx's request, as
+// the Guard does.
+func (c *config) tenant(ctx context.Context) string {
+	if c.acrossTenants {
+		return ""
+	}
+	return core.TenantOf(ctx)
 }
 
 // entryKind tells the Lambda adapters from Middleware.
@@ -181,7 +193,7 @@ func resolve(name string, kind entryKind, c *core.Config) (*config, error) {
 	if c.Given("httpapi.WithScope") && c.Given("httpapi.WithRequestScope") {
 		return nil, fmt.Errorf("%s: httpapi.WithScope and httpapi.WithRequestScope both set the scope; give one", name)
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger, prefix: c.Prefix}
+	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger, prefix: c.Prefix, acrossTenants: c.AcrossTenants}
 	if kind == middlewareEntry {
 		cfg.panicsGoOn, cfg.returnErrors = cfg.returnErrors, false
 		if cfg.maxBodySize == 0 {

@@ -69,7 +69,7 @@ func RecordKey(ctx context.Context, event any, opts ...idempotency.HandlerOption
 	case k.err != nil:
 		return "", "", fmt.Errorf("%s: %s: %w", name, k.failed, k.err)
 	}
-	return core.Key(cfg.prefix, k.key), core.Hash(k.fingerprint), nil
+	return core.Key(cfg.prefix, cfg.tenant(ctx), k.key), core.Hash(k.fingerprint), nil
 }
 
 // noRecordError is RecordKey's error for a request that the adapters keep

@@ -42,6 +42,9 @@ type Config struct {
 	RequireKey bool
 	// Prefix is WithKeyPrefix's prefix, or "".
 	Prefix string
+	// AcrossTenants is WithoutTenantIsolation's: keys without the tenant
+	// of the invocation.
+	AcrossTenants bool
 
 	// Defaults are the entry point's own defaults, for what no option
 	// sets: an adapter passes its own (see As), so that a caller's option

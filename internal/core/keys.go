@@ -1,22 +1,107 @@
 package core
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
 	"github.com/retrysafe/retrysafe/jmespath"
 )
 
 // Key returns the record key of key material: prefix, "#", and the hex
-// SHA-256 of material (docs/keys.md).
-func Key(prefix string, material []byte) string {
+// SHA-256 of material (docs/keys.md). With a tenant ID, the tenant's mark
+// (TenantMark), the escaped tenant ID and "#" come before the hash, so that
+// records of different tenants never share a key, nor with a key without
+// a tenant.
+func Key(prefix, tenant string, material []byte) string {
 	sum := sha256.Sum256(material)
 	var h [2 * sha256.Size]byte
 	hex.Encode(h[:], sum[:])
-	return prefix + "#" + string(h[:]) // one allocation
+	if tenant == "" {
+		return prefix + "#" + string(h[:]) // one allocation
+	}
+	return prefix + TenantMark + escapeTenant(tenant) + "#" + string(h[:])
+}
+
+// TenantMark starts the tenant's part of a record key. A key prefix must
+// not contain it: then the mark's first occurrence in a key tells where
+// the prefix ends.
+const TenantMark = "#tenant="
+
+// CheckPrefix reports a key prefix that contains TenantMark.
+func CheckPrefix(prefix string) error {
+	if strings.Contains(prefix, TenantMark) {
+		return fmt.Errorf("key prefix %q contains %q, which marks the tenant of a key", prefix, TenantMark)
+	}
+	return nil
+}
+
+// escapeTenant returns tenant with every byte but the unreserved
+// characters of RFC 3986 (A-Z a-z 0-9 - . _ ~) written %XX, upper-case, so
+// that it never contains "#".
+func escapeTenant(tenant string) string {
+	const hexDigits = "0123456789ABCDEF"
+	n := 0
+	for i := 0; i < len(tenant); i++ {
+		if !unreserved(tenant[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return tenant
+	}
+	b := make([]byte, 0, len(tenant)+2*n)
+	for i := 0; i < len(tenant); i++ {
+		if c := tenant[i]; unreserved(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+		}
+	}
+	return string(b)
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// SplitKey returns the parts of a record key made by Key: its prefix, its
+// tenant ID ("" without one) and its hash. ok is false for a key that Key
+// did not make.
+func SplitKey(key string) (prefix, tenant, hash string, ok bool) {
+	i := strings.LastIndexByte(key, '#')
+	if i < 0 || len(key)-i-1 != 2*sha256.Size {
+		return "", "", "", false
+	}
+	prefix, hash = key[:i], key[i+1:]
+	if _, err := hex.DecodeString(hash); err != nil {
+		return "", "", "", false
+	}
+	p, escaped, found := strings.Cut(prefix, TenantMark)
+	if !found {
+		return prefix, "", hash, true
+	}
+	t, err := url.PathUnescape(escaped)
+	if err != nil || escapeTenant(t) != escaped {
+		return "", "", "", false
+	}
+	return p, t, hash, true
+}
+
+// TenantOf returns the tenant ID of the Lambda invocation of ctx, or "":
+// that of a function in tenant isolation mode.
+func TenantOf(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.TenantID
+	}
+	return ""
 }
 
 // Hash returns the hex SHA-256 of b: the hash part of keys, and payload
@@ -64,13 +149,14 @@ func CompileKey(expr string) (*jmespath.Expression, error) {
 	return e, nil
 }
 
-// Derive returns the record key of in with prefix, and its payload hash
-// ("" when validation is nil), as idempotency.Wrap derives them: Key of
+// Derive returns the record key of in with prefix and tenant, and its
+// payload hash ("" when validation is nil), as idempotency.Wrap derives
+// them: Key of
 // the material that key selects from in (see AppendMaterial; nil selects
 // the whole input), and Hash of the material that validation selects. It
 // fails with a *DeriveError when key selects no key or an expression
 // fails on in.
-func Derive(prefix string, key, validation *jmespath.Expression, in any) (recordKey, payloadHash string, err error) {
+func Derive(prefix, tenant string, key, validation *jmespath.Expression, in any) (recordKey, payloadHash string, err error) {
 	// Material is hashed, not kept: its buffer is used again. The whole
 	// input's is as long as the input's JSON.
 	buf := materials.Get().(*[]byte)
@@ -85,7 +171,7 @@ func Derive(prefix string, key, validation *jmespath.Expression, in any) (record
 		// are no key.
 		return "", "", &DeriveError{Expression: source(key)}
 	}
-	recordKey = Key(prefix, material)
+	recordKey = Key(prefix, tenant, material)
 	if validation != nil {
 		material, _, err := AppendMaterial(material[:0], validation, in)
 		*buf = material

@@ -3,8 +3,13 @@ package core
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
 )
@@ -30,9 +35,9 @@ func TestDeriveWholeInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 { // the second with a buffer used before
-			key, hash, err := Derive("p", nil, nil, in)
-			if err != nil || key != Key("p", form) || hash != "" {
-				t.Fatalf("Derive(%T) = %q, %q, %v; want %q", in, key, hash, err, Key("p", form))
+			key, hash, err := Derive("p", "", nil, nil, in)
+			if err != nil || key != Key("p", "", form) || hash != "" {
+				t.Fatalf("Derive(%T) = %q, %q, %v; want %q", in, key, hash, err, Key("p", "", form))
 			}
 		}
 	}
@@ -45,7 +50,7 @@ func TestDeriveWholeInputNoKey(t *testing.T) {
 		nil, "", []any{}, map[string]any{}, []any{nil, nil}, map[string]any{"a": nil},
 		json.RawMessage(`{"a":1,"a":null}`), (*int)(nil),
 	} {
-		_, _, err := Derive("p", nil, nil, in)
+		_, _, err := Derive("p", "", nil, nil, in)
 		var de *DeriveError
 		if !errors.As(err, &de) || de.Expression != "" || de.Err != nil {
 			t.Errorf("Derive(%#v): %v, want a DeriveError without Err", in, err)
@@ -61,10 +66,58 @@ func TestDeriveWholeInputErrors(t *testing.T) {
 		deep = []any{deep}
 	}
 	for _, in := range []any{make(chan int), deep} {
-		_, _, err := Derive("p", nil, nil, in)
+		_, _, err := Derive("p", "", nil, nil, in)
 		var de *DeriveError
 		if !errors.As(err, &de) || de.Err == nil {
 			t.Errorf("Derive(%T): %v, want a DeriveError with Err", in, err)
 		}
 	}
+}
+
+// The tenant's part of a key: the escaped tenant ID after the mark, before
+// the hash; SplitKey reads it back, and reads keys without a tenant as
+// before.
+func TestTenantKeys(t *testing.T) {
+	material := []byte(`"1001"`)
+	const hash = "a0064c86a582fa64f14c66f6b43708d60e1bdb791ac2acfa332d059895c265f9"
+	for _, tc := range []struct{ prefix, tenant, key string }{
+		{"orders", "", "orders#" + hash},
+		{"orders", "blue", "orders#tenant=blue#" + hash},
+		{"orders", "Tenant-1.eu_west~2", "orders#tenant=Tenant-1.eu_west~2#" + hash},
+		{"orders", "tenant 42/eu#1", "orders#tenant=tenant%2042%2Feu%231#" + hash},
+		{"orders", "%41", "orders#tenant=%2541#" + hash},
+		{"orders", "é", "orders#tenant=%C3%A9#" + hash},
+		{"a#b", "c", "a#b#tenant=c#" + hash},
+	} {
+		key := Key(tc.prefix, tc.tenant, material)
+		assert.Equal(t, tc.key, key)
+		prefix, tenant, h, ok := SplitKey(key)
+		assert.True(t, ok, key)
+		assert.Equal(t, []string{tc.prefix, tc.tenant, hash}, []string{prefix, tenant, h}, key)
+	}
+	for _, key := range []string{"orders", "orders#abc", "orders#" + hash[1:], "orders#tenant=%zz#" + hash, "orders#tenant=%41#" + hash, "orders#" + strings.ToUpper(hash) + "x"} {
+		_, _, _, ok := SplitKey(key)
+		assert.False(t, ok, key)
+	}
+	assert.Error(t, CheckPrefix("orders#tenant=blue"))
+	assert.NoError(t, CheckPrefix("orders#tenant"))
+}
+
+// The tenant vectors of docs/keys.md.
+func TestTenantVectorsOfTheDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "keys.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(doc), "```tenant-vectors\n")
+	require.True(t, ok, "docs/keys.md has no tenant-vectors block")
+	block, _, _ = strings.Cut(block, "```")
+	n := 0
+	for _, v := range strings.Split(strings.TrimSpace(block), "\n\n") {
+		lines := strings.Split(v, "\n")
+		require.Len(t, lines, 2, v)
+		tenant := strings.TrimPrefix(strings.TrimPrefix(lines[0], "tenant:"), " ")
+		want := strings.TrimSpace(strings.TrimPrefix(lines[1], "key:"))
+		assert.Equal(t, want, Key("orders", tenant, []byte(`"1001"`)), "tenant %q", tenant)
+		n++
+	}
+	assert.Equal(t, 3, n)
 }

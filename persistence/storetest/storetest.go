@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -68,6 +69,7 @@ var cases = []struct {
 	{"DeleteFenced", testDeleteFenced},
 	{"DeleteOwnAndRepeat", testDeleteOwnAndRepeat},
 	{"KeysAreIndependent", testKeysAreIndependent},
+	{"TenantsKeepRecordsApart", testTenantsKeepRecordsApart},
 	{"StoreKeepsItsOwnCopy", testStoreKeepsItsOwnCopy},
 	{"ParallelPutsOneWinner", testParallelPuts},
 	{"LocalReads", testLocalReads},
@@ -525,6 +527,30 @@ func testKeysAreIndependent(t *testing.T, s persistence.Store) {
 		t.Fatalf("Delete: %v", err)
 	}
 	checkRecord(t, "Get of the other key", mustGet(t, s, b.Key), b)
+}
+
+// The keys of one key material for different tenants (Lambda's tenant
+// isolation mode), and without a tenant, are different records: a
+// completed record of one tenant answers no reservation of another.
+func testTenantsKeepRecordsApart(t *testing.T, s persistence.Store) {
+	now := now()
+	prefix := "storetest." + strings.ReplaceAll(t.Name(), "/", ".") + "." + rand.Text()
+	material := []byte(`{"order_id":"1001"}`)
+	blue := inProgress(core.Key(prefix, "blue", material), now)
+	mustPut(t, s, blue, now)
+	done := completed(blue, now, []byte(`{"tenant":"blue"}`))
+	mustUpdate(t, s, done)
+	for _, tenant := range []string{"green", "Blue", "blue ", "blue#x", "b%6Cue", ""} {
+		other := inProgress(core.Key(prefix, tenant, material), now)
+		if other.Key == blue.Key {
+			t.Fatalf("tenant %q has blue's key %q", tenant, blue.Key)
+		}
+		if err := s.Put(ctx(t), other, now); err != nil {
+			t.Fatalf("Put of tenant %q's reservation (%q) over blue's completed record: %v", tenant, other.Key, err)
+		}
+		checkRecord(t, fmt.Sprintf("Get of tenant %q's record", tenant), mustGet(t, s, other.Key), other)
+	}
+	checkRecord(t, "Get of blue's record", mustGet(t, s, blue.Key), done)
 }
 
 func testStoreKeepsItsOwnCopy(t *testing.T, s persistence.Store) {

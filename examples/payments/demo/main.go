@@ -309,6 +309,40 @@ func (d *demo) scenario() {
 	d.concurrent()
 	d.killed()
 	d.transactions()
+	d.tenants()
+}
+
+// tenants sends one request, with one key and one body, as two tenants of
+// a function in Lambda's tenant isolation mode (the emulator's
+// X-Amz-Tenant-Id): the tenant scopes the key, so each tenant is charged
+// once, and each retry replays that tenant's own payment.
+func (d *demo) tenants() {
+	k6 := d.key("k6")
+	before := d.ledgerSize()
+	first := map[string]payment.Payment{}
+	var got []string
+	ok := true
+	for _, tenant := range []string{"blue", "green"} {
+		r := d.post(localpayments.Request{Key: k6, Body: body(700, "cus_fay"), Tenant: tenant})
+		p, charged := r.Payment()
+		first[tenant] = p
+		got = append(got, tenant+" "+describe(r))
+		ok = ok && charged && !r.Replayed()
+	}
+	charges := d.ledgerSize() - before
+	d.add(row{"POST " + short(k6) + " as tenant blue, then green (same key and body)", "201 new payment each; ledger +2",
+		fmt.Sprintf("%s; ledger +%d", strings.Join(got, ", "), charges),
+		ok && charges == 2 && first["blue"].PaymentID != first["green"].PaymentID})
+	d.keys = append(d.keys, short(k6)+" (blue)", short(k6)+" (green)")
+
+	got, ok = nil, true
+	for _, tenant := range []string{"green", "blue"} {
+		r := d.post(localpayments.Request{Key: k6, Body: body(700, "cus_fay"), Tenant: tenant})
+		p, _ := r.Payment()
+		got = append(got, tenant+" "+describe(r))
+		ok = ok && r.Replayed() && p.PaymentID == first[tenant].PaymentID && p.PaymentID != ""
+	}
+	d.add(row{"each tenant's retry", "each replays its own payment_id", strings.Join(got, ", "), ok})
 }
 
 // concurrent sends ten requests with one new key at once, to all the

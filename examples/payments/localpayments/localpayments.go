@@ -151,6 +151,9 @@ type Request struct {
 	Body string
 	// Headers are more request headers.
 	Headers map[string]string
+	// Tenant is the tenant ID of the invocation (Lambda's tenant isolation
+	// mode), none when empty.
+	Tenant string
 }
 
 // Response is the answer to a Request.
@@ -198,7 +201,7 @@ func (s *Stack) Post(ctx context.Context, i int, req Request) (Response, error) 
 	if err != nil {
 		return Response{}, err
 	}
-	out, err := s.Instances[i].Invoke(ctx, payload)
+	out, err := s.Instances[i].InvokeTenant(ctx, req.Tenant, payload)
 	if err != nil {
 		return Response{}, err
 	}

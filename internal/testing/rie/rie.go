@@ -501,6 +501,14 @@ func (r *Response) Err() error {
 // ctx ends first; a function error or timeout is a Response (see
 // Response.Err).
 func (in *Instance) Invoke(ctx context.Context, payload []byte) (*Response, error) {
+	return in.InvokeTenant(ctx, "", payload)
+}
+
+// InvokeTenant is Invoke for tenant, as an invocation of a function in
+// tenant isolation mode (the emulator's X-Amz-Tenant-Id header, which the
+// runtime API passes on as Lambda-Runtime-Aws-Tenant-Id). An empty tenant
+// is none.
+func (in *Instance) InvokeTenant(ctx context.Context, tenant string, payload []byte) (*Response, error) {
 	select {
 	case in.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -512,7 +520,7 @@ func (in *Instance) Invoke(ctx context.Context, payload []byte) (*Response, erro
 
 	delay := 2 * time.Millisecond
 	for {
-		resp, err := in.post(ctx, payload)
+		resp, err := in.post(ctx, tenant, payload)
 		if err != nil {
 			select {
 			case <-in.exited:
@@ -542,7 +550,7 @@ func (in *Instance) Invoke(ctx context.Context, payload []byte) (*Response, erro
 // machine delays the answer too).
 const invokeGrace = testenv.StartTimeout
 
-func (in *Instance) post(ctx context.Context, payload []byte) (*Response, error) {
+func (in *Instance) post(ctx context.Context, tenant string, payload []byte) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, in.cfg.Timeout+invokeGrace)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.URL, bytes.NewReader(payload))
@@ -550,6 +558,9 @@ func (in *Instance) post(ctx context.Context, payload []byte) (*Response, error)
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if tenant != "" {
+		req.Header.Set("X-Amz-Tenant-Id", tenant)
+	}
 	resp, err := in.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("rie: invoke: %w", err)
