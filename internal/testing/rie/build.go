@@ -76,13 +76,7 @@ func buildBinary(ctx context.Context) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.CommandContext(ctx, goCmd, "install", Module+"/cmd/aws-lambda-rie@"+Version)
-	cmd.Env = append(os.Environ(),
-		"GOBIN="+tmp,
-		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0",
-		// The module's flags (-mod=vendor, a workspace) must not leak into
-		// the install of another module.
-		"GOFLAGS=", "GOWORK=off",
-	)
+	cmd.Env = installEnv(tmp)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -93,6 +87,21 @@ func buildBinary(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return path, nil
+}
+
+// installEnv is the environment of the emulator's install into gobin.
+func installEnv(gobin string) []string {
+	return append(os.Environ(),
+		"GOBIN="+gobin,
+		"GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0",
+		// The module's flags (-mod=vendor, a workspace) must not leak into
+		// the install of another module.
+		"GOFLAGS=", "GOWORK=off",
+		// Nor the toolchain that the tests run with (make test-go1.25 runs
+		// them with the oldest Go the library supports): the emulator's
+		// go.mod asks for a later Go, which the go command then uses.
+		"GOTOOLCHAIN=auto",
+	)
 }
 
 func goEnv(ctx context.Context, goCmd, name string) (string, error) {
