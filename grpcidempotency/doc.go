@@ -134,11 +134,11 @@
 // server that implements the method; UNKNOWN is what a handler's plain Go
 // error becomes, which the HTTP adapters release too; DATA_LOSS is a
 // server error like INTERNAL. A handler marks any other result as not
-// executed with [MarkNotExecuted], for example INVALID_ARGUMENT from
-// validation that ran before the side effect. A released error that
+// executed with idempotency.MarkNotExecuted, for example INVALID_ARGUMENT
+// from validation that ran before the side effect. A released error that
 // idempotency.Permanent or idempotency.WithPermanentErrors marks as
-// permanent is recorded instead (the classifier sees the handler's error,
-// wrapped: match it with errors.Is or errors.As); its retries get the
+// permanent is recorded instead (the classifier sees the handler's
+// error); its retries get the
 // status that idempotency.WithErrorDecoder gives it, or INTERNAL.
 //
 // A handler that panics releases the key, and the panic goes on, to a

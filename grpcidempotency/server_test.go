@@ -313,7 +313,7 @@ func TestWhichStatusCodesAreStored(t *testing.T) {
 // stored.
 func TestMarkNotExecutedReleasesTheKey(t *testing.T) {
 	svc := newOrders()
-	svc.before = func(ctx context.Context) { assert.True(t, grpcidempotency.MarkNotExecuted(ctx)) }
+	svc.before = func(ctx context.Context) { assert.True(t, idempotency.MarkNotExecuted(ctx)) }
 	client := dial(t, serve(t, svc, memory.New()))
 	req := &testpb.CreateOrderRequest{Item: "x", RequestId: "k", FailCode: int32(codes.InvalidArgument)}
 	for range 2 {
@@ -321,7 +321,7 @@ func TestMarkNotExecutedReleasesTheKey(t *testing.T) {
 		assert.Equal(t, codes.InvalidArgument, status.Code(err))
 	}
 	assert.Equal(t, 2, svc.Runs("create:k"))
-	assert.False(t, grpcidempotency.MarkNotExecuted(t.Context()))
+	assert.False(t, idempotency.MarkNotExecuted(t.Context()))
 }
 
 // Streaming calls do not go through the unary interceptor: they run

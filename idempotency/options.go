@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
-	"github.com/retrysafe/retrysafe/internal/httpkey"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -18,10 +17,6 @@ const (
 	// DefaultExpiry is how long a completed key is remembered, as in
 	// Powertools.
 	DefaultExpiry = time.Hour
-	// DefaultHTTPExpiry is how long the HTTP adapters and the retrying
-	// HTTP client remember a key instead: Stripe's 24 hours, what clients
-	// of an Idempotency-Key API expect.
-	DefaultHTTPExpiry = httpkey.Expiry
 	// DefaultLease is how long a reservation holds its key when the context
 	// has no deadline (servers, background jobs), unless renewed: the call
 	// renews it while its function runs, so a long call keeps its key, and
@@ -229,7 +224,7 @@ func WithRequireKey() KeyOption {
 
 // WithExpiry sets how long a completed key is remembered: a retry after
 // that runs the handler again. Default [DefaultExpiry] (one hour;
-// [DefaultHTTPExpiry], 24 hours, for the HTTP adapters). Choose it longer than your clients retry for.
+// 24 hours for the HTTP adapters, httpapi.DefaultExpiry). Choose it longer than your clients retry for.
 func WithExpiry(d time.Duration) Option {
 	return option{spec{name: "WithExpiry", set: func(c *core.Config, s *settings) {
 		if d < time.Second {
@@ -329,9 +324,9 @@ func WithErrorDecoder(decode func(*RecordedError) error) Option {
 // invocation's deadline: a crashed invocation of a function with a
 // 15-minute timeout blocks its key for up to 15 minutes, and with a lease of
 // 10 seconds for at most 10. Without a deadline the lease is
-// [DefaultLease]. A renewal that fails stops the renewals
-// ([EventRenewalFailed]); the function goes on, and its key lapses at the
-// end of the current lease. d must be at least 10 milliseconds.
+// [DefaultLease]. A renewal that fails stops the renewals (observers see
+// [EventRenewed] with its error); the function goes on, and its key lapses
+// at the end of the current lease. d must be at least 10 milliseconds.
 func WithLease(d time.Duration) Option {
 	return option{spec{name: "WithLease", set: func(c *core.Config, s *settings) {
 		if d < 10*time.Millisecond {
@@ -393,9 +388,7 @@ func WithWait(max time.Duration) Option {
 }
 
 // WithFinalWriteTimeout bounds the store write that completes or releases a
-// key (and a lease's renewal). Default [DefaultFinalWriteTimeout]. A write
-// may run up to an eighth longer: the writes of a Guard share their
-// deadlines, so that each does not arm a timer of its own.
+// key (and a lease's renewal). Default [DefaultFinalWriteTimeout].
 func WithFinalWriteTimeout(d time.Duration) Option {
 	return option{spec{name: "WithFinalWriteTimeout", set: func(c *core.Config, s *settings) {
 		if d <= 0 {

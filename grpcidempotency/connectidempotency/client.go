@@ -164,16 +164,3 @@ func NewKey() string { return engine.NewKey() }
 // metadata of its error), marks a replay: the stored answer to an earlier
 // call with the same key, not the answer of a run of this call.
 func Replayed(header http.Header) bool { return header.Get(MetadataReplayed) == "true" }
-
-// MarkNotExecuted marks the result that the handler is about to return as
-// one of a call that did not execute: the interceptor returns it but does
-// not store it, and releases the key, so that a retry with the key runs
-// the handler again. Call it, with the context the handler got, when the
-// handler refuses a call before it has done anything, for example
-// INVALID_ARGUMENT from validation that runs before the side effect: the
-// client can then fix the request and retry with its key.
-//
-// Results with the codes that say so are released without it (see the
-// package documentation). It reports whether ctx is the context of a call
-// that the interceptor handles; elsewhere it does nothing.
-func MarkNotExecuted(ctx context.Context) bool { return engine.MarkNotExecuted(ctx) }

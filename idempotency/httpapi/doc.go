@@ -100,7 +100,7 @@
 // # Which responses are stored
 //
 // A response is stored, and replayed to every retry with its key until the
-// key expires (idempotency.DefaultHTTPExpiry, 24 hours, unless idempotency.WithExpiry sets
+// key expires ([DefaultExpiry], 24 hours, unless idempotency.WithExpiry sets
 // another), when it says that the request executed. Responses that say it
 // did not are returned but not stored, and the key is released, so that
 // the client can fix the cause and retry with the same key, as Stripe
@@ -117,14 +117,12 @@
 //	5xx                      no      the request may not have run (WithStoreServerErrors stores them, as Stripe does)
 //
 // A handler marks any other response as not executed with
-// MarkNotExecuted, for example a 400 from validation that ran before the
-// side effect. A Go error or a panic of the handler releases the key too;
-// idempotency.Permanent and idempotency.WithPermanentErrors record a Go
-// error instead, which retries receive as recorded-error. A classifier
-// given with [idempotency.WithPermanentErrors] sees the handler's Go
-// errors, and also the error with which the adapter releases a response
-// that is not stored: match specific errors (errors.Is, errors.As), or
-// such responses are recorded as errors instead of being released.
+// idempotency.MarkNotExecuted, for example a 400 from validation that ran
+// before the side effect. A Go error or a panic of the handler releases
+// the key too; idempotency.Permanent and idempotency.WithPermanentErrors
+// record a Go error instead, which retries receive as recorded-error. A
+// classifier given with [idempotency.WithPermanentErrors] sees the
+// handler's Go errors only: a response is never an error.
 //
 // The stored form is the response itself: status code, headers,
 // multi-value headers, cookies, body, isBase64Encoded and ALB's status

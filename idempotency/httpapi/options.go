@@ -21,6 +21,10 @@ const (
 	// DefaultHeader is the request header that carries the idempotency
 	// key, Idempotency-Key, as named by the IETF draft and Stripe.
 	DefaultHeader = httpkey.Header
+	// DefaultExpiry is how long the adapters remember a key, unless
+	// idempotency.WithExpiry says otherwise: Stripe's 24 hours, what
+	// clients of an Idempotency-Key API expect.
+	DefaultExpiry = httpkey.Expiry
 	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
 	// WithMaxRetryAfter).
 	DefaultMaxRetryAfter = 2 * time.Second
@@ -165,7 +169,7 @@ func newGuard[O any](name string, kind entryKind, store persistence.Store, prefi
 		}
 	}
 	var c *core.Config
-	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{Prefix: prefix, Expiry: idempotency.DefaultHTTPExpiry}, &c)})
+	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{Prefix: prefix, Expiry: DefaultExpiry}, &c)})
 	guard, err := idempotency.NewGuard(store, guardOpts...)
 	if err != nil {
 		return nil, nil, err

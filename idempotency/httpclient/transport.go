@@ -64,7 +64,7 @@ type Transport struct {
 	// It must be at most half the KeyWindow.
 	MaxElapsed time.Duration
 	// KeyWindow is how long the server remembers a key. Default
-	// [idempotency.DefaultHTTPExpiry], the window of the servers of
+	// 24 hours (httpapi.DefaultExpiry), the window of the servers of
 	// package httpapi.
 	KeyWindow time.Duration
 	// BaseDelay is the backoff before the first retry. Default

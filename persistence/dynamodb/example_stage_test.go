@@ -69,7 +69,7 @@ func ExampleStage() {
 		// limits (a *dynamodb.TransactionTooLargeError): nothing was
 		// written, and the key was released. canceled.Reasons says which
 		// write's condition failed.
-	case errors.Is(err, idempotency.ErrNotCommitted):
+	case errors.As(err, new(*idempotency.CommitError)):
 		// Nothing of this call was written (another call took the key
 		// over), or, with (*idempotency.CommitError).Unknown, the reply
 		// was lost: retry with the same key.

@@ -145,7 +145,7 @@ func TestTransactionsCanceledCommitReleasesTheKey(t *testing.T) {
 		var commitErr *idempotency.CommitError
 		require.ErrorAs(t, err, &commitErr)
 		assert.False(t, commitErr.Unknown)
-		require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+		require.ErrorAs(t, err, new(*idempotency.CommitError))
 		var canceled *persistence.CommitCanceledError
 		require.ErrorAs(t, err, &canceled)
 		require.Len(t, canceled.Reasons, 3, "the entry, the debit, the completion")
@@ -198,7 +198,7 @@ func TestTransactionsLateInvocationCommitsNothing(t *testing.T) {
 		close(release)
 
 		err = <-late
-		require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+		require.ErrorAs(t, err, new(*idempotency.CommitError))
 		require.ErrorIs(t, err, persistence.ErrFenced)
 		assert.Equal(t, 2, l.runs)
 		assert.Equal(t, 1, l.entriesOf(t, p), "one ledger entry: the retry's")

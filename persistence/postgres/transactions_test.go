@@ -238,7 +238,7 @@ func TestTransactionsLateFinisherCommitsNothing(t *testing.T) {
 			require.NoError(t, a.err, "the call after the lapse takes the key over")
 			release.open()
 			err = <-late
-			require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+			require.ErrorAs(t, err, new(*idempotency.CommitError))
 			require.ErrorIs(t, err, persistence.ErrFenced)
 			assert.Equal(t, []string{a.res.ChargeID}, paymentsOf(t, pool, p.OrderID), "one payment: the call that took over")
 			again, err := pay(t.Context(), p)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -36,7 +37,7 @@ func (s *Service) CreateOrder(ctx context.Context, req *ordersv1.CreateOrderRequ
 	if req.GetCustomer() == "" || req.GetItem() == "" || req.GetQuantity() <= 0 {
 		// Nothing happened: the client may fix the request and send it
 		// again with its request_id.
-		grpcidempotency.MarkNotExecuted(ctx)
+		idempotency.MarkNotExecuted(ctx)
 		return nil, status.Error(codes.InvalidArgument, "customer, item and a positive quantity are required")
 	}
 	s.mu.Lock()
@@ -76,7 +77,7 @@ func NewServer(svc ordersv1.OrdersServer, store persistence.Store, opts ...grpc.
 	idem, err := grpcidempotency.NewServerInterceptor(store,
 		grpcidempotency.WithGuardOptions(
 			idempotency.WithKeyPrefix("orders"),
-			idempotency.WithExpiry(idempotency.DefaultHTTPExpiry),
+			idempotency.WithExpiry(24*time.Hour),
 		),
 		grpcidempotency.WithMethodPolicy(ordersv1.Orders_CreateOrder_FullMethodName, grpcidempotency.Policy{RequireKey: true}),
 	)
