@@ -105,36 +105,7 @@ type processor[R any] struct {
 // one, and is never called.
 type option struct {
 	idempotency.BatchOption
-	name string
-	set  func(c *core.Config, s *settings)
-}
-
-// Configure implements core.Option.
-func (o option) Configure(c *core.Config) {
-	c.Use("batch."+o.name, false)
-	o.set(c, core.Section[settings](c, settingsKey{}))
-}
-
-// carried makes an option that is not a GuardOption (this package's, the
-// core's key options) or the handler's identity one, so that
-// idempotency.NewGuard applies every option in one pass.
-type carried struct {
-	idempotency.GuardOption
-	o any
-}
-
-// Configure implements core.Option.
-func (c carried) Configure(cfg *core.Config) {
-	switch o := c.o.(type) {
-	case core.Option:
-		o.Configure(cfg)
-	case func(*core.Config):
-		o(cfg)
-	case nil:
-		cfg.Fail(errors.New("nil option"))
-	default:
-		cfg.Fail(fmt.Errorf("%T: %w", o, core.ErrForeignOption))
-	}
+	core.Spec[settings]
 }
 
 // emptyResult is what a record's completion stores: the function returns
@@ -149,26 +120,17 @@ func newProcessor[R any](src *source[R], fn func(context.Context, R) error, stor
 	// One Guard, with the options and the batch's defaults: the record's
 	// delivery identity as the key, required, and the prefix of the
 	// user's function, so that it stays what Wrap would give fn.
-	guardOpts := make([]idempotency.GuardOption, 0, len(opts)+1)
-	for _, o := range opts {
-		if g, ok := o.(idempotency.GuardOption); ok {
-			guardOpts = append(guardOpts, g)
-		} else {
-			guardOpts = append(guardOpts, carried{o: o})
-		}
-	}
-	var cfg *core.Config
-	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{
-		Prefix:     core.DefaultPrefix(fn),
-		Key:        src.defaultKey,
-		RequireKey: true,
-	}, &cfg)})
-	guard, err := idempotency.NewGuard(store, guardOpts...)
+	cfg, err := core.Apply(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	p := &processor[R]{src: src, fn: fn, guard: guard, key: cfg.Key, validation: cfg.Validation,
-		parallelism: max(core.Section[settings](cfg, settingsKey{}).parallelism, 1), logger: cmp.Or(cfg.Logger, slog.Default())}
+	cfg.Defaults = core.Defaults{Prefix: core.DefaultPrefix(fn), Key: src.defaultKey, RequireKey: true}
+	guard, err := core.NewGuard(store, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &processor[R]{src: src, fn: fn, guard: guard.(*idempotency.Guard), key: cfg.Key, validation: cfg.Validation,
+		parallelism: max(core.Section[settings](cfg).parallelism, 1), logger: cmp.Or(cfg.Logger, slog.Default())}
 	if p.key == nil {
 		if p.key, err = core.CompileKey(src.defaultKey); err != nil {
 			return nil, fmt.Errorf("%s: default key: %w", name, err)
