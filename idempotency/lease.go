@@ -28,7 +28,7 @@ func (g *Guard) leaseFor(ctx context.Context) time.Duration {
 	if _, ok := ctx.Deadline(); ok {
 		return 0
 	}
-	return DefaultLease
+	return defaultLease
 }
 
 // leaseEnd returns when a reservation made at now stops holding its key,

@@ -12,20 +12,14 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// Defaults of the options.
+// DefaultExpiry is how long a completed key is remembered, as in
+// Powertools. See [WithExpiry].
+const DefaultExpiry = time.Hour
+
+// Defaults of the options that say them.
 const (
-	// DefaultExpiry is how long a completed key is remembered, as in
-	// Powertools.
-	DefaultExpiry = time.Hour
-	// DefaultLease is how long a reservation holds its key when the context
-	// has no deadline (servers, background jobs), unless renewed: the call
-	// renews it while its function runs, so a long call keeps its key, and
-	// the key of a process that dies lapses within a lease. See WithLease.
-	DefaultLease = 30 * time.Second
-	// DefaultFinalWriteTimeout bounds the write that completes or releases a
-	// key. It runs on a context detached from the caller's cancellation,
-	// because the commonest failure is a deadline that has just passed.
-	DefaultFinalWriteTimeout = 5 * time.Second
+	defaultLease             = 30 * time.Second
+	defaultFinalWriteTimeout = 5 * time.Second
 )
 
 // The kinds of options, by where they apply. Each entry point takes the
@@ -163,7 +157,7 @@ func configOf(c *core.Config) (*config, error) {
 		cfg.expiry = cmp.Or(d.Expiry, DefaultExpiry)
 	}
 	if cfg.finalWriteTimeout == 0 {
-		cfg.finalWriteTimeout = DefaultFinalWriteTimeout
+		cfg.finalWriteTimeout = defaultFinalWriteTimeout
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
@@ -329,7 +323,7 @@ func WithErrorDecoder(decode func(*RecordedError) error) Option {
 // invocation's deadline: a crashed invocation of a function with a
 // 15-minute timeout blocks its key for up to 15 minutes, and with a lease of
 // 10 seconds for at most 10. Without a deadline the lease is
-// [DefaultLease]. A renewal that fails stops the renewals (observers see
+// 30 seconds. A renewal that fails stops the renewals (observers see
 // [EventRenewed] with its error); the function goes on, and its key lapses
 // at the end of the current lease. d must be at least 10 milliseconds.
 func WithLease(d time.Duration) Option {
@@ -393,7 +387,9 @@ func WithWait(max time.Duration) Option {
 }
 
 // WithFinalWriteTimeout bounds the store write that completes or releases a
-// key (and a lease's renewal). Default [DefaultFinalWriteTimeout].
+// key (and a lease's renewal), 5 seconds by default. It runs on a context
+// detached from the caller's cancellation, because the commonest failure
+// is a deadline that has just passed.
 func WithFinalWriteTimeout(d time.Duration) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithFinalWriteTimeout", Set: func(c *core.Config, s *settings) {
 		if d <= 0 {

@@ -173,7 +173,7 @@
 // instead.
 //
 // Servers give requests no deadline, so a reservation is a lease
-// (idempotency.DefaultLease) renewed while the handler runs
+// (30 seconds, idempotency.WithLease) renewed while the handler runs
 // (idempotency.WithLease sets it): a handler that runs for minutes keeps
 // its key, and the key of a server that dies is free within one lease. A
 // deadline in the request's context bounds the lease, as on Lambda. The
