@@ -177,10 +177,10 @@ func TestFailureLogs(t *testing.T) {
 			assert.Equal(t, ids(h, 2, 3, 4, 5, 6, 7), failed)
 
 			assert.Equal(t, ids(h, 2, 3), failedByReason(t, logs, batch.ReasonBadRecord))
-			assert.Equal(t, ids(h, 4), failedByReason(t, logs, batch.ReasonInProgress))
-			assert.Equal(t, ids(h, 5), failedByReason(t, logs, batch.ReasonHandlerError))
+			assert.Equal(t, ids(h, 4), failedByReason(t, logs, string(idempotency.OutcomeInProgress)))
+			assert.Equal(t, ids(h, 5), failedByReason(t, logs, string(idempotency.OutcomeHandlerError)))
 			assert.Equal(t, ids(h, 6), failedByReason(t, logs, batch.ReasonPanic))
-			assert.Equal(t, ids(h, 7), failedByReason(t, logs, batch.ReasonHeld))
+			assert.Equal(t, ids(h, 7), failedByReason(t, logs, string(idempotency.OutcomeHeld)))
 
 			bad := logLines(t, logs, "bad record")
 			require.Len(t, bad, 2)
