@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -111,7 +112,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		// A budget that the proxy's faults and a slow store under load do
 		// not exhaust: attempts are cheap, and a duplicate of a call in
 		// progress retries every 10 ms.
-		idem, err := grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(
+		idem, err := grpcgo.NewClientInterceptor(grpcidempotency.WithRetry(
 			grpcidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
 		require.NoError(t, err)
 		var proxies []*lossyh2.Proxy

@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -118,7 +119,7 @@ func (o *orders) WatchOrders(req *testpb.WatchOrdersRequest, stream grpc.ServerS
 // server interceptor of opts over store, and returns its address.
 func serve(t testing.TB, svc testpb.OrdersServer, store persistence.Store, opts ...grpcidempotency.ServerOption) string {
 	t.Helper()
-	idem, err := grpcidempotency.NewServerInterceptor(store, opts...)
+	idem, err := grpcgo.NewServerInterceptor(store, opts...)
 	require.NoError(t, err)
 	return serveWith(t, svc, grpc.ChainUnaryInterceptor(idem))
 }
@@ -127,7 +128,7 @@ func serve(t testing.TB, svc testpb.OrdersServer, store persistence.Store, opts 
 // server option.
 func interceptorOf(t testing.TB, store persistence.Store, opts ...grpcidempotency.ServerOption) grpc.ServerOption {
 	t.Helper()
-	idem, err := grpcidempotency.NewServerInterceptor(store, opts...)
+	idem, err := grpcgo.NewServerInterceptor(store, opts...)
 	require.NoError(t, err)
 	return grpc.ChainUnaryInterceptor(idem)
 }

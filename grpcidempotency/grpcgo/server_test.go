@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
@@ -378,9 +379,9 @@ func TestStoreFailureIsUnavailable(t *testing.T) {
 
 // Options are checked when the interceptor is made, all problems at once.
 func TestOptionsAreChecked(t *testing.T) {
-	_, err := grpcidempotency.NewServerInterceptor(nil)
+	_, err := grpcgo.NewServerInterceptor(nil)
 	assert.ErrorContains(t, err, "nil persistence.Store")
-	_, err = grpcidempotency.NewServerInterceptor(memory.New(),
+	_, err = grpcgo.NewServerInterceptor(memory.New(),
 		grpcidempotency.WithKeyField("not a field"),
 		grpcidempotency.WithMetadataKey("Idempotency-Key"),
 		grpcidempotency.WithMethodPolicy("CreateOrder", grpcidempotency.Policy{}),
@@ -391,13 +392,13 @@ func TestOptionsAreChecked(t *testing.T) {
 	for _, want := range []string{"WithKeyField", "WithMetadataKey", "WithMethodPolicy", "Skip and RequireKey", "WithMaxRetryDelay", "WithStoreServerErrors given twice"} {
 		assert.ErrorContains(t, err, want)
 	}
-	_, err = grpcidempotency.NewServerInterceptor(memory.New(),
+	_, err = grpcgo.NewServerInterceptor(memory.New(),
 		grpcidempotency.WithKeyField("id"), grpcidempotency.WithKeyFunc(func(proto.Message) string { return "" }))
 	assert.ErrorContains(t, err, "give one")
-	_, err = grpcidempotency.NewServerInterceptor(memory.New(), grpcidempotency.WithGuardOptions(idempotency.WithExpiry(0)))
+	_, err = grpcgo.NewServerInterceptor(memory.New(), grpcidempotency.WithGuardOptions(idempotency.WithExpiry(0)))
 	assert.ErrorContains(t, err, "WithExpiry")
-	_, err = grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{MaxElapsed: time.Hour, KeyWindow: time.Hour}))
+	_, err = grpcgo.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{MaxElapsed: time.Hour, KeyWindow: time.Hour}))
 	assert.ErrorContains(t, err, "half the KeyWindow")
-	_, err = grpcidempotency.NewClientInterceptor(grpcidempotency.WithKeyedMethods("Charge"))
+	_, err = grpcgo.NewClientInterceptor(grpcidempotency.WithKeyedMethods("Charge"))
 	assert.ErrorContains(t, err, "full method name")
 }
