@@ -20,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/grpcidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/connectgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/runs"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb/testpbconnect"
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -35,54 +36,13 @@ func TestMain(m *testing.M) { backends.Main(m) }
 // orders is the service of the tests, as the gRPC interceptor's tests
 // have it: it counts the runs of each key and answers with the count,
 // with response headers and trailers that a replay must carry again.
-type orders struct {
-	mu      sync.Mutex
-	runs    map[string]int
-	hold    chan struct{}
-	entered chan struct{}
-	before  func(ctx context.Context)
-}
+type orders struct{ runs.Counter }
 
-func newOrders() *orders { return &orders{runs: map[string]int{}} }
-
-func (o *orders) run(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.runs[key]++
-	return o.runs[key]
-}
-
-func (o *orders) Runs(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.runs[key]
-}
-
-func (o *orders) Total() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		n += r
-	}
-	return n
-}
-
-func (o *orders) wait(ctx context.Context) {
-	if o.before != nil {
-		o.before(ctx)
-	}
-	if o.entered != nil {
-		o.entered <- struct{}{}
-	}
-	if o.hold != nil {
-		<-o.hold
-	}
-}
+func newOrders() *orders { return &orders{} }
 
 func (o *orders) CreateOrder(ctx context.Context, req *connect.Request[testpb.CreateOrderRequest]) (*connect.Response[testpb.Order], error) {
-	o.wait(ctx)
-	n := o.run("create:" + req.Msg.GetRequestId())
+	o.Wait(ctx)
+	n := o.Run("create:" + req.Msg.GetRequestId())
 	if c := connect.Code(req.Msg.GetFailCode()); c != 0 {
 		ce := connect.NewError(c, fmt.Errorf("failed in run %d", n))
 		d, err := connect.NewErrorDetail(&errdetails.LocalizedMessage{Locale: "en", Message: "run " + strconv.Itoa(n)})
@@ -104,8 +64,8 @@ func (o *orders) CreateOrder(ctx context.Context, req *connect.Request[testpb.Cr
 }
 
 func (o *orders) Charge(ctx context.Context, req *connect.Request[testpb.ChargeRequest]) (*connect.Response[testpb.ChargeResponse], error) {
-	o.wait(ctx)
-	n := o.run("charge:" + req.Header().Get("Idempotency-Key"))
+	o.Wait(ctx)
+	n := o.Run("charge:" + req.Header().Get("Idempotency-Key"))
 	return connect.NewResponse(&testpb.ChargeResponse{Charge: "charges/" + req.Msg.GetOrder(), Run: int64(n)}), nil
 }
 
@@ -114,7 +74,7 @@ func (o *orders) GetOrder(_ context.Context, req *connect.Request[testpb.GetOrde
 }
 
 func (o *orders) WatchOrders(_ context.Context, req *connect.Request[testpb.WatchOrdersRequest], stream *connect.ServerStream[testpb.Order]) error {
-	n := o.run("watch:" + req.Msg.GetRequestId())
+	n := o.Run("watch:" + req.Msg.GetRequestId())
 	for i := range req.Msg.GetCount() {
 		if err := stream.Send(&testpb.Order{Name: "orders/" + strconv.Itoa(int(i)), Run: int64(n)}); err != nil {
 			return err
@@ -284,7 +244,7 @@ func TestStoredErrors(t *testing.T) {
 // the client interceptor waits it out and gets the first call's response.
 func TestKeyInUse(t *testing.T) {
 	svc := newOrders()
-	svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 2)
+	svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 2)
 	url := serve(t, svc, memory.New(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond))
 	client := setups[0].client(t, url)
 	msg := &testpb.CreateOrderRequest{RequestId: "held"}
@@ -293,7 +253,7 @@ func TestKeyInUse(t *testing.T) {
 		_, err := client.CreateOrder(t.Context(), connect.NewRequest(msg))
 		first <- err
 	}()
-	<-svc.entered
+	<-svc.Entered
 	_, err := client.CreateOrder(t.Context(), connect.NewRequest(msg))
 	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err))
 	assert.Equal(t, grpcidempotency.ReasonKeyInUse, reasonOf(err))
@@ -310,7 +270,7 @@ func TestKeyInUse(t *testing.T) {
 		assert.NoError(t, err)
 		second <- resp.Msg
 	}()
-	close(svc.hold)
+	close(svc.Hold)
 	require.NoError(t, <-first)
 	assert.EqualValues(t, 1, (<-second).GetRun())
 	assert.Equal(t, 1, svc.Total())

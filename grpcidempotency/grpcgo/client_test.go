@@ -169,7 +169,7 @@ func TestClientKeysOnlyWhatItCanRetrySafely(t *testing.T) {
 // tries again after its delay, until the first call's response is there.
 func TestClientWaitsOutAKeyInUse(t *testing.T) {
 	svc := newOrders()
-	svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+	svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 1)
 	aborted := make(chan struct{})
 	var once sync.Once
 	a := &attempts{}
@@ -190,7 +190,7 @@ func TestClientWaitsOutAKeyInUse(t *testing.T) {
 		_, err := client.CreateOrder(t.Context(), req)
 		first <- err
 	}()
-	<-svc.entered
+	<-svc.Entered
 	second := make(chan *testpb.Order, 1)
 	go func() {
 		resp, err := client.CreateOrder(t.Context(), req)
@@ -198,7 +198,7 @@ func TestClientWaitsOutAKeyInUse(t *testing.T) {
 		second <- resp
 	}()
 	<-aborted
-	close(svc.hold)
+	close(svc.Hold)
 	require.NoError(t, <-first)
 	assert.EqualValues(t, 1, (<-second).GetRun())
 	assert.Equal(t, 1, svc.Total())

@@ -202,7 +202,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run(map[bool]string{false: "aborted", true: "WithWait"}[wait], func(t *testing.T) {
 			svc := newOrders()
-			svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+			svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 1)
 			var opts []grpcidempotency.ServerOption
 			if wait {
 				opts = append(opts, grpcidempotency.WithGuardOptions(idempotency.WithWait(time.Minute)))
@@ -214,7 +214,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 				_, err := client.CreateOrder(t.Context(), req)
 				first <- err
 			}()
-			<-svc.entered
+			<-svc.Entered
 			if !wait {
 				_, err := client.CreateOrder(t.Context(), req)
 				assert.Equal(t, codes.Aborted, status.Code(err))
@@ -223,7 +223,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 				require.True(t, ok)
 				d := info.GetRetryDelay().AsDuration()
 				assert.True(t, d >= 10*time.Millisecond && d <= grpcidempotency.DefaultMaxRetryDelay, "delay %v", d)
-				close(svc.hold)
+				close(svc.Hold)
 				require.NoError(t, <-first)
 				return
 			}
@@ -233,7 +233,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 				assert.NoError(t, err)
 				second <- resp
 			}()
-			close(svc.hold)
+			close(svc.Hold)
 			require.NoError(t, <-first)
 			assert.EqualValues(t, 1, (<-second).GetRun())
 			assert.Equal(t, 1, svc.Total())
@@ -314,7 +314,7 @@ func TestWhichStatusCodesAreStored(t *testing.T) {
 // stored.
 func TestMarkNotExecutedReleasesTheKey(t *testing.T) {
 	svc := newOrders()
-	svc.before = func(ctx context.Context) { assert.True(t, idempotency.MarkNotExecuted(ctx)) }
+	svc.Before = func(ctx context.Context) { assert.True(t, idempotency.MarkNotExecuted(ctx)) }
 	client := dial(t, serve(t, svc, memory.New()))
 	req := &testpb.CreateOrderRequest{Item: "x", RequestId: "k", FailCode: int32(codes.InvalidArgument)}
 	for range 2 {

@@ -73,7 +73,7 @@ func TestServersShareAStore(t *testing.T) {
 func TestKeyInUseAcrossServers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
 		svc := newOrders()
-		svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+		svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 1)
 		a := dial(t, serve(t, svc, open()))
 		b := dial(t, serve(t, svc, open()))
 		req := &testpb.CreateOrderRequest{RequestId: "held"}
@@ -82,11 +82,11 @@ func TestKeyInUseAcrossServers(t *testing.T) {
 			_, err := a.CreateOrder(t.Context(), req)
 			first <- err
 		}()
-		<-svc.entered
+		<-svc.Entered
 		_, err := b.CreateOrder(t.Context(), req)
 		assert.Equal(t, codes.Aborted, status.Code(err))
 		assert.Equal(t, grpcidempotency.ReasonKeyInUse, reasonOf(err))
-		close(svc.hold)
+		close(svc.Hold)
 		require.NoError(t, <-first)
 	})
 }
