@@ -1,6 +1,6 @@
 // Package orderserver is the orders service of the gRPC example: its
 // CreateOrder creates an order once per AIP-155 request_id, behind
-// grpcidempotency's server interceptor.
+// the server interceptor of grpcidempotency's package grpcgo.
 package orderserver
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/grpcorders/ordersv1"
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -74,7 +75,7 @@ func (s *Service) Len() int {
 // request_id and runs once per request_id, over store. Keys are kept for a
 // day under the prefix "orders".
 func NewServer(svc ordersv1.OrdersServer, store persistence.Store, opts ...grpc.ServerOption) (*grpc.Server, error) {
-	idem, err := grpcidempotency.NewServerInterceptor(store,
+	idem, err := grpcgo.NewServerInterceptor(store,
 		grpcidempotency.WithGuardOptions(
 			idempotency.WithKeyPrefix("orders"),
 			idempotency.WithExpiry(24*time.Hour),

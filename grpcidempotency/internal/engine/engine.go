@@ -23,9 +23,15 @@ type Engine struct {
 	statusOf func(error) (*spb.Status, bool)
 }
 
-// New returns the engine of cfg over store. statusOf returns the status
+// New returns the engine of a server interceptor over store, configured
+// by opts (see NewConfig). name is the interceptor's constructor, for
+// errors ("grpcgo: NewServerInterceptor"); statusOf returns the status
 // that an error of the adapter's framework carries.
-func New(name string, store persistence.Store, cfg *Config, statusOf func(error) (*spb.Status, bool)) (*Engine, error) {
+func New[O ServerOption](name string, store persistence.Store, opts []O, statusOf func(error) (*spb.Status, bool)) (*Engine, error) {
+	cfg, err := NewConfig(name, opts)
+	if err != nil {
+		return nil, err
+	}
 	if store == nil {
 		return nil, fmt.Errorf("%s: nil persistence.Store", name)
 	}
@@ -36,6 +42,9 @@ func New(name string, store persistence.Store, cfg *Config, statusOf func(error)
 	return &Engine{cfg: cfg, guard: guard, statusOf: statusOf}, nil
 }
 
+// MetadataKey returns the metadata key that carries keys.
+func (e *Engine) MetadataKey() string { return e.cfg.MetadataKey }
+
 // Call is a call as the server interceptor sees it.
 type Call struct {
 	// Method is the full method name, "/package.Service/Method".
@@ -44,8 +53,6 @@ type Call struct {
 	Request proto.Message
 	// Metadata are the values of the key's metadata key in the request.
 	Metadata []string
-	// Scope returns the caller's scope; nil when there is none.
-	Scope func(context.Context) (string, error)
 }
 
 // Reply is an answer of the engine's: a stored result to replay, or the
@@ -85,8 +92,8 @@ func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context
 		return e.refuse(e.invalidKey(from, reason))
 	}
 	var scope *string
-	if call.Scope != nil {
-		s, err := call.Scope(ctx)
+	if e.cfg.Scope != nil {
+		s, err := e.cfg.Scope(ctx)
 		if err == nil && s == "" {
 			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
 		}

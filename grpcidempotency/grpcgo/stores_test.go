@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -72,7 +73,7 @@ func TestServersShareAStore(t *testing.T) {
 func TestKeyInUseAcrossServers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func() persistence.Store) {
 		svc := newOrders()
-		svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+		svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 1)
 		a := dial(t, serve(t, svc, open()))
 		b := dial(t, serve(t, svc, open()))
 		req := &testpb.CreateOrderRequest{RequestId: "held"}
@@ -81,11 +82,11 @@ func TestKeyInUseAcrossServers(t *testing.T) {
 			_, err := a.CreateOrder(t.Context(), req)
 			first <- err
 		}()
-		<-svc.entered
+		<-svc.Entered
 		_, err := b.CreateOrder(t.Context(), req)
 		assert.Equal(t, codes.Aborted, status.Code(err))
 		assert.Equal(t, grpcidempotency.ReasonKeyInUse, reasonOf(err))
-		close(svc.hold)
+		close(svc.Hold)
 		require.NoError(t, <-first)
 	})
 }
@@ -111,7 +112,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		// A budget that the proxy's faults and a slow store under load do
 		// not exhaust: attempts are cheap, and a duplicate of a call in
 		// progress retries every 10 ms.
-		idem, err := grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(
+		idem, err := grpcgo.NewClientInterceptor(grpcidempotency.WithRetry(
 			grpcidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
 		require.NoError(t, err)
 		var proxies []*lossyh2.Proxy

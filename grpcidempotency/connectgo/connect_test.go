@@ -1,4 +1,4 @@
-package connectidempotency_test
+package connectgo_test
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/connectgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/lossyh2"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/runs"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb/testpbconnect"
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -34,54 +36,13 @@ func TestMain(m *testing.M) { backends.Main(m) }
 // orders is the service of the tests, as the gRPC interceptor's tests
 // have it: it counts the runs of each key and answers with the count,
 // with response headers and trailers that a replay must carry again.
-type orders struct {
-	mu      sync.Mutex
-	runs    map[string]int
-	hold    chan struct{}
-	entered chan struct{}
-	before  func(ctx context.Context)
-}
+type orders struct{ runs.Counter }
 
-func newOrders() *orders { return &orders{runs: map[string]int{}} }
-
-func (o *orders) run(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.runs[key]++
-	return o.runs[key]
-}
-
-func (o *orders) Runs(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.runs[key]
-}
-
-func (o *orders) Total() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		n += r
-	}
-	return n
-}
-
-func (o *orders) wait(ctx context.Context) {
-	if o.before != nil {
-		o.before(ctx)
-	}
-	if o.entered != nil {
-		o.entered <- struct{}{}
-	}
-	if o.hold != nil {
-		<-o.hold
-	}
-}
+func newOrders() *orders { return &orders{} }
 
 func (o *orders) CreateOrder(ctx context.Context, req *connect.Request[testpb.CreateOrderRequest]) (*connect.Response[testpb.Order], error) {
-	o.wait(ctx)
-	n := o.run("create:" + req.Msg.GetRequestId())
+	o.Wait(ctx)
+	n := o.Run("create:" + req.Msg.GetRequestId())
 	if c := connect.Code(req.Msg.GetFailCode()); c != 0 {
 		ce := connect.NewError(c, fmt.Errorf("failed in run %d", n))
 		d, err := connect.NewErrorDetail(&errdetails.LocalizedMessage{Locale: "en", Message: "run " + strconv.Itoa(n)})
@@ -103,8 +64,8 @@ func (o *orders) CreateOrder(ctx context.Context, req *connect.Request[testpb.Cr
 }
 
 func (o *orders) Charge(ctx context.Context, req *connect.Request[testpb.ChargeRequest]) (*connect.Response[testpb.ChargeResponse], error) {
-	o.wait(ctx)
-	n := o.run("charge:" + req.Header().Get("Idempotency-Key"))
+	o.Wait(ctx)
+	n := o.Run("charge:" + req.Header().Get("Idempotency-Key"))
 	return connect.NewResponse(&testpb.ChargeResponse{Charge: "charges/" + req.Msg.GetOrder(), Run: int64(n)}), nil
 }
 
@@ -113,7 +74,7 @@ func (o *orders) GetOrder(_ context.Context, req *connect.Request[testpb.GetOrde
 }
 
 func (o *orders) WatchOrders(_ context.Context, req *connect.Request[testpb.WatchOrdersRequest], stream *connect.ServerStream[testpb.Order]) error {
-	n := o.run("watch:" + req.Msg.GetRequestId())
+	n := o.Run("watch:" + req.Msg.GetRequestId())
 	for i := range req.Msg.GetCount() {
 		if err := stream.Send(&testpb.Order{Name: "orders/" + strconv.Itoa(int(i)), Run: int64(n)}); err != nil {
 			return err
@@ -125,9 +86,9 @@ func (o *orders) WatchOrders(_ context.Context, req *connect.Request[testpb.Watc
 // serve starts an HTTP server of the Connect handler of svc, with the
 // server interceptor of opts over store, on a free port of 127.0.0.1,
 // for HTTP/1.1 and HTTP/2 without TLS, and returns its URL.
-func serve(t testing.TB, svc testpbconnect.OrdersHandler, store persistence.Store, opts ...connectidempotency.ServerOption) string {
+func serve(t testing.TB, svc testpbconnect.OrdersHandler, store persistence.Store, opts ...grpcidempotency.ServerOption) string {
 	t.Helper()
-	idem, err := connectidempotency.NewServerInterceptor(store, opts...)
+	idem, err := connectgo.NewServerInterceptor(store, opts...)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(testpbconnect.NewOrdersHandler(svc, connect.WithInterceptors(idem)))
@@ -209,11 +170,11 @@ func TestReplaysOverEachProtocol(t *testing.T) {
 			msg := &testpb.CreateOrderRequest{Item: "book", RequestId: "k"}
 			first, err := client.CreateOrder(t.Context(), connect.NewRequest(msg))
 			require.NoError(t, err)
-			assert.False(t, connectidempotency.Replayed(first.Header()))
+			assert.False(t, grpcidempotency.Replayed(first.Header()))
 			second, err := client.CreateOrder(t.Context(), connect.NewRequest(msg))
 			require.NoError(t, err)
 			assert.True(t, proto.Equal(first.Msg, second.Msg))
-			assert.True(t, connectidempotency.Replayed(second.Header()))
+			assert.True(t, grpcidempotency.Replayed(second.Header()))
 			assert.Equal(t, "1", second.Header().Get("X-Run"))
 			assert.Equal(t, "set-1", second.Header().Get("X-Context"), "headers set through the CallInfo")
 			b, err := connect.DecodeBinaryHeader(second.Header().Get("X-Trace-Bin"))
@@ -224,7 +185,7 @@ func TestReplaysOverEachProtocol(t *testing.T) {
 
 			_, err = client.CreateOrder(t.Context(), connect.NewRequest(&testpb.CreateOrderRequest{Item: "pen", RequestId: "k"}))
 			assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
-			assert.Equal(t, connectidempotency.ReasonKeyReused, reasonOf(err))
+			assert.Equal(t, grpcidempotency.ReasonKeyReused, reasonOf(err))
 
 			req := connect.NewRequest(&testpb.ChargeRequest{Order: "orders/1"})
 			req.Header().Set("Idempotency-Key", "charge-1")
@@ -269,7 +230,7 @@ func TestStoredErrors(t *testing.T) {
 				}
 				assert.Equal(t, 1, svc.Runs("create:"+key), key)
 				assert.Equal(t, "failed in run 1", ce.Message(), key)
-				assert.True(t, connectidempotency.Replayed(ce.Meta()), key)
+				assert.True(t, grpcidempotency.Replayed(ce.Meta()), key)
 				assert.Equal(t, "1", ce.Meta().Get("X-Run"), key)
 				lm, ok := detail[*errdetails.LocalizedMessage](err2)
 				require.True(t, ok, key)
@@ -283,8 +244,8 @@ func TestStoredErrors(t *testing.T) {
 // the client interceptor waits it out and gets the first call's response.
 func TestKeyInUse(t *testing.T) {
 	svc := newOrders()
-	svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 2)
-	url := serve(t, svc, memory.New(), connectidempotency.WithMaxRetryDelay(10*time.Millisecond))
+	svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 2)
+	url := serve(t, svc, memory.New(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond))
 	client := setups[0].client(t, url)
 	msg := &testpb.CreateOrderRequest{RequestId: "held"}
 	first := make(chan error, 1)
@@ -292,15 +253,15 @@ func TestKeyInUse(t *testing.T) {
 		_, err := client.CreateOrder(t.Context(), connect.NewRequest(msg))
 		first <- err
 	}()
-	<-svc.entered
+	<-svc.Entered
 	_, err := client.CreateOrder(t.Context(), connect.NewRequest(msg))
 	assert.Equal(t, connect.CodeAborted, connect.CodeOf(err))
-	assert.Equal(t, connectidempotency.ReasonKeyInUse, reasonOf(err))
+	assert.Equal(t, grpcidempotency.ReasonKeyInUse, reasonOf(err))
 	info, ok := detail[*errdetails.RetryInfo](err)
 	require.True(t, ok)
 	assert.Equal(t, 10*time.Millisecond, info.GetRetryDelay().AsDuration())
 
-	idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(connectidempotency.RetryPolicy{MaxAttempts: 1000}))
+	idem, err := connectgo.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{MaxAttempts: 1000}))
 	require.NoError(t, err)
 	retrying := setups[0].client(t, url, connect.WithInterceptors(idem))
 	second := make(chan *testpb.Order, 1)
@@ -309,7 +270,7 @@ func TestKeyInUse(t *testing.T) {
 		assert.NoError(t, err)
 		second <- resp.Msg
 	}()
-	close(svc.hold)
+	close(svc.Hold)
 	require.NoError(t, <-first)
 	assert.EqualValues(t, 1, (<-second).GetRun())
 	assert.Equal(t, 1, svc.Total())
@@ -318,7 +279,7 @@ func TestKeyInUse(t *testing.T) {
 // 100 identical calls at once, over HTTP/2, run the handler once.
 func TestConcurrentIdenticalCallsRunOnce(t *testing.T) {
 	svc := newOrders()
-	client := setups[1].client(t, serve(t, svc, memory.New(), connectidempotency.WithGuardOptions(idempotency.WithWait(time.Minute))))
+	client := setups[1].client(t, serve(t, svc, memory.New(), grpcidempotency.WithGuardOptions(idempotency.WithWait(time.Minute))))
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Go(func() {
@@ -338,8 +299,8 @@ func TestConcurrentIdenticalCallsRunOnce(t *testing.T) {
 func TestClientKeys(t *testing.T) {
 	svc := newOrders()
 	url := serve(t, svc, memory.New(),
-		connectidempotency.WithMethodPolicy(testpbconnect.OrdersChargeProcedure, connectidempotency.Policy{RequireKey: true}))
-	idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithKeyedMethods(testpbconnect.OrdersChargeProcedure))
+		grpcidempotency.WithMethodPolicy(testpbconnect.OrdersChargeProcedure, grpcidempotency.Policy{RequireKey: true}))
+	idem, err := connectgo.NewClientInterceptor(grpcidempotency.WithKeyedMethods(testpbconnect.OrdersChargeProcedure))
 	require.NoError(t, err)
 	client := setups[0].client(t, url, connect.WithInterceptors(idem))
 	msg := &testpb.CreateOrderRequest{Item: "x"}
@@ -350,7 +311,7 @@ func TestClientKeys(t *testing.T) {
 	assert.Empty(t, msg.GetRequestId(), "the caller's message is not changed")
 	assert.Same(t, msg, req.Msg)
 
-	resp, err = client.CreateOrder(connectidempotency.ContextWithKey(t.Context(), "mine"), connect.NewRequest(&testpb.CreateOrderRequest{}))
+	resp, err = client.CreateOrder(grpcidempotency.ContextWithKey(t.Context(), "mine"), connect.NewRequest(&testpb.CreateOrderRequest{}))
 	require.NoError(t, err)
 	assert.Equal(t, "orders/mine", resp.Msg.GetName())
 
@@ -363,18 +324,18 @@ func TestClientKeys(t *testing.T) {
 	}
 	_, err = setups[0].client(t, url).Charge(t.Context(), connect.NewRequest(&testpb.ChargeRequest{}))
 	assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
-	assert.Equal(t, connectidempotency.ReasonMissingKey, reasonOf(err))
+	assert.Equal(t, grpcidempotency.ReasonMissingKey, reasonOf(err))
 }
 
 // Callers in different scopes never share a record.
 func TestScope(t *testing.T) {
 	svc := newOrders()
-	client := setups[0].client(t, serve(t, svc, memory.New(), connectidempotency.WithScope(
-		func(_ context.Context, req connect.AnyRequest) (string, error) {
-			if user := req.Header().Get("X-User"); user != "" {
-				return user, nil
+	client := setups[0].client(t, serve(t, svc, memory.New(), grpcidempotency.WithScope(
+		func(ctx context.Context) (string, error) {
+			if info, ok := connect.CallInfoForHandlerContext(ctx); ok && info.RequestHeader().Get("X-User") != "" {
+				return info.RequestHeader().Get("X-User"), nil
 			}
-			return "", connectidempotency.ErrNoScope
+			return "", grpcidempotency.ErrNoScope
 		})))
 	for _, user := range []string{"alice", "bob", "alice", ""} {
 		req := connect.NewRequest(&testpb.CreateOrderRequest{RequestId: "k"})
@@ -415,13 +376,13 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 		// A reservation whose write lands after its call was cancelled
 		// holds the key until its lease lapses: a short lease keeps that
 		// within the clients' budget.
-		opts := []connectidempotency.ServerOption{
-			connectidempotency.WithMaxRetryDelay(10 * time.Millisecond),
-			connectidempotency.WithGuardOptions(idempotency.WithLease(time.Second)),
+		opts := []grpcidempotency.ServerOption{
+			grpcidempotency.WithMaxRetryDelay(10 * time.Millisecond),
+			grpcidempotency.WithGuardOptions(idempotency.WithLease(time.Second)),
 		}
 		urls := []string{serve(t, svc, open(), opts...), serve(t, svc, open(), opts...)}
-		idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(
-			connectidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
+		idem, err := connectgo.NewClientInterceptor(grpcidempotency.WithRetry(
+			grpcidempotency.RetryPolicy{MaxAttempts: 1000, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}))
 		require.NoError(t, err)
 		var proxies []*lossyproxy.Proxy
 		conns := make([][]testpbconnect.OrdersClient, clients)
@@ -454,7 +415,7 @@ func TestLostRepliesThroughAProxy(t *testing.T) {
 // ends with the context's code.
 func TestClientStopsWithTheCallsContext(t *testing.T) {
 	svc := newOrders()
-	idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(connectidempotency.RetryPolicy{
+	idem, err := connectgo.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{
 		MaxAttempts: 1000, BaseDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour, KeyWindow: 24 * time.Hour}))
 	require.NoError(t, err)
 	client := setups[0].client(t, serve(t, svc, memory.New()), connect.WithInterceptors(idem))

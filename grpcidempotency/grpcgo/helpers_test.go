@@ -1,11 +1,10 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
+	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/runs"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -26,60 +27,14 @@ import (
 // metadata that a replay must carry again.
 type orders struct {
 	testpb.UnimplementedOrdersServer
-
-	mu   sync.Mutex
-	runs map[string]int
-	// hold, when not nil, is received from before a handler returns, and
-	// entered is sent to when it starts.
-	hold    chan struct{}
-	entered chan struct{}
-	// before runs first in each handler, when set.
-	before func(ctx context.Context)
+	runs.Counter
 }
 
-func newOrders() *orders { return &orders{runs: map[string]int{}} }
-
-// run counts a run of key and returns its number.
-func (o *orders) run(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.runs[key]++
-	return o.runs[key]
-}
-
-// Runs returns how often key ran.
-func (o *orders) Runs(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.runs[key]
-}
-
-// Total returns how many runs there were, all keys together.
-func (o *orders) Total() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		n += r
-	}
-	return n
-}
-
-func (o *orders) wait(ctx context.Context) {
-	if o.before != nil {
-		o.before(ctx)
-	}
-	if o.entered != nil {
-		o.entered <- struct{}{}
-	}
-	if o.hold != nil {
-		<-o.hold
-	}
-}
+func newOrders() *orders { return &orders{} }
 
 func (o *orders) CreateOrder(ctx context.Context, req *testpb.CreateOrderRequest) (*testpb.Order, error) {
-	o.wait(ctx)
-	n := o.run("create:" + req.GetRequestId())
+	o.Wait(ctx)
+	n := o.Run("create:" + req.GetRequestId())
 	_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", strconv.Itoa(n), "x-trace-bin", string([]byte{0, 1, 0xff})))
 	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-done", "run-"+strconv.Itoa(n)))
 	if c := codes.Code(req.GetFailCode()); c != codes.OK {
@@ -93,10 +48,10 @@ func (o *orders) CreateOrder(ctx context.Context, req *testpb.CreateOrderRequest
 }
 
 func (o *orders) Charge(ctx context.Context, req *testpb.ChargeRequest) (*testpb.ChargeResponse, error) {
-	o.wait(ctx)
+	o.Wait(ctx)
 	md, _ := metadata.FromIncomingContext(ctx)
 	key := md.Get(grpcidempotency.DefaultMetadataKey)
-	n := o.run("charge:" + fmt.Sprint(key))
+	n := o.Run("charge:" + fmt.Sprint(key))
 	return &testpb.ChargeResponse{Charge: "charges/" + req.GetOrder(), Run: int64(n)}, nil
 }
 
@@ -105,7 +60,7 @@ func (o *orders) GetOrder(_ context.Context, req *testpb.GetOrderRequest) (*test
 }
 
 func (o *orders) WatchOrders(req *testpb.WatchOrdersRequest, stream grpc.ServerStreamingServer[testpb.Order]) error {
-	n := o.run("watch:" + req.GetRequestId())
+	n := o.Run("watch:" + req.GetRequestId())
 	for i := range req.GetCount() {
 		if err := stream.Send(&testpb.Order{Name: "orders/" + strconv.Itoa(int(i)), Run: int64(n)}); err != nil {
 			return err
@@ -118,7 +73,7 @@ func (o *orders) WatchOrders(req *testpb.WatchOrdersRequest, stream grpc.ServerS
 // server interceptor of opts over store, and returns its address.
 func serve(t testing.TB, svc testpb.OrdersServer, store persistence.Store, opts ...grpcidempotency.ServerOption) string {
 	t.Helper()
-	idem, err := grpcidempotency.NewServerInterceptor(store, opts...)
+	idem, err := grpcgo.NewServerInterceptor(store, opts...)
 	require.NoError(t, err)
 	return serveWith(t, svc, grpc.ChainUnaryInterceptor(idem))
 }
@@ -127,7 +82,7 @@ func serve(t testing.TB, svc testpb.OrdersServer, store persistence.Store, opts 
 // server option.
 func interceptorOf(t testing.TB, store persistence.Store, opts ...grpcidempotency.ServerOption) grpc.ServerOption {
 	t.Helper()
-	idem, err := grpcidempotency.NewServerInterceptor(store, opts...)
+	idem, err := grpcgo.NewServerInterceptor(store, opts...)
 	require.NoError(t, err)
 	return grpc.ChainUnaryInterceptor(idem)
 }

@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"strings"

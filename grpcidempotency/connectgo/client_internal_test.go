@@ -1,4 +1,4 @@
-package connectidempotency
+package connectgo
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
@@ -201,7 +202,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run(map[bool]string{false: "aborted", true: "WithWait"}[wait], func(t *testing.T) {
 			svc := newOrders()
-			svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+			svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 1)
 			var opts []grpcidempotency.ServerOption
 			if wait {
 				opts = append(opts, grpcidempotency.WithGuardOptions(idempotency.WithWait(time.Minute)))
@@ -213,7 +214,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 				_, err := client.CreateOrder(t.Context(), req)
 				first <- err
 			}()
-			<-svc.entered
+			<-svc.Entered
 			if !wait {
 				_, err := client.CreateOrder(t.Context(), req)
 				assert.Equal(t, codes.Aborted, status.Code(err))
@@ -222,7 +223,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 				require.True(t, ok)
 				d := info.GetRetryDelay().AsDuration()
 				assert.True(t, d >= 10*time.Millisecond && d <= grpcidempotency.DefaultMaxRetryDelay, "delay %v", d)
-				close(svc.hold)
+				close(svc.Hold)
 				require.NoError(t, <-first)
 				return
 			}
@@ -232,7 +233,7 @@ func TestDuplicateWhileTheFirstRuns(t *testing.T) {
 				assert.NoError(t, err)
 				second <- resp
 			}()
-			close(svc.hold)
+			close(svc.Hold)
 			require.NoError(t, <-first)
 			assert.EqualValues(t, 1, (<-second).GetRun())
 			assert.Equal(t, 1, svc.Total())
@@ -313,7 +314,7 @@ func TestWhichStatusCodesAreStored(t *testing.T) {
 // stored.
 func TestMarkNotExecutedReleasesTheKey(t *testing.T) {
 	svc := newOrders()
-	svc.before = func(ctx context.Context) { assert.True(t, idempotency.MarkNotExecuted(ctx)) }
+	svc.Before = func(ctx context.Context) { assert.True(t, idempotency.MarkNotExecuted(ctx)) }
 	client := dial(t, serve(t, svc, memory.New()))
 	req := &testpb.CreateOrderRequest{Item: "x", RequestId: "k", FailCode: int32(codes.InvalidArgument)}
 	for range 2 {
@@ -378,9 +379,9 @@ func TestStoreFailureIsUnavailable(t *testing.T) {
 
 // Options are checked when the interceptor is made, all problems at once.
 func TestOptionsAreChecked(t *testing.T) {
-	_, err := grpcidempotency.NewServerInterceptor(nil)
+	_, err := grpcgo.NewServerInterceptor(nil)
 	assert.ErrorContains(t, err, "nil persistence.Store")
-	_, err = grpcidempotency.NewServerInterceptor(memory.New(),
+	_, err = grpcgo.NewServerInterceptor(memory.New(),
 		grpcidempotency.WithKeyField("not a field"),
 		grpcidempotency.WithMetadataKey("Idempotency-Key"),
 		grpcidempotency.WithMethodPolicy("CreateOrder", grpcidempotency.Policy{}),
@@ -391,13 +392,13 @@ func TestOptionsAreChecked(t *testing.T) {
 	for _, want := range []string{"WithKeyField", "WithMetadataKey", "WithMethodPolicy", "Skip and RequireKey", "WithMaxRetryDelay", "WithStoreServerErrors given twice"} {
 		assert.ErrorContains(t, err, want)
 	}
-	_, err = grpcidempotency.NewServerInterceptor(memory.New(),
+	_, err = grpcgo.NewServerInterceptor(memory.New(),
 		grpcidempotency.WithKeyField("id"), grpcidempotency.WithKeyFunc(func(proto.Message) string { return "" }))
 	assert.ErrorContains(t, err, "give one")
-	_, err = grpcidempotency.NewServerInterceptor(memory.New(), grpcidempotency.WithGuardOptions(idempotency.WithExpiry(0)))
+	_, err = grpcgo.NewServerInterceptor(memory.New(), grpcidempotency.WithGuardOptions(idempotency.WithExpiry(0)))
 	assert.ErrorContains(t, err, "WithExpiry")
-	_, err = grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{MaxElapsed: time.Hour, KeyWindow: time.Hour}))
+	_, err = grpcgo.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{MaxElapsed: time.Hour, KeyWindow: time.Hour}))
 	assert.ErrorContains(t, err, "half the KeyWindow")
-	_, err = grpcidempotency.NewClientInterceptor(grpcidempotency.WithKeyedMethods("Charge"))
+	_, err = grpcgo.NewClientInterceptor(grpcidempotency.WithKeyedMethods("Charge"))
 	assert.ErrorContains(t, err, "full method name")
 }

@@ -1,4 +1,4 @@
-package connectidempotency_test
+package connectgo_test
 
 import (
 	"strings"
@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/connectgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/cutproxy"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/internal/testing/backends"
@@ -19,8 +20,8 @@ import (
 
 // retrying returns a client interceptor with a small, fast budget.
 func retrying(t *testing.T) connect.Interceptor {
-	idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(
-		connectidempotency.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
+	idem, err := connectgo.NewClientInterceptor(grpcidempotency.WithRetry(
+		grpcidempotency.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
 	require.NoError(t, err)
 	return idem
 }
@@ -40,7 +41,7 @@ func TestClientRetriesACutReply(t *testing.T) {
 					client := s.client(t, p.URL, connect.WithInterceptors(retrying(t)))
 					resp, err := client.CreateOrder(t.Context(), connect.NewRequest(&testpb.CreateOrderRequest{Item: "book"}))
 					require.NoError(t, err)
-					assert.True(t, connectidempotency.Replayed(resp.Header()), "the second attempt carries the first one's key")
+					assert.True(t, grpcidempotency.Replayed(resp.Header()), "the second attempt carries the first one's key")
 					assert.EqualValues(t, 1, resp.Msg.GetRun())
 					assert.Equal(t, "run-1", resp.Trailer().Get("X-Done"))
 					assert.Equal(t, 1, svc.Runs("create:"+strings.TrimPrefix(resp.Msg.GetName(), "orders/")))

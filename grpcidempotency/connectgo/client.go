@@ -1,11 +1,10 @@
-package connectidempotency
+package connectgo
 
 import (
 	"context"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"reflect"
 	"strings"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/retrysafe/retrysafe/grpcidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
 )
 
@@ -23,7 +23,7 @@ import (
 // (see the package documentation, Clients). It fails if an option is
 // invalid.
 //
-//	idem, err := connectidempotency.NewClientInterceptor()
+//	idem, err := connectgo.NewClientInterceptor()
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -31,15 +31,15 @@ import (
 //
 // Streaming calls pass through, and so do the calls of handlers, when the
 // interceptor is given to one.
-func NewClientInterceptor(opts ...ClientOption) (connect.Interceptor, error) {
-	s, err := newClientSettings("connectidempotency: NewClientInterceptor", opts)
+func NewClientInterceptor(opts ...grpcidempotency.ClientOption) (connect.Interceptor, error) {
+	cfg, err := engine.NewClientConfig("connectgo: NewClientInterceptor", opts)
 	if err != nil {
 		return nil, err
 	}
-	return &clientInterceptor{cfg: s.cfg}, nil
+	return &clientInterceptor{cfg: cfg}, nil
 }
 
-type clientInterceptor struct{ cfg engine.ClientConfig }
+type clientInterceptor struct{ cfg *engine.ClientConfig }
 
 func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -47,11 +47,10 @@ func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 		if !req.Spec().IsClient || !ok {
 			return next(ctx, req)
 		}
-		ctxKey, _ := ctx.Value(clientKey{}).(string)
-		k, ok, err := c.cfg.Prepare(req.Spec().Procedure, msg, req.Header().Values(c.cfg.MetadataKey), ctxKey)
+		k, ok, err := c.cfg.Prepare(ctx, req.Spec().Procedure, msg, req.Header().Values(c.cfg.MetadataKey))
 		switch {
 		case err != nil:
-			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("connectidempotency: "+err.Error()))
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("connectgo: "+err.Error()))
 		case !ok:
 			return next(ctx, req)
 		case k.Metadata:
@@ -65,7 +64,7 @@ func (c *clientInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 			// find this call's key in it.
 			field := reflect.ValueOf(req).Elem().FieldByName("Msg") // *connect.Request[T].Msg, a *T
 			if !field.IsValid() || !field.CanSet() || !reflect.TypeOf(k.Request).AssignableTo(field.Type()) {
-				return nil, connect.NewError(connect.CodeInternal, errors.New("connectidempotency: the request is not a *connect.Request"))
+				return nil, connect.NewError(connect.CodeInternal, errors.New("connectgo: the request is not a *connect.Request"))
 			}
 			field.Set(reflect.ValueOf(k.Request))
 			defer field.Set(reflect.ValueOf(msg))
@@ -142,25 +141,3 @@ func (c *clientInterceptor) WrapStreamingClient(next connect.StreamingClientFunc
 func (c *clientInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
 }
-
-type clientKey struct{}
-
-// ContextWithKey returns a context that makes the client interceptor send
-// the call made with it with key, unless the call carries one: keep the
-// key with the operation (in the database row of the order that the call
-// creates, say), so that the operation can be sent again with the same key
-// later, by a process that restarted. A key is 1 to MaxKeyLength
-// characters, printable ASCII when it goes in a header; the call fails
-// with INVALID_ARGUMENT before it is sent if it is not.
-func ContextWithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, clientKey{}, key)
-}
-
-// NewKey returns a new key: a random (version 4) UUID, from crypto/rand,
-// as AIP-155 recommends.
-func NewKey() string { return engine.NewKey() }
-
-// Replayed reports whether header, the response header of a call (or the
-// metadata of its error), marks a replay: the stored answer to an earlier
-// call with the same key, not the answer of a run of this call.
-func Replayed(header http.Header) bool { return header.Get(MetadataReplayed) == "true" }

@@ -1,4 +1,4 @@
-package connectidempotency
+package connectgo
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/retrysafe/retrysafe/grpcidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -21,8 +22,8 @@ import (
 // package documentation). It fails if store is nil or an option is
 // invalid.
 //
-//	idem, err := connectidempotency.NewServerInterceptor(store,
-//		connectidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+//	idem, err := connectgo.NewServerInterceptor(store,
+//		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -30,23 +31,17 @@ import (
 //
 // Streaming calls pass through, unprotected; so do the calls of clients,
 // when the interceptor is given to one.
-func NewServerInterceptor(store persistence.Store, opts ...ServerOption) (connect.Interceptor, error) {
-	const name = "connectidempotency: NewServerInterceptor"
-	s, err := newServerSettings(name, opts)
+func NewServerInterceptor(store persistence.Store, opts ...grpcidempotency.ServerOption) (connect.Interceptor, error) {
+	e, err := engine.New("connectgo: NewServerInterceptor", store, opts, statusOf)
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.New(name, store, &s.cfg, statusOf)
-	if err != nil {
-		return nil, err
-	}
-	return &serverInterceptor{e: e, mdKey: s.cfg.MetadataKey, scope: s.scope}, nil
+	return &serverInterceptor{e: e, mdKey: e.MetadataKey()}, nil
 }
 
 type serverInterceptor struct {
 	e     *engine.Engine
 	mdKey string
-	scope func(context.Context, connect.AnyRequest) (string, error)
 }
 
 func (i *serverInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -56,9 +51,6 @@ func (i *serverInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 			return next(ctx, req)
 		}
 		call := engine.Call{Method: req.Spec().Procedure, Request: msg, Metadata: req.Header().Values(i.mdKey)}
-		if i.scope != nil {
-			call.Scope = func(ctx context.Context) (string, error) { return i.scope(ctx, req) }
-		}
 		var (
 			resp connect.AnyResponse
 			err  error

@@ -1,16 +1,16 @@
-// Package connectidempotency gives Connect services (connectrpc.com/connect)
-// the request IDs of AIP-155: a mutating call carries a unique key, runs
-// at most once per key, and every retry with the key gets the first
-// call's response. It is package grpcidempotency for Connect, on the same
-// engine, with the same keys, answers, stored codes and options, whose
-// documentation it shares: read that package's, and docs/grpc.md in the
-// repository. It links no package of google.golang.org/grpc.
+// Package connectgo has the interceptors of package grpcidempotency for
+// Connect (connectrpc.com/connect, connect-go): a server interceptor that
+// runs each unary call with an idempotency key at most once per key, and
+// a client interceptor that gives calls a key and retries them with it.
+// Their options, keys and answers are grpcidempotency's, and so is their
+// documentation: read that package's, and docs/grpc.md in the repository.
+// It links no package of google.golang.org/grpc.
 //
-//	idem, err := connectidempotency.NewServerInterceptor(store,
-//		connectidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+//	idem, err := connectgo.NewServerInterceptor(store,
+//		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
 //	mux.Handle(ordersv1connect.NewOrdersHandler(svc, connect.WithInterceptors(idem)))
 //
-//	retry, err := connectidempotency.NewClientInterceptor()
+//	retry, err := connectgo.NewClientInterceptor()
 //	client := ordersv1connect.NewOrdersClient(http.DefaultClient, url, connect.WithInterceptors(retry))
 //
 // A handler serves the Connect, gRPC and gRPC-Web protocols, over HTTP/1.1
@@ -27,12 +27,11 @@
 // The gRPC and Connect interceptors, given the same prefix and store,
 // share records: a call retried over the other framework gets its replay.
 //
-// # Differences from package grpcidempotency
-//
-// WithScope's function gets the request (its headers and peer) with the
-// context: Connect has no peer certificate to scope by, so scope by what an
-// authentication middleware put in the context (connectrpc.com/authn), or
-// by a header that a trusted proxy sets.
+// A scope function ([grpcidempotency.WithScope]) finds the call's headers
+// and peer with connect.CallInfoForHandlerContext. Connect has no peer
+// certificate to scope by, so scope by what an authentication middleware
+// put in the context (connectrpc.com/authn), or by a header that a
+// trusted proxy sets.
 //
 // The client interceptor sets the key field in a copy of the request
 // message, which it puts in the connect.Request for the call and takes
@@ -49,4 +48,4 @@
 // the interceptor's attempts.
 //
 // Streaming calls pass through, unprotected.
-package connectidempotency
+package connectgo

@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
-	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -44,7 +44,7 @@ func benchRequest(key string) *testpb.CreateOrderRequest {
 }
 
 func BenchmarkServerInterceptor(b *testing.B) {
-	idem, err := grpcidempotency.NewServerInterceptor(memory.New())
+	idem, err := grpcgo.NewServerInterceptor(memory.New())
 	require.NoError(b, err)
 	info := &grpc.UnaryServerInfo{FullMethod: testpb.Orders_CreateOrder_FullMethodName}
 	handler := func(ctx context.Context, req any) (any, error) {
@@ -78,7 +78,7 @@ func BenchmarkServerInterceptor(b *testing.B) {
 }
 
 func BenchmarkCall(b *testing.B) {
-	idem, err := grpcidempotency.NewServerInterceptor(memory.New())
+	idem, err := grpcgo.NewServerInterceptor(memory.New())
 	require.NoError(b, err)
 	plain := dial(b, serveWith(b, quiet{}))
 	guarded := dial(b, serveWith(b, quiet{}, grpc.ChainUnaryInterceptor(idem)))

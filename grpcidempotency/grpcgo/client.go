@@ -1,4 +1,4 @@
-package grpcidempotency
+package grpcgo
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/retrysafe/retrysafe/grpcidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
 )
 
@@ -17,24 +18,22 @@ import (
 // key, when the answer was lost or says to try again later (see the
 // package documentation, Clients). It fails if an option is invalid.
 //
-//	idem, err := grpcidempotency.NewClientInterceptor()
+//	idem, err := grpcgo.NewClientInterceptor()
 //	if err != nil {
 //		log.Fatal(err)
 //	}
 //	conn, err := grpc.NewClient(target, grpc.WithChainUnaryInterceptor(idem), ...)
-func NewClientInterceptor(opts ...ClientOption) (grpc.UnaryClientInterceptor, error) {
-	s, err := newClientSettings("grpcidempotency: NewClientInterceptor", opts)
+func NewClientInterceptor(opts ...grpcidempotency.ClientOption) (grpc.UnaryClientInterceptor, error) {
+	cfg, err := engine.NewClientConfig("grpcgo: NewClientInterceptor", opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg := s.cfg
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		md, _ := metadata.FromOutgoingContext(ctx)
-		ctxKey, _ := ctx.Value(clientKey{}).(string)
-		k, ok, err := cfg.Prepare(method, asMessage(req), md.Get(cfg.MetadataKey), ctxKey)
+		k, ok, err := cfg.Prepare(ctx, method, asMessage(req), md.Get(cfg.MetadataKey))
 		switch {
 		case err != nil:
-			return status.Error(codes.InvalidArgument, "grpcidempotency: "+err.Error())
+			return status.Error(codes.InvalidArgument, "grpcgo: "+err.Error())
 		case !ok:
 			return invoker(ctx, method, req, reply, cc, opts...)
 		case k.Metadata:
@@ -53,29 +52,4 @@ func NewClientInterceptor(opts ...ClientOption) (grpc.UnaryClientInterceptor, er
 		}
 		return err
 	}, nil
-}
-
-type clientKey struct{}
-
-// ContextWithKey returns a context that makes the client interceptor send
-// the call made with it with key, unless the call carries one: keep the
-// key with the operation (in the database row of the order that the call
-// creates, say), so that the operation can be sent again with the same key
-// later, by a process that restarted. A key is 1 to MaxKeyLength
-// characters, printable ASCII when it goes in the metadata; the call fails
-// with INVALID_ARGUMENT before it is sent if it is not.
-func ContextWithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, clientKey{}, key)
-}
-
-// NewKey returns a new key: a random (version 4) UUID, from crypto/rand,
-// as AIP-155 recommends.
-func NewKey() string { return engine.NewKey() }
-
-// Replayed reports whether header, the response header of a call
-// (grpc.Header), marks a replay: the stored answer to an earlier call
-// with the same key, not the answer of a run of this call.
-func Replayed(header metadata.MD) bool {
-	v := header.Get(MetadataReplayed)
-	return len(v) > 0 && v[0] == "true"
 }

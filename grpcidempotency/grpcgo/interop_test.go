@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
-	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/connectgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb/testpbconnect"
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -54,7 +54,7 @@ func TestGRPCAndConnectShareRecords(t *testing.T) {
 	svc := newOrders()
 	grpcClient := dial(t, serve(t, svc, store, grpcidempotency.WithGuardOptions(prefix)))
 
-	idem, err := connectidempotency.NewServerInterceptor(store, connectidempotency.WithGuardOptions(prefix))
+	idem, err := connectgo.NewServerInterceptor(store, grpcidempotency.WithGuardOptions(prefix))
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(testpbconnect.NewOrdersHandler(connectOrders{svc}, connect.WithInterceptors(idem)))
@@ -72,7 +72,7 @@ func TestGRPCAndConnectShareRecords(t *testing.T) {
 	replay, err := connectClient.CreateOrder(t.Context(), connect.NewRequest(req))
 	require.NoError(t, err)
 	assert.True(t, proto.Equal(first, replay.Msg))
-	assert.True(t, connectidempotency.Replayed(replay.Header()))
+	assert.True(t, grpcidempotency.Replayed(replay.Header()))
 	assert.Equal(t, header.Get("x-run")[0], replay.Header().Get("X-Run"))
 	b, err := connect.DecodeBinaryHeader(replay.Header().Get("X-Trace-Bin"))
 	require.NoError(t, err)

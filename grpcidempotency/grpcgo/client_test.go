@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -74,14 +75,14 @@ func (a *attempts) all() []attempt {
 // serveAttempts starts the orders service behind attempts and the
 // idempotency interceptor.
 func serveAttempts(t *testing.T, svc *orders, a *attempts, opts ...grpcidempotency.ServerOption) string {
-	idem, err := grpcidempotency.NewServerInterceptor(memory.New(), opts...)
+	idem, err := grpcgo.NewServerInterceptor(memory.New(), opts...)
 	require.NoError(t, err)
 	return serveWith(t, svc, grpc.ChainUnaryInterceptor(a.intercept, idem))
 }
 
 // dialIdempotent returns a client with the client interceptor of opts.
 func dialIdempotent(t *testing.T, addr string, opts ...grpcidempotency.ClientOption) testpb.OrdersClient {
-	idem, err := grpcidempotency.NewClientInterceptor(opts...)
+	idem, err := grpcgo.NewClientInterceptor(opts...)
 	require.NoError(t, err)
 	return dial(t, addr, grpc.WithChainUnaryInterceptor(idem))
 }
@@ -168,11 +169,11 @@ func TestClientKeysOnlyWhatItCanRetrySafely(t *testing.T) {
 // tries again after its delay, until the first call's response is there.
 func TestClientWaitsOutAKeyInUse(t *testing.T) {
 	svc := newOrders()
-	svc.hold, svc.entered = make(chan struct{}), make(chan struct{}, 1)
+	svc.Hold, svc.Entered = make(chan struct{}), make(chan struct{}, 1)
 	aborted := make(chan struct{})
 	var once sync.Once
 	a := &attempts{}
-	idem, err := grpcidempotency.NewServerInterceptor(memory.New(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond))
+	idem, err := grpcgo.NewServerInterceptor(memory.New(), grpcidempotency.WithMaxRetryDelay(10*time.Millisecond))
 	require.NoError(t, err)
 	watch := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		resp, err := handler(ctx, req)
@@ -189,7 +190,7 @@ func TestClientWaitsOutAKeyInUse(t *testing.T) {
 		_, err := client.CreateOrder(t.Context(), req)
 		first <- err
 	}()
-	<-svc.entered
+	<-svc.Entered
 	second := make(chan *testpb.Order, 1)
 	go func() {
 		resp, err := client.CreateOrder(t.Context(), req)
@@ -197,7 +198,7 @@ func TestClientWaitsOutAKeyInUse(t *testing.T) {
 		second <- resp
 	}()
 	<-aborted
-	close(svc.hold)
+	close(svc.Hold)
 	require.NoError(t, <-first)
 	assert.EqualValues(t, 1, (<-second).GetRun())
 	assert.Equal(t, 1, svc.Total())
@@ -269,7 +270,7 @@ func TestClientAndGRPCRetryPolicy(t *testing.T) {
 	}}
 	addr := serveAttempts(t, svc, a)
 	dialRetrying := func(maxAttempts int) testpb.OrdersClient {
-		idem, err := grpcidempotency.NewClientInterceptor(grpcidempotency.WithRetry(
+		idem, err := grpcgo.NewClientInterceptor(grpcidempotency.WithRetry(
 			grpcidempotency.RetryPolicy{MaxAttempts: maxAttempts, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
 		require.NoError(t, err)
 		return dial(t, addr, grpc.WithDefaultServiceConfig(serviceConfig), grpc.WithChainUnaryInterceptor(idem))

@@ -1,4 +1,4 @@
-package grpcidempotency
+package grpcgo
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/retrysafe/retrysafe/grpcidempotency"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -23,7 +24,7 @@ import (
 // answers its retries with the first call's response (see the package
 // documentation). It fails if store is nil or an option is invalid.
 //
-//	idem, err := grpcidempotency.NewServerInterceptor(store,
+//	idem, err := grpcgo.NewServerInterceptor(store,
 //		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
 //	if err != nil {
 //		log.Fatal(err)
@@ -32,24 +33,18 @@ import (
 //
 // Streaming calls do not go through unary interceptors: they pass
 // through, unprotected.
-func NewServerInterceptor(store persistence.Store, opts ...ServerOption) (grpc.UnaryServerInterceptor, error) {
-	const name = "grpcidempotency: NewServerInterceptor"
-	s, err := newServerSettings(name, opts)
+func NewServerInterceptor(store persistence.Store, opts ...grpcidempotency.ServerOption) (grpc.UnaryServerInterceptor, error) {
+	e, err := engine.New("grpcgo: NewServerInterceptor", store, opts, statusOf)
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.New(name, store, &s.cfg, statusOf)
-	if err != nil {
-		return nil, err
-	}
-	i := &serverInterceptor{e: e, mdKey: s.cfg.MetadataKey, scope: s.scope}
+	i := &serverInterceptor{e: e, mdKey: e.MetadataKey()}
 	return i.intercept, nil
 }
 
 type serverInterceptor struct {
 	e     *engine.Engine
 	mdKey string
-	scope func(context.Context) (string, error)
 }
 
 func (i *serverInterceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -58,7 +53,7 @@ func (i *serverInterceptor) intercept(ctx context.Context, req any, info *grpc.U
 		return handler(ctx, req) // not protobuf: nothing to fingerprint
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	call := engine.Call{Method: info.FullMethod, Request: msg, Metadata: md.Get(i.mdKey), Scope: i.scope}
+	call := engine.Call{Method: info.FullMethod, Request: msg, Metadata: md.Get(i.mdKey)}
 	var (
 		resp any
 		err  error

@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/backends"
@@ -118,7 +119,7 @@ func TestClientDoesNotRetryAHeldKey(t *testing.T) {
 	time.Sleep(holdLease + 100*time.Millisecond) // past the reservation's lease
 
 	a := &attempts{}
-	idem, err := grpcidempotency.NewServerInterceptor(store, holds())
+	idem, err := grpcgo.NewServerInterceptor(store, holds())
 	require.NoError(t, err)
 	client := dialIdempotent(t, serveWith(t, svc, grpc.ChainUnaryInterceptor(a.intercept, idem)), fast)
 	_, err = client.CreateOrder(t.Context(), req)

@@ -1,4 +1,4 @@
-package connectidempotency_test
+package connectgo_test
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	"github.com/retrysafe/retrysafe/grpcidempotency/connectidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/connectgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/backends"
@@ -26,8 +27,8 @@ import (
 // runs.
 func TestHeldKey(t *testing.T) {
 	const lease = 300 * time.Millisecond
-	holds := func(more ...idempotency.GuardOption) connectidempotency.ServerOption {
-		return connectidempotency.WithGuardOptions(append([]idempotency.GuardOption{idempotency.WithLease(lease),
+	holds := func(more ...idempotency.GuardOption) grpcidempotency.ServerOption {
+		return grpcidempotency.WithGuardOptions(append([]idempotency.GuardOption{idempotency.WithLease(lease),
 			idempotency.WithHoldUntilReleased(), idempotency.WithLogger(slog.New(slog.DiscardHandler))}, more...)...)
 	}
 	svc := newOrders()
@@ -51,7 +52,7 @@ func TestHeldKey(t *testing.T) {
 			defer cancel()
 			_, err := s.client(t, url).CreateOrder(ctx, connect.NewRequest(msg))
 			assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "no wait ends a hold: %v", err)
-			assert.Equal(t, connectidempotency.ReasonKeyHeld, reasonOf(err))
+			assert.Equal(t, grpcidempotency.ReasonKeyHeld, reasonOf(err))
 			info, _ := detail[*errdetails.ErrorInfo](err)
 			assert.NotEmpty(t, info.GetMetadata()["held_since"])
 			_, retryable := detail[*errdetails.RetryInfo](err)
@@ -66,11 +67,11 @@ func TestHeldKey(t *testing.T) {
 			return next(ctx, req)
 		}
 	})
-	idem, err := connectidempotency.NewClientInterceptor(connectidempotency.WithRetry(connectidempotency.RetryPolicy{MaxAttempts: 30, BaseDelay: time.Millisecond}))
+	idem, err := connectgo.NewClientInterceptor(grpcidempotency.WithRetry(grpcidempotency.RetryPolicy{MaxAttempts: 30, BaseDelay: time.Millisecond}))
 	require.NoError(t, err)
 	_, err = setups[0].client(t, url, connect.WithInterceptors(idem, count)).CreateOrder(t.Context(), connect.NewRequest(msg))
 	assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
-	assert.Equal(t, connectidempotency.ReasonKeyHeld, reasonOf(err))
+	assert.Equal(t, grpcidempotency.ReasonKeyHeld, reasonOf(err))
 	assert.EqualValues(t, 1, sent.Load(), "the client interceptor does not retry a held key")
 	assert.Equal(t, 1, svc.Total(), "the handler did not run again")
 

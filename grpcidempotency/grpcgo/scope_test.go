@@ -1,4 +1,4 @@
-package grpcidempotency_test
+package grpcgo_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -30,7 +31,7 @@ import (
 // record; a call without a scope is refused.
 func TestScopeMetadataKeepsCallersApart(t *testing.T) {
 	svc := newOrders()
-	client := dial(t, serve(t, svc, memory.New(), grpcidempotency.WithScope(grpcidempotency.ScopeMetadata("x-user"))))
+	client := dial(t, serve(t, svc, memory.New(), grpcidempotency.WithScope(grpcgo.ScopeMetadata("x-user"))))
 	as := func(user string) context.Context {
 		return metadata.AppendToOutgoingContext(t.Context(), "x-user", user)
 	}
@@ -75,7 +76,7 @@ func TestScopeFunctionErrors(t *testing.T) {
 func TestScopePeerCertificate(t *testing.T) {
 	ca := newCA(t)
 	svc := newOrders()
-	idem, err := grpcidempotency.NewServerInterceptor(memory.New(), grpcidempotency.WithScope(grpcidempotency.ScopePeerCertificate()))
+	idem, err := grpcgo.NewServerInterceptor(memory.New(), grpcidempotency.WithScope(grpcgo.ScopePeerCertificate()))
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
