@@ -109,7 +109,14 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		v.panicked = panicked
 		return v
 	}
+	return e.answer(ctx, r, key, recordKey, res, err)
+}
 
+// answer translates how the Guard's call of request r ended into the
+// request's answer: the handler's own response, a replay, or a problem.
+// key is the request's Idempotency-Key, and recordKey the record's key
+// when the handler ran.
+func (e *engine) answer(ctx context.Context, r *Request, key []byte, recordKey string, res idempotency.Result, err error) verdict {
 	switch res.Outcome {
 	case idempotency.OutcomeReplay:
 		if err != nil { // *idempotency.ResponseTooLargeError

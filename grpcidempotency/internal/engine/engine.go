@@ -124,6 +124,13 @@ func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context
 		}
 		return encode(r)
 	})
+	return e.answer(res, err, from)
+}
+
+// answer translates how the Guard's call ended into the call's answer: the
+// handler's own, a replay, or a refusal. from is where the call's key
+// came from.
+func (e *Engine) answer(res idempotency.Result, err error, from source) Verdict {
 	switch res.Outcome {
 	case idempotency.OutcomeNew, idempotency.OutcomeNotExecuted, idempotency.OutcomeHandlerError, idempotency.OutcomeFencedOut, idempotency.OutcomeCompletionFailed:
 		// The handler ran: its own answer, stored or not.
