@@ -331,7 +331,7 @@ func TestResponseSizes(t *testing.T) {
 				len("status") + len("COMPLETED") +
 				len("owner_token") + len(rec.Token) +
 				len("data")
-			response := randomBytes(dynamodb.MaxItemSizeLimit - fixed)
+			response := randomBytes(dynamodb.MaxItemSize - fixed)
 			require.NoError(t, store.Put(t.Context(), rec, now))
 			done := completed(rec, response)
 			require.NoError(t, store.Update(t.Context(), done), "an item of exactly 400 KB fits")

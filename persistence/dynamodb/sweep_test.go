@@ -69,7 +69,7 @@ func TestSweep(t *testing.T) {
 	}
 }
 
-// sweepRace is a ListClient that runs takeOver once, after the first page
+// sweepRace is a client that runs takeOver once, after the first page
 // of expired records is read and before any is deleted.
 type sweepRace struct {
 	*awsdynamodb.Client
@@ -133,10 +133,8 @@ func TestSweepRetriesReplicatedWriteConflicts(t *testing.T) {
 	})
 }
 
-func TestSweepNeedsAListClient(t *testing.T) {
+func TestSweepNeedsQueryAndScan(t *testing.T) {
 	store := newStore(t, &requestClient{}, "idempotency")
 	_, err := store.Sweep(t.Context(), time.Now(), 10)
-	require.ErrorContains(t, err, "ListClient")
+	require.ErrorContains(t, err, "cannot Query and Scan")
 }
-
-var _ dynamodb.ListClient = (*sweepRace)(nil)

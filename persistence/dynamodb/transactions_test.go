@@ -146,12 +146,13 @@ func TestTransactionsCanceledCommitReleasesTheKey(t *testing.T) {
 		require.ErrorAs(t, err, &commitErr)
 		assert.False(t, commitErr.Unknown)
 		require.ErrorAs(t, err, new(*idempotency.CommitError))
-		var canceled *persistence.CommitCanceledError
-		require.ErrorAs(t, err, &canceled)
-		require.Len(t, canceled.Reasons, 3, "the entry, the debit, the completion")
-		assert.Equal(t, "None", canceled.Reasons[0].Code)
-		assert.Equal(t, "ConditionalCheckFailed", canceled.Reasons[1].Code)
-		assert.Equal(t, "None", canceled.Reasons[2].Code)
+		require.ErrorAs(t, err, new(*persistence.CommitCanceledError))
+		var reasons *types.TransactionCanceledException
+		require.ErrorAs(t, err, &reasons)
+		require.Len(t, reasons.CancellationReasons, 3, "the entry, the debit, the completion")
+		assert.Equal(t, "None", aws.ToString(reasons.CancellationReasons[0].Code))
+		assert.Equal(t, "ConditionalCheckFailed", aws.ToString(reasons.CancellationReasons[1].Code))
+		assert.Equal(t, "None", aws.ToString(reasons.CancellationReasons[2].Code))
 		assert.Zero(t, l.entriesOf(t, p))
 		assert.Equal(t, 1000, l.balance(t))
 
