@@ -42,9 +42,9 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	runProtocol(t, newStore)
 }
 
-// ParallelPuts is the number of concurrent reservations of one key in the
+// parallelPuts is the number of concurrent reservations of one key in the
 // "ParallelPutsOneWinner" case.
-const ParallelPuts = 50
+const parallelPuts = 50
 
 var cases = []struct {
 	name string
@@ -293,11 +293,11 @@ func testCompletedIgnoresInProgressExpiry(t *testing.T, s persistence.Store) {
 	checkConflict(t, s.Put(ctx(t), inProgress(first.Key, later), later), done)
 }
 
-// LateWrites is the number of reservations of other keys that the
+// lateWrites is the number of reservations of other keys that the
 // "LateCompletionWithoutTakeover" case makes while a record is past its
 // in-progress expiry: enough to set off the housekeeping of a store that
 // drops records as it takes new ones.
-const LateWrites = 64
+const lateWrites = 64
 
 // testLateCompletionWithoutTakeover: a record past its in-progress expiry
 // but not its expiry stays in the store, however much traffic other keys
@@ -311,7 +311,7 @@ func testLateCompletionWithoutTakeover(t *testing.T, s persistence.Store) {
 	mustPut(t, s, rec, now)
 
 	later := now.Add(5 * time.Second)
-	for i := range LateWrites {
+	for i := range lateWrites {
 		mustPut(t, s, inProgress(fmt.Sprintf("%s-other-%d", rec.Key, i), later), later)
 	}
 	checkRecord(t, "Get of a lapsed reservation after other keys' traffic", mustGet(t, s, rec.Key), rec)
@@ -611,7 +611,7 @@ func testParallelPuts(t *testing.T, s persistence.Store) {
 		winners []*persistence.Record
 		others  []error
 	)
-	for range ParallelPuts {
+	for range parallelPuts {
 		rec := inProgress(key, now)
 		wg.Go(func() {
 			err := s.Put(ctx(t), rec, now)
@@ -626,7 +626,7 @@ func testParallelPuts(t *testing.T, s persistence.Store) {
 	}
 	wg.Wait()
 	if len(winners) != 1 {
-		t.Fatalf("%d concurrent Puts of one key: %d succeeded, want exactly 1", ParallelPuts, len(winners))
+		t.Fatalf("%d concurrent Puts of one key: %d succeeded, want exactly 1", parallelPuts, len(winners))
 	}
 	for _, err := range others {
 		if !errors.Is(err, persistence.ErrConflict) {

@@ -166,7 +166,6 @@ var (
 	_ persistence.Store     = (*Store)(nil)
 	_ persistence.Committer = (*Store)(nil)
 	_ persistence.TxStore   = (*Store)(nil)
-	_ persistence.Unwrapper = (*Store)(nil)
 )
 
 // New returns a Store over inner that injects nothing until Fault is set.
