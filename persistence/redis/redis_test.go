@@ -31,6 +31,10 @@ func withPrefix(prefix string) func(*redisstore.Options) {
 	return func(o *redisstore.Options) { o.KeyPrefix = prefix }
 }
 
+// tokenField is the default name of the hash field of the owner token
+// (Fields.Token).
+const tokenField = "owner_token"
+
 // testNow is a whole second, as the idempotency package sets ExpiresAt.
 func testNow() time.Time { return time.Now().Truncate(time.Second) }
 

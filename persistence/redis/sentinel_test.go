@@ -33,7 +33,7 @@ func TestSentinelFailover(t *testing.T) {
 	require.NoError(t, store.Put(ctx, rec, now))
 	replicaClient := replica.NewClient()
 	require.Eventually(t, func() bool {
-		token, err := replicaClient.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+		token, err := replicaClient.HGet(ctx, rec.Key, tokenField).Result()
 		return err == nil && token == rec.Token
 	}, 30*time.Second, 10*time.Millisecond, "the record did not reach the replica")
 
@@ -81,7 +81,7 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 
 	promoted := awaitPromotion(t, sentinel, replicas...)
 
-	token, err := promoted.NewClient().HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := promoted.NewClient().HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err, "the acknowledged reservation was lost in the failover")
 	require.Equal(t, rec.Token, token)
 	got, err := both.Get(ctx, rec.Key)

@@ -57,7 +57,7 @@ func TestWaitReplicas(t *testing.T) {
 	rec := inProgress("wait#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 	rt.require(t, "Put", "pipeline")
-	token, err := onReplica.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := onReplica.HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token)
 
@@ -80,7 +80,7 @@ func TestWaitReplicas(t *testing.T) {
 	rt.reset()
 	require.NoError(t, store.Delete(ctx, held.Key, held.Token))
 	rt.require(t, "Delete", "pipeline")
-	require.ErrorIs(t, onReplica.HGet(ctx, held.Key, redisstore.DefaultTokenField).Err(), redis.Nil)
+	require.ErrorIs(t, onReplica.HGet(ctx, held.Key, tokenField).Err(), redis.Nil)
 }
 
 // TestWaitReplicasUnacknowledged freezes the replica: every write is
@@ -98,7 +98,7 @@ func TestWaitReplicasUnacknowledged(t *testing.T) {
 	err := store.Put(ctx, rec, now)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
 	require.ErrorContains(t, err, `put "`+rec.Key+`": applied on the primary, but acknowledged by 0 of 1 replicas`)
-	token, err := client.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := client.HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token, "the reservation is not on the primary")
 
@@ -170,7 +170,7 @@ func TestWaitReplicasScriptFlush(t *testing.T) {
 	require.NoError(t, client.ScriptFlush(ctx).Err())
 	rec := inProgress("flushed#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
-	token, err := replica.NewClient().HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := replica.NewClient().HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token)
 }
