@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -100,7 +101,7 @@ func (s *Store) encode(rec *persistence.Record) values {
 	}
 	v[attrToken] = str(rec.Token)
 	if !rec.InProgressExpiresAt.IsZero() {
-		v[attrInProgressExpiry] = number(ceilUnixMilli(rec.InProgressExpiresAt))
+		v[attrInProgressExpiry] = number(epoch.CeilMillis(rec.InProgressExpiresAt))
 	}
 	if len(rec.Response) > 0 {
 		compressed := s.opts.CompressAbove >= 0 && len(rec.Response) > s.opts.CompressAbove && s.compress(&v, rec.Response)

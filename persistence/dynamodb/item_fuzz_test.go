@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
@@ -209,7 +210,7 @@ func FuzzLiveCondition(f *testing.F) {
 		if rec.InProgressExpiresAt.IsZero() {
 			t.Skip()
 		}
-		condition := expSec < ceilUnix(now) || ipMs < ceilUnixMilli(now)
+		condition := expSec < epoch.CeilSeconds(now) || ipMs < epoch.CeilMillis(now)
 		if condition == rec.Live(now) {
 			t.Fatalf("at %v (%d ns): condition says takeover=%v, Live says live=%v (expires %d s, in progress until %d ms)",
 				now, nowNanos, condition, rec.Live(now), expSec, ipMs)

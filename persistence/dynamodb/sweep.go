@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/retrysafe/retrysafe/internal/epoch"
 )
 
 // Sweep deletes up to limit records that have expired at now (their expiry
@@ -50,7 +52,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, err
 		names["#s"] = s.opts.SortKeyAttr
 		projection += ", #s"
 	}
-	values := map[string]types.AttributeValue{":now": number(ceilUnix(now))}
+	values := map[string]types.AttributeValue{":now": number(epoch.CeilSeconds(now))}
 	filter := "#e < :now"
 	page := func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 		if s.opts.SortKeyAttr == "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -111,7 +112,7 @@ func (s *Store) ListStuck(ctx context.Context, now time.Time, pageSize int, page
 		afterKey    string
 	)
 	for {
-		recs, err := s.listPage(ctx, s.listStuckSQL, []any{ceilUnixMilli(now), afterMillis, afterKey, pageSize})
+		recs, err := s.listPage(ctx, s.listStuckSQL, []any{epoch.CeilMillis(now), afterMillis, afterKey, pageSize})
 		if err != nil {
 			return fmt.Errorf("persistence/postgres: ListStuck: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -197,7 +198,7 @@ func (s *Store) RedisKey(key string) string { return s.prefix + key }
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	args := make([]any, 0, 10+18)
 	args = append(args,
-		ceilMilli(now),
+		strconv.FormatInt(epoch.CeilMillis(now), 10),
 		rec.ExpiresAt.UnixMilli(),
 		string(persistence.StatusInProgress),
 		s.fields.Status, s.fields.Expiration, s.fields.InProgressExpiration,
@@ -330,13 +331,4 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 // *net.OpError, a redis.Error such as READONLY).
 func (s *Store) opError(op, key string, err error) error {
 	return fmt.Errorf("persistence/redis: %s %q: %w", op, key, err)
-}
-
-// ceilMilli returns t in epoch milliseconds, rounded up.
-func ceilMilli(t time.Time) string {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	return strconv.FormatInt(ms, 10)
 }
