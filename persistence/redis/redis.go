@@ -198,11 +198,11 @@ func (s *Store) RedisKey(key string) string { return s.prefix + key }
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	args := make([]any, 0, 10+18)
 	args = append(args,
+		guardField,
 		strconv.FormatInt(epoch.CeilMillis(now), 10),
 		rec.ExpiresAt.UnixMilli(),
 		string(persistence.StatusInProgress),
 		s.fields.Status, s.fields.Expiration, s.fields.InProgressExpiration,
-		guardField,
 		s.fields.Token, rec.Token,
 		s.fields.Held,
 	)
@@ -280,8 +280,8 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 		renewsTo = strconv.FormatInt(rec.InProgressExpiresAt.UnixMilli(), 10)
 	}
 	args := make([]any, 0, 9+18)
-	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField,
-		s.fields.Status, string(persistence.StatusInProgress), completes,
+	args = append(args, guardField, rec.Token, s.fields.Token, s.fields.Status,
+		string(persistence.StatusInProgress), completes, rec.ExpiresAt.UnixMilli(),
 		s.fields.InProgressExpiration, renewsTo)
 	args = append(args, s.fields.encode(rec, response, omitted)...)
 	reply, acks, err := s.runScript(ctx, updateScript, rec.Key, args...)
@@ -310,7 +310,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 // succeeds when there is none, and returns persistence.ErrFenced
 // otherwise.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
-	reply, acks, err := s.runScript(ctx, deleteScript, key, token, s.fields.Token, guardField,
+	reply, acks, err := s.runScript(ctx, deleteScript, key, guardField, token, s.fields.Token,
 		s.fields.Status, string(persistence.StatusInProgress))
 	if err != nil {
 		return s.opError("delete", key, err)
