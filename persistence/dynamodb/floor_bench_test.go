@@ -19,6 +19,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 )
 
 // BenchmarkFloorDynalite measures a wrapped handler's first call and replay
@@ -71,15 +72,15 @@ func benchmarkFloor(b *testing.B, srv server) {
 	counter := &bodyCounter{next: *awshttp.NewBuildableClient()}
 	client := srv.NewClient(func(o *awsdynamodb.Options) { o.HTTPClient = counter })
 	store := newStore(b, client, name)
-	h := &handler{}
+	h := &paytest.Handler{}
 	var doneKey string // the record of done, which the replays find
-	pay := wrap(b, func(ctx context.Context, p payment) (charge, error) {
+	pay := paytest.Wrap(b, func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 		if doneKey == "" {
 			doneKey, _ = idempotency.KeyFromContext(ctx)
 		}
-		return h.charge(ctx, p)
+		return h.Charge(ctx, p)
 	}, store)
-	done := newPayment()
+	done := paytest.New()
 	first, err := pay(b.Context(), done)
 	if err != nil {
 		b.Fatal(err)
@@ -92,9 +93,9 @@ func benchmarkFloor(b *testing.B, srv server) {
 
 	var (
 		key, token string
-		p          payment
+		p          paytest.Payment
 	)
-	newKey := func() { p = newPayment(); key, token = "payments#"+p.OrderID, p.OrderID[4:] }
+	newKey := func() { p = paytest.New(); key, token = "payments#"+p.OrderID, p.OrderID[4:] }
 	sdkFirstCall := func() {
 		now := time.Now()
 		if _, err := client.PutItem(b.Context(), put(key, token, now)); err != nil {

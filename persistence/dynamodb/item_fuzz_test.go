@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/retrysafe/retrysafe/internal/epoch"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 // unusedClient is a Client for tests that never send a request.
@@ -87,11 +87,11 @@ func FuzzItemRoundTrip(f *testing.F) {
 			if err != nil {
 				t.Fatalf("decode(encode(%+v)): %v", rec, err)
 			}
-			if diff := storetest.Diff(got, rec); diff != "" {
+			if diff := recordtest.Diff(got, rec); diff != "" {
 				t.Fatalf("Put item round trip:\n%s", diff)
 			}
 			got = fromUpdate(t, s, rec)
-			if diff := storetest.Diff(got, rec); diff != "" {
+			if diff := recordtest.Diff(got, rec); diff != "" {
 				t.Fatalf("Update round trip:\n%s", diff)
 			}
 		}
@@ -106,10 +106,10 @@ func FuzzItemRoundTrip(f *testing.F) {
 			}
 			want := *rec
 			want.Response, want.ResponseOmitted = nil, true
-			if diff := storetest.Diff(got, &want); diff != "" {
+			if diff := recordtest.Diff(got, &want); diff != "" {
 				t.Fatalf("omitted response round trip:\n%s", diff)
 			}
-		} else if diff := storetest.Diff(got, rec); diff != "" {
+		} else if diff := recordtest.Diff(got, rec); diff != "" {
 			t.Fatalf("Update round trip with a small limit:\n%s", diff)
 		}
 		if _, hasData := in.ExpressionAttributeValues[":d"]; hasData {

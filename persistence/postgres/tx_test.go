@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
@@ -45,7 +46,7 @@ func TestCompleteTxCommitsWithTheHandlersWrites(t *testing.T) {
 	pool, store := ledgerSetup(t)
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 
 	tx, err := pool.Begin(ctx)
@@ -88,7 +89,7 @@ func TestCompleteTxFenced(t *testing.T) {
 	pool, store := ledgerSetup(t)
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 
 	tx, err := pool.Begin(ctx)
@@ -110,7 +111,7 @@ func TestCompleteTxFenced(t *testing.T) {
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background())
-	require.ErrorIs(t, store.CompleteTx(ctx, tx, completed(inProgress(newKey(), now), `"x"`)), persistence.ErrFenced)
+	require.ErrorIs(t, store.CompleteTx(ctx, tx, completed(recordtest.InProgress(newKey(), now), `"x"`)), persistence.ErrFenced)
 }
 
 // TestCompleteTxRollback: a completion that applied in a transaction that
@@ -120,7 +121,7 @@ func TestCompleteTxRollback(t *testing.T) {
 	pool, store := ledgerSetup(t)
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 
 	tx, err := pool.Begin(ctx)
@@ -147,7 +148,7 @@ func TestCompleteTxHoldsTheKey(t *testing.T) {
 	pool, store := ledgerSetup(t)
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 
 	tx, err := pool.Begin(ctx)
@@ -161,7 +162,7 @@ func TestCompleteTxHoldsTheKey(t *testing.T) {
 	// completion, a takeover.
 	later := rec.InProgressExpiresAt.Add(1)
 	result := make(chan error, 1)
-	go func() { result <- store.Put(ctx, inProgress(rec.Key, later), later) }()
+	go func() { result <- store.Put(ctx, recordtest.InProgress(rec.Key, later), later) }()
 	require.NoError(t, tx.Commit(ctx))
 	var conflict *persistence.ConflictError
 	require.ErrorAs(t, <-result, &conflict)
@@ -176,6 +177,6 @@ func TestCompleteTxRefusesRenewals(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background())
-	require.ErrorContains(t, store.CompleteTx(ctx, tx, inProgress(newKey(), testNow())), "want COMPLETED")
-	require.ErrorContains(t, store.CompleteTx(ctx, nil, completed(inProgress(newKey(), testNow()), "")), "nil transaction")
+	require.ErrorContains(t, store.CompleteTx(ctx, tx, recordtest.InProgress(newKey(), testNow())), "want COMPLETED")
+	require.ErrorContains(t, store.CompleteTx(ctx, nil, completed(recordtest.InProgress(newKey(), testNow()), "")), "nil transaction")
 }

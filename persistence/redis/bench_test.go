@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -58,7 +59,7 @@ func BenchmarkStore(b *testing.B) {
 	prefix := "bench#" + rand.Text() + "#"
 
 	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
-	done := completed(inProgress(prefix+"done", now), string(response))
+	done := completed(recordtest.InProgress(prefix+"done", now), string(response))
 	require.NoError(b, store.Put(ctx, done, now))
 	require.NoError(b, store.Update(ctx, done))
 
@@ -72,13 +73,13 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("PutNew", func(b *testing.B) {
 		base := prefix + "new-" + rand.Text() + "-"
 		measure(b, func(i int) {
-			if err := store.Put(ctx, inProgress(base+strconv.Itoa(i), now), now); err != nil {
+			if err := store.Put(ctx, recordtest.InProgress(base+strconv.Itoa(i), now), now); err != nil {
 				b.Fatal(err)
 			}
 		})
 	})
 	b.Run("Update", func(b *testing.B) {
-		rec := inProgress(prefix+"update-"+rand.Text(), now)
+		rec := recordtest.InProgress(prefix+"update-"+rand.Text(), now)
 		require.NoError(b, store.Put(ctx, rec, now))
 		next := completed(rec, string(response))
 		measure(b, func(int) {
@@ -90,7 +91,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("FirstCall", func(b *testing.B) {
 		base := prefix + "first-" + rand.Text() + "-"
 		measure(b, func(i int) {
-			rec := inProgress(base+strconv.Itoa(i), now)
+			rec := recordtest.InProgress(base+strconv.Itoa(i), now)
 			if err := store.Put(ctx, rec, now); err != nil {
 				b.Fatal(err)
 			}
@@ -100,7 +101,7 @@ func BenchmarkStore(b *testing.B) {
 		})
 	})
 	b.Run("Replay", func(b *testing.B) {
-		probe := inProgress(done.Key, now)
+		probe := recordtest.InProgress(done.Key, now)
 		measure(b, func(int) {
 			var conflict *persistence.ConflictError
 			if err := store.Put(ctx, probe, now); !errors.As(err, &conflict) || conflict.Existing.Status != persistence.StatusCompleted {
@@ -132,10 +133,10 @@ func BenchmarkInterleaved(b *testing.B) {
 	prefix := "interleaved#" + rand.Text() + "#"
 
 	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
-	done := completed(inProgress(prefix+"done", now), string(response))
+	done := completed(recordtest.InProgress(prefix+"done", now), string(response))
 	require.NoError(b, store.Put(ctx, done, now))
 	require.NoError(b, store.Update(ctx, done))
-	probe := inProgress(done.Key, now)
+	probe := recordtest.InProgress(done.Key, now)
 
 	var get, first, replay []time.Duration
 	b.ReportAllocs()
@@ -147,7 +148,7 @@ func BenchmarkInterleaved(b *testing.B) {
 		get = append(get, time.Since(start))
 
 		start = time.Now()
-		rec := inProgress(prefix+strconv.Itoa(i), now)
+		rec := recordtest.InProgress(prefix+strconv.Itoa(i), now)
 		if err := store.Put(ctx, rec, now); err != nil {
 			b.Fatal(err)
 		}
@@ -228,7 +229,7 @@ func BenchmarkWaitReplicas(b *testing.B) {
 		b.Run("FirstCall/wait_"+strconv.Itoa(replicas), func(b *testing.B) {
 			base := "wait#" + rand.Text() + "-"
 			measure(b, func(i int) {
-				rec := inProgress(base+strconv.Itoa(i), now)
+				rec := recordtest.InProgress(base+strconv.Itoa(i), now)
 				if err := store.Put(ctx, rec, now); err != nil {
 					b.Fatal(err)
 				}

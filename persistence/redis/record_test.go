@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 func defaultFields(t testing.TB) Fields {
@@ -65,7 +65,7 @@ func FuzzRecordEncoding(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", rec, err)
 		}
-		if diff := storetest.Diff(got, rec); diff != "" {
+		if diff := recordtest.Diff(got, rec); diff != "" {
 			t.Fatalf("decode(encode(%+v)) differs:\n%s", rec, diff)
 		}
 	})

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -137,66 +138,9 @@ func mustGet(t *testing.T, s persistence.Store, key string) *persistence.Record 
 // checkRecord reports how got differs from want, field by field.
 func checkRecord(t *testing.T, what string, got, want *persistence.Record) {
 	t.Helper()
-	if diff := Diff(got, want); diff != "" {
+	if diff := recordtest.Diff(got, want); diff != "" {
 		t.Errorf("%s: record differs from what was written:\n%s", what, diff)
 	}
-}
-
-// Diff describes how record got differs from want, or returns "" when they
-// are equal as a store must round-trip them: times equal to the millisecond
-// (ExpiresAt to the second), and an empty Response equal to a nil one.
-func Diff(got, want *persistence.Record) string {
-	if got == nil || want == nil {
-		if got == want {
-			return ""
-		}
-		return fmt.Sprintf("got %v, want %v", got, want)
-	}
-	var b strings.Builder
-	field := func(name string, g, w any) {
-		fmt.Fprintf(&b, "  %s: got %v, want %v\n", name, g, w)
-	}
-	if got.Key != want.Key {
-		field("Key", got.Key, want.Key)
-	}
-	if got.Status != want.Status {
-		field("Status", got.Status, want.Status)
-	}
-	if got.ExpiresAt.Unix() != want.ExpiresAt.Unix() {
-		field("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
-	}
-	if got.InProgressExpiresAt.UnixMilli() != want.InProgressExpiresAt.UnixMilli() {
-		field("InProgressExpiresAt", got.InProgressExpiresAt, want.InProgressExpiresAt)
-	}
-	if got.PayloadHash != want.PayloadHash {
-		field("PayloadHash", got.PayloadHash, want.PayloadHash)
-	}
-	if got.Token != want.Token {
-		field("Token", got.Token, want.Token)
-	}
-	if !bytes.Equal(got.Response, want.Response) {
-		field("Response", describe(got.Response), describe(want.Response))
-	}
-	if got.ResponseOmitted != want.ResponseOmitted {
-		field("ResponseOmitted", got.ResponseOmitted, want.ResponseOmitted)
-	}
-	if got.Held != want.Held {
-		field("Held", got.Held, want.Held)
-	}
-	if got.ErrorType != want.ErrorType {
-		field("ErrorType", got.ErrorType, want.ErrorType)
-	}
-	if got.ErrorMessage != want.ErrorMessage {
-		field("ErrorMessage", got.ErrorMessage, want.ErrorMessage)
-	}
-	return b.String()
-}
-
-func describe(b []byte) string {
-	if len(b) > 64 {
-		return fmt.Sprintf("%d bytes starting %q", len(b), b[:64])
-	}
-	return fmt.Sprintf("%q", b)
 }
 
 // checkConflict checks that err is a conflict, and that the existing record
