@@ -8,7 +8,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 )
@@ -165,9 +165,9 @@ func ratio(b *testing.B, sdk, lib, prepare func()) {
 				prepare()
 			}
 			pprof.SetGoroutineLabels(labels[i])
-			start := processCPU()
+			start := cpubench.ProcessCPU()
 			op()
-			if d := processCPU() - start; i == 0 {
+			if d := cpubench.ProcessCPU() - start; i == 0 {
 				sdkCPU += d
 			} else {
 				libCPU += d
@@ -189,19 +189,9 @@ func ratio(b *testing.B, sdk, lib, prepare func()) {
 func floor(b *testing.B, counter *bodyCounter, op, prepare func()) {
 	b.Helper()
 	b.ReportAllocs()
-	var cpu time.Duration
-	var n int
 	counter.bytes.Store(0)
 	goroutines := goroutinesStarted()
-	for b.Loop() {
-		if prepare != nil {
-			prepare()
-		}
-		start := processCPU()
-		op()
-		cpu += processCPU() - start
-		n++
-	}
+	cpu, n := cpubench.Loop(b, op, prepare)
 	if n == 0 {
 		return
 	}
@@ -210,16 +200,6 @@ func floor(b *testing.B, counter *bodyCounter, op, prepare func()) {
 	if g := goroutinesStarted(); g >= 0 && goroutines >= 0 {
 		b.ReportMetric(float64(g-goroutines)/float64(n), "goroutines/op")
 	}
-}
-
-// processCPU returns the CPU time, user and system, that this process has
-// used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // goroutinesStarted returns how many goroutines the program has started,

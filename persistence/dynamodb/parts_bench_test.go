@@ -15,6 +15,7 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -218,11 +219,11 @@ func parts(b *testing.B, sides []part) {
 		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, i := range order {
 			pprof.SetGoroutineLabels(labels[i])
-			start := processCPU()
+			start := cpubench.ProcessCPU()
 			for range turn {
 				sides[i].call()
 			}
-			cpu[i] += processCPU() - start
+			cpu[i] += cpubench.ProcessCPU() - start
 		}
 		rounds++
 	}

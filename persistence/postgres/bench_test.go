@@ -6,13 +6,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
 	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -199,19 +199,9 @@ func BenchmarkFloor(b *testing.B) {
 	floor := func(op, prepare func()) func(b *testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
-			var cpu time.Duration
 			q := c.queries.Load()
 			server := serverCPU(backend)
-			n := 0
-			for b.Loop() {
-				if prepare != nil {
-					prepare()
-				}
-				start := processCPU()
-				op()
-				cpu += processCPU() - start
-				n++
-			}
+			cpu, n := cpubench.Loop(b, op, prepare)
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/op")
 			b.ReportMetric(float64((serverCPU(backend)-server).Nanoseconds())/float64(n), "server-cpu-ns/op")
 			b.ReportMetric(float64(c.queries.Load()-q)/float64(n), "statements/op")
@@ -233,9 +223,9 @@ func BenchmarkFloor(b *testing.B) {
 					if prepare != nil {
 						prepare()
 					}
-					start := processCPU()
+					start := cpubench.ProcessCPU()
 					op()
-					cpu[i] += processCPU() - start
+					cpu[i] += cpubench.ProcessCPU() - start
 				}
 			}
 			if cpu[0] > 0 {
@@ -259,16 +249,6 @@ WHERE id = $1 AND owner_token = $4 AND status = 'INPROGRESS'`
 )
 SELECT status, data FROM idempotency WHERE id = $1 AND NOT EXISTS (SELECT FROM ins)`
 )
-
-// processCPU returns the CPU time, user and system, that this process has
-// used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // serverCPU returns the CPU time, user and system, of process pid (the
 // server's backend), from /proc/<pid>/stat, in clock ticks of 10 ms
