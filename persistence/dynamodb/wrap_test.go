@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -417,19 +416,7 @@ func benchmarkWrap(b *testing.B, srv server) {
 	}
 	// A plain item of the same kind to read.
 	rec := completed(inProgress(wholeSecond()), []byte(`{"charge_id":"ch_1","amount":4200}`))
-	if err := store.Put(b.Context(), rec, wholeSecond()); err != nil {
-		b.Fatal(err)
-	}
-	consistent := true
-	getInput := &awsdynamodb.GetItemInput{TableName: &name, Key: idKey(rec.Key), ConsistentRead: &consistent}
-
-	b.Run("GetItem", func(b *testing.B) {
-		measure(b, func() {
-			if _, err := client.GetItem(b.Context(), getInput); err != nil {
-				b.Fatal(err)
-			}
-		}, nil)
-	})
+	benchGetItem(b, store, client, name, rec, wholeSecond())
 	b.Run("FirstCall", func(b *testing.B) {
 		var p paytest.Payment
 		measure(b, func() {

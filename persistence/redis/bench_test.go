@@ -8,13 +8,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
+
+// response is the benchmarks' response, an API Gateway proxy response.
+const response = `{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`
+
+// benchStore starts a redis-server for b, and returns a client and a
+// store on it, the prefix of the benchmark's keys, and a completed record
+// holding response. The server also holds response as the plain value of
+// the key "plain".
+func benchStore(b *testing.B, name string) (*redis.Client, *redisstore.Store, string, *persistence.Record) {
+	b.Helper()
+	client := redisserver.Start(b).NewClient()
+	store := newStore(b, client)
+	now := testNow()
+	prefix := name + "#" + rand.Text() + "#"
+	require.NoError(b, client.Set(b.Context(), "plain", response, 0).Err())
+	done := completed(recordtest.InProgress(prefix+"done", now), response)
+	require.NoError(b, store.Put(b.Context(), done, now))
+	require.NoError(b, store.Update(b.Context(), done))
+	return client, store, prefix, done
+}
 
 // measure runs op once per benchmark iteration, timing each call, and
 // reports the median and 99th percentile next to ns/op.
@@ -50,18 +72,9 @@ func reportPercentiles(b *testing.B, prefix string, durations []time.Duration) {
 // completed invocation costs (a Put that conflicts and returns the record:
 // one round trip).
 func BenchmarkStore(b *testing.B) {
-	srv := redisserver.Start(b)
-	client := srv.NewClient()
-	store := newStore(b, client)
+	client, store, prefix, done := benchStore(b, "bench")
 	ctx := b.Context()
 	now := testNow()
-	response := []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)
-	prefix := "bench#" + rand.Text() + "#"
-
-	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
-	done := completed(recordtest.InProgress(prefix+"done", now), string(response))
-	require.NoError(b, store.Put(ctx, done, now))
-	require.NoError(b, store.Update(ctx, done))
 
 	b.Run("GET", func(b *testing.B) {
 		measure(b, func(int) {
@@ -81,7 +94,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("Update", func(b *testing.B) {
 		rec := recordtest.InProgress(prefix+"update-"+rand.Text(), now)
 		require.NoError(b, store.Put(ctx, rec, now))
-		next := completed(rec, string(response))
+		next := completed(rec, response)
 		measure(b, func(int) {
 			if err := store.Update(ctx, next); err != nil {
 				b.Fatal(err)
@@ -95,7 +108,7 @@ func BenchmarkStore(b *testing.B) {
 			if err := store.Put(ctx, rec, now); err != nil {
 				b.Fatal(err)
 			}
-			if err := store.Update(ctx, completed(rec, string(response))); err != nil {
+			if err := store.Update(ctx, completed(rec, response)); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -124,18 +137,9 @@ func BenchmarkStore(b *testing.B) {
 // so that the three see the same load on a noisy machine. It reports the
 // median and 99th percentile of each; ns/op is the sum of the three.
 func BenchmarkInterleaved(b *testing.B) {
-	srv := redisserver.Start(b)
-	client := srv.NewClient()
-	store := newStore(b, client)
+	client, store, prefix, done := benchStore(b, "interleaved")
 	ctx := b.Context()
 	now := testNow()
-	response := []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)
-	prefix := "interleaved#" + rand.Text() + "#"
-
-	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
-	done := completed(recordtest.InProgress(prefix+"done", now), string(response))
-	require.NoError(b, store.Put(ctx, done, now))
-	require.NoError(b, store.Update(ctx, done))
 	probe := recordtest.InProgress(done.Key, now)
 
 	var get, first, replay []time.Duration
@@ -152,7 +156,7 @@ func BenchmarkInterleaved(b *testing.B) {
 		if err := store.Put(ctx, rec, now); err != nil {
 			b.Fatal(err)
 		}
-		if err := store.Update(ctx, completed(rec, string(response))); err != nil {
+		if err := store.Update(ctx, completed(rec, response)); err != nil {
 			b.Fatal(err)
 		}
 		first = append(first, time.Since(start))
