@@ -319,3 +319,30 @@ func TestInProgressExpiryRoundsUp(t *testing.T) {
 		t.Error("the stored reservation lapses before the given deadline")
 	}
 }
+
+// attrValueSize counts what DynamoDB counts for a value of each kind.
+func TestAttrValueSize(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v    types.AttributeValue
+		want int
+	}{
+		"string":     {&types.AttributeValueMemberS{Value: "héllo"}, 6},
+		"binary":     {&types.AttributeValueMemberB{Value: []byte{1, 2, 3}}, 3},
+		"number":     {&types.AttributeValueMemberN{Value: "12345"}, numberSize("12345")},
+		"bool":       {&types.AttributeValueMemberBOOL{Value: true}, 1},
+		"null":       {&types.AttributeValueMemberNULL{Value: true}, 1},
+		"string set": {&types.AttributeValueMemberSS{Value: []string{"ab", "c"}}, 3},
+		"number set": {&types.AttributeValueMemberNS{Value: []string{"1", "22"}}, numberSize("1") + numberSize("22")},
+		"binary set": {&types.AttributeValueMemberBS{Value: [][]byte{{1}, {2, 3}}}, 3},
+		"list": {&types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberS{Value: "ab"}, &types.AttributeValueMemberBOOL{},
+		}}, 3 + (1 + 2) + (1 + 1)},
+		"map": {&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"k": &types.AttributeValueMemberS{Value: "ab"},
+		}}, 3 + 1 + (1 + 2)},
+	} {
+		if got := attrValueSize(tc.v); got != tc.want {
+			t.Errorf("%s: attrValueSize = %d, want %d", name, got, tc.want)
+		}
+	}
+}
