@@ -84,20 +84,6 @@ func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error
 	return w
 }
 
-// recordingStore keeps the records its Update calls write.
-type recordingStore struct {
-	persistence.Store
-	mu      sync.Mutex
-	updates []persistence.Record
-}
-
-func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) error {
-	s.mu.Lock()
-	s.updates = append(s.updates, *rec)
-	s.mu.Unlock()
-	return s.Store.Update(ctx, rec)
-}
-
 // keyOf returns the record key of in, a whole input, with prefix.
 func keyOf(t testing.TB, prefix string, in any) string {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -223,10 +224,10 @@ func handlerForPrefix(context.Context, order) (receipt, error) { return receipt{
 
 func TestDefaultKeyPrefix(t *testing.T) {
 	prefix := func(h func(context.Context, order) (receipt, error)) string {
-		store := &recordingStore{Store: memory.New()}
+		store := &faultstore.Store{Inner: memory.New(), KeepUpdates: true}
 		_, err := mustWrap(t, h, store)(t.Context(), o1)
 		require.NoError(t, err)
-		p, _, _ := strings.Cut(store.updates[0].Key, "#")
+		p, _, _ := strings.Cut(store.Updates()[0].Key, "#")
 		return p
 	}
 	t.Setenv(envFunctionName, "")

@@ -569,8 +569,7 @@ func (s committingStore) Commit(ctx context.Context, rec *persistence.Record, _ 
 type refusingStore struct{ *memory.Store }
 
 func (refusingStore) Commit(context.Context, *persistence.Record, []any) error {
-	return &persistence.CommitCanceledError{Reasons: []persistence.CommitCancelReason{{Code: "ConditionalCheckFailed"}},
-		Err: fmt.Errorf("transaction canceled")}
+	return &persistence.CommitCanceledError{Err: fmt.Errorf("transaction canceled")}
 }
 
 // A call refused because its key is held for an operator

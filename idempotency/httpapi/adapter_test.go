@@ -888,13 +888,13 @@ func testReplayFailed(t *testing.T, et eventType) {
 
 func testNothingOfRequestStored(t *testing.T, et eventType) {
 	var a app
-	store := &recordingStore{Store: memory.New()}
+	store := recordingStore()
 	send := et.wrap(t, a.handle, store, idempotency.WithKeyPrefix("orders"))
 	_, err := send(t.Context(), post("secret-key-1", orderA,
 		header{"Authorization", "Bearer s3cr3t-t0ken"},
 		header{"X-Request-Header", "request-only-value"}))
 	require.NoError(t, err)
-	written := store.written()
+	written := store.Updates()
 	require.Len(t, written, 1)
 	rec := written[0]
 	assert.Regexp(t, `^orders#[0-9a-f]{64}$`, rec.Key)

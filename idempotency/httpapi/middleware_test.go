@@ -502,13 +502,13 @@ func TestMiddlewareOptions(t *testing.T) {
 
 func TestMiddlewareDefaultKeyPrefix(t *testing.T) {
 	prefixOf := func(opts ...any) string {
-		store := &recordingStore{Store: memory.New()}
+		store := recordingStore()
 		h := idempotency.Must(httpapi.Middleware(store, as[idempotency.MiddlewareOption](opts)...))(http.NotFoundHandler())
 		req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 		req.Header.Set("Idempotency-Key", "k")
 		h.ServeHTTP(httptest.NewRecorder(), req)
-		require.Len(t, store.written(), 1)
-		prefix, _, _ := strings.Cut(store.written()[0].Key, "#")
+		require.Len(t, store.Updates(), 1)
+		prefix, _, _ := strings.Cut(store.Updates()[0].Key, "#")
 		return prefix
 	}
 	assert.Equal(t, httpapi.DefaultMiddlewarePrefix, prefixOf())
