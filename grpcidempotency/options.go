@@ -12,10 +12,6 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 )
 
-// DefaultMaxRetryDelay caps the retry delay of ABORTED (see
-// [WithMaxRetryDelay]).
-const DefaultMaxRetryDelay = 2 * time.Second
-
 // A KeySource says where a method's key is read, and which source wins
 // when a call carries both. The other is then ignored.
 type KeySource int
@@ -54,31 +50,23 @@ func (p Policy) engine() engine.Policy {
 // fields take their defaults.
 type RetryPolicy struct {
 	// MaxAttempts is how many times a call is sent at most, the first time
-	// included. Default [DefaultMaxAttempts]; 1 never retries.
+	// included. Default 5; 1 never retries.
 	MaxAttempts int
 	// MaxElapsed is how long after the first attempt the last may start.
-	// Default [DefaultMaxElapsed], or half the KeyWindow if that is shorter.
+	// Default a minute, or half the KeyWindow if that is shorter.
 	// It must be at most half the KeyWindow.
 	MaxElapsed time.Duration
 	// KeyWindow is how long the server remembers a key. Default
 	// idempotency.DefaultExpiry, the server interceptors' default.
 	KeyWindow time.Duration
 	// BaseDelay is the backoff before the first retry, doubled for each
-	// retry after it. Default [DefaultBaseDelay].
+	// retry after it. Default 100 milliseconds.
 	BaseDelay time.Duration
-	// MaxDelay caps the backoff. Default [DefaultMaxDelay]. It does not cap
+	// MaxDelay caps the backoff. Default 5 seconds. It does not cap
 	// a RetryInfo's delay: an answer that asks for more time than the
 	// budget has left is final.
 	MaxDelay time.Duration
 }
-
-// Defaults of RetryPolicy.
-const (
-	DefaultMaxAttempts = 5
-	DefaultMaxElapsed  = time.Minute
-	DefaultBaseDelay   = 100 * time.Millisecond
-	DefaultMaxDelay    = 5 * time.Second
-)
 
 // A ServerOption configures a server interceptor: grpcgo's or
 // connectgo's NewServerInterceptor.
@@ -248,8 +236,7 @@ func WithStoreServerErrors() ServerOption {
 // the answer to a call whose key is held by another call still running.
 // The delay is how long the handler usually takes, measured over its
 // recent runs: at least 10 milliseconds, at most max, and never more than
-// the time until the other call's reservation lapses. Default
-// [DefaultMaxRetryDelay].
+// the time until the other call's reservation lapses. Default 2 seconds.
 func WithMaxRetryDelay(max time.Duration) ServerOption {
 	return serverOption(func(s *engine.Server) {
 		s.Use("WithMaxRetryDelay", false)

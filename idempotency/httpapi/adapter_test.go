@@ -217,7 +217,7 @@ func testInFlight(t *testing.T, et eventType) {
 		dup, err := send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusConflict, dup.status)
-		assert.Equal(t, "2", dup.headers.Get("Retry-After"), "no estimate yet: the cap, DefaultMaxRetryAfter")
+		assert.Equal(t, "2", dup.headers.Get("Retry-After"), "no estimate yet: the default cap of 2 seconds")
 		p := problemOf(t, dup)
 		assert.Equal(t, httpapi.Problem{
 			Type:   httpapi.ProblemKeyInUse,

@@ -28,7 +28,7 @@
 // requests themselves. Without [idempotency.WithKeyPrefix] the prefix is
 // the one [idempotency.Wrap] would give the wrapped handler, and for
 // Middleware, which wraps handlers whose Go names say nothing stable,
-// DefaultMiddlewarePrefix.
+// "http", after the function name and a dot behind Lambda Web Adapter.
 //
 // # Requests
 //
@@ -89,7 +89,7 @@
 //
 // Retry-After on 409 is an estimate of when the first request will have
 // finished: how long the handler has taken recently, in whole seconds
-// rounded up, at least 1, at most DefaultMaxRetryAfter (see
+// rounded up, at least 1, at most 2 seconds (see
 // WithMaxRetryAfter), and never more than the time until the first
 // request's reservation lapses. A retry then usually gets the first
 // request's response; one that comes too early gets another 409.
@@ -146,7 +146,7 @@
 // these of its own, for any Go HTTP server (ECS, EKS, App Runner, Lambda
 // Web Adapter; chi, gorilla/mux and echo take the same
 // func(http.Handler) http.Handler). Without idempotency.WithKeyPrefix, its
-// prefix is DefaultMiddlewarePrefix. It takes the options of kind
+// prefix is "http". It takes the options of kind
 // idempotency.MiddlewareOption: this package's, WithRequestScope and
 // WithMaxBodySize of its own, and the core's but those that select keys
 // from typed inputs and idempotency.WithTransactions, since the response

@@ -511,7 +511,7 @@ func TestMiddlewareDefaultKeyPrefix(t *testing.T) {
 		prefix, _, _ := strings.Cut(store.Updates()[0].Key, "#")
 		return prefix
 	}
-	assert.Equal(t, httpapi.DefaultMiddlewarePrefix, prefixOf())
+	assert.Equal(t, "http", prefixOf())
 	assert.Equal(t, "payments", prefixOf(idempotency.WithKeyPrefix("payments")))
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
 	assert.Equal(t, "orders.http", prefixOf(), "behind Lambda Web Adapter")

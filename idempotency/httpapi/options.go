@@ -24,26 +24,16 @@ const (
 	// idempotency.WithExpiry says otherwise: Stripe's 24 hours, what
 	// clients of an Idempotency-Key API expect.
 	DefaultExpiry = httpkey.Expiry
-	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
-	// WithMaxRetryAfter).
-	DefaultMaxRetryAfter = 2 * time.Second
-	// DefaultMaxBodySize is the largest request body that Middleware
-	// reads, in bytes, unless WithMaxBodySize says otherwise: 1 MiB,
-	// nginx's default limit (client_max_body_size), ample for the JSON
-	// requests that carry idempotency keys. The body is held in memory
-	// while the handler runs, because it is hashed before the handler
-	// reads it, so the limit bounds the memory of each request in flight.
-	DefaultMaxBodySize = 1 << 20
-	// DefaultMiddlewarePrefix is the key prefix of Middleware without
-	// idempotency.WithKeyPrefix (after the function name and a dot when
-	// AWS_LAMBDA_FUNCTION_NAME is set, behind Lambda Web Adapter). A
-	// net/http handler has no Go name that survives refactoring, and a
-	// server's binary name changes between builds, so the default is a
-	// constant: keys stay valid across deployments and renames, and stay
-	// apart from those of idempotency.Wrap and the Lambda adapters in a
-	// shared table. Services that share a table must each set their own
-	// prefix with idempotency.WithKeyPrefix.
-	DefaultMiddlewarePrefix = "http"
+)
+
+// Defaults of the knobs, which the options' comments give in words.
+const (
+	defaultMaxRetryAfter = 2 * time.Second
+	defaultMaxBodySize   = 1 << 20
+	// defaultMiddlewarePrefix is constant because a net/http handler has
+	// no Go name that survives refactoring, and a server's binary name
+	// changes between builds.
+	defaultMiddlewarePrefix = "http"
 )
 
 // An Option configures the Lambda handlers of this package and
@@ -159,7 +149,7 @@ func resolve(name string, kind entryKind, c *core.Config) (*config, error) {
 	if kind == middlewareEntry {
 		cfg.panicsGoOn, cfg.returnErrors = cfg.returnErrors, false
 		if cfg.maxBodySize == 0 {
-			cfg.maxBodySize = DefaultMaxBodySize
+			cfg.maxBodySize = defaultMaxBodySize
 		}
 	}
 	if cfg.header == "" {
@@ -169,7 +159,7 @@ func resolve(name string, kind entryKind, c *core.Config) (*config, error) {
 		cfg.methods = []string{"POST", "PATCH"}
 	}
 	if cfg.maxRetryAfter == 0 {
-		cfg.maxRetryAfter = DefaultMaxRetryAfter
+		cfg.maxRetryAfter = defaultMaxRetryAfter
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
@@ -300,7 +290,8 @@ func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Mid
 }
 
 // WithMaxBodySize sets the largest request body that Middleware reads, in
-// bytes: default DefaultMaxBodySize. The body of a request that carries a
+// bytes: default 1 MiB, nginx's default limit, ample for the JSON requests
+// that carry keys. The body of a request that carries a
 // key is read whole before the handler runs, to fingerprint it, and given
 // to the handler unchanged; a larger body is answered 413 with
 // ProblemBodyTooLarge, and the handler does not run. Requests that need no
@@ -329,8 +320,8 @@ func WithStoreServerErrors() Option {
 // whose key is in use by another request still running. The delay is how
 // long the handler usually takes, measured over its recent runs, rounded
 // up to whole seconds: at least 1, at most max, and never more than the
-// time until the other request's reservation lapses. Default
-// DefaultMaxRetryAfter. A client that honours it retries about when the
+// time until the other request's reservation lapses. Default 2 seconds.
+// A client that honours it retries about when the
 // other request has finished, not after the longest it could take.
 func WithMaxRetryAfter(max time.Duration) Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithMaxRetryAfter", Set: func(c *core.Config, s *settings) {
