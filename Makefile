@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all test test-stress test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
+.PHONY: all doccheck test test-stress test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
@@ -84,6 +84,12 @@ vet: local-versions
 ## fmt-check: fail if gofmt would change a file.
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## doccheck: the doc comments of the library's packages in the register
+## of log/slog's: no sentence over 25 words, none chaining clauses with
+## more than one colon or semicolon (internal/tools/doccheck).
+doccheck:
+	$(GO) run ./internal/tools/doccheck
 
 ## deps-check: the import rules between packages (scripts/deps-check.sh
 ## says which).

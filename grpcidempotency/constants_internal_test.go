@@ -13,7 +13,7 @@ func TestConstantsAreTheEngines(t *testing.T) {
 	for _, pair := range [][2]any{
 		{DefaultKeyField, engine.DefaultKeyField}, {DefaultMetadataKey, engine.DefaultMetadataKey},
 		{MetadataReplayed, engine.MetadataReplayed}, {MaxKeyLength, engine.MaxKeyLength},
-		{DefaultMaxRetryDelay, engine.DefaultMaxRetryDelay}, {ErrorDomain, engine.ErrorDomain},
+		{ErrorDomain, engine.ErrorDomain},
 		{ReasonMissingKey, engine.ReasonMissingKey}, {ReasonInvalidKey, engine.ReasonInvalidKey},
 		{ReasonMissingScope, engine.ReasonMissingScope}, {ReasonScopeFailed, engine.ReasonScopeFailed},
 		{ReasonKeyInUse, engine.ReasonKeyInUse}, {ReasonKeyHeld, engine.ReasonKeyHeld},
@@ -21,8 +21,6 @@ func TestConstantsAreTheEngines(t *testing.T) {
 		{ReasonStoreUnavailable, engine.ReasonStoreUnavailable}, {ReasonNotCommitted, engine.ReasonNotCommitted},
 		{ReasonRecordedError, engine.ReasonRecordedError}, {ReasonResponseNotStored, engine.ReasonResponseNotStored},
 		{ReasonReplayFailed, engine.ReasonReplayFailed}, {ReasonFingerprintFailed, engine.ReasonFingerprintFailed},
-		{DefaultMaxAttempts, engine.DefaultMaxAttempts}, {DefaultMaxElapsed, engine.DefaultMaxElapsed},
-		{DefaultBaseDelay, engine.DefaultBaseDelay}, {DefaultMaxDelay, engine.DefaultMaxDelay},
 		{int(FieldFirst), int(engine.FieldFirst)}, {int(MetadataFirst), int(engine.MetadataFirst)},
 		{int(FieldOnly), int(engine.FieldOnly)}, {int(MetadataOnly), int(engine.MetadataOnly)},
 	} {

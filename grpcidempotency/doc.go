@@ -1,20 +1,33 @@
-// Package grpcidempotency gives gRPC services the request IDs of AIP-155:
-// a mutating call carries a unique key, runs at most once per key, and
-// every retry with the key gets the first call's response. It is for
-// google.golang.org/grpc what httpapi.Middleware is for net/http, on the
-// same engine (an [idempotency.Guard]) and the same stores (DynamoDB,
-// Redis, PostgreSQL, memory); package connectidempotency is the same for
-// Connect. docs/grpc.md in the repository is the page for API clients.
+// Package grpcidempotency gives gRPC and Connect services the request IDs
+// of AIP-155: a mutating call carries a unique key, runs at most once per
+// key, and every retry with the key gets the first call's response. It is
+// for RPC what httpapi.Middleware is for net/http, on the same engine (an
+// [idempotency.Guard]) and the same stores (DynamoDB, Redis, PostgreSQL,
+// memory). docs/grpc.md in the repository is the page for API clients.
 //
-//	idem, err := grpcidempotency.NewServerInterceptor(store,
+// The interceptors are in two packages, one for each Go framework, named
+// after its repository: grpcgo for google.golang.org/grpc (grpc-go) and
+// connectgo for connectrpc.com/connect (connect-go). This package imports
+// neither framework, and holds what the two share: the options, the
+// policies, the reasons of the answers and the client's keys. So each
+// option, reason and policy is written, documented and learned once, for
+// both, and a Connect service links no gRPC.
+//
+//	idem, err := grpcgo.NewServerInterceptor(store,
 //		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(auth, idem))
 //
-//	retry, err := grpcidempotency.NewClientInterceptor()
+//	retry, err := grpcgo.NewClientInterceptor()
 //	conn, err := grpc.NewClient(target, grpc.WithChainUnaryInterceptor(retry), ...)
 //
-// It is a module of its own, so that the library's go.mod does not
-// require gRPC. It needs Go 1.25, as the library does.
+// For Connect, connectgo's interceptors take the same options:
+//
+//	idem, err := connectgo.NewServerInterceptor(store,
+//		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
+//	mux.Handle(ordersv1connect.NewOrdersHandler(svc, connect.WithInterceptors(idem)))
+//
+// It is a module of its own, so that the library's go.mod requires
+// neither gRPC nor Connect. It needs Go 1.25, as the library does.
 //
 // # Keys
 //
@@ -22,7 +35,8 @@
 // names it: a singular string field, found by name through protoreflect
 // ([WithKeyField] names another; [WithKeyFunc] reads a key anywhere, such as
 // AEP-155's idempotency_key.key). Requests without such a field carry the
-// key in the idempotency-key metadata ([WithMetadataKey]). A [Policy] says,
+// key in the idempotency-key metadata (for Connect, the Idempotency-Key
+// header; [WithMetadataKey]). A [Policy] says,
 // per method ([WithMethodPolicy]) or for all ([WithPolicy]), where the key is
 // read and which source wins when a call carries both ([FieldFirst], the
 // default, [MetadataFirst], [FieldOnly], [MetadataOnly]; the other source is
@@ -43,8 +57,8 @@
 // Lambda, else "idempotency"): services that share a table set their own
 // prefix. The gRPC and Connect interceptors, given the same prefix and
 // store, share records, so that a call retried over the other protocol
-// gets its replay. [WithScope] makes the caller part of the key
-// ([ScopePeerCertificate], [ScopeMetadata], or a function of your own): two
+// gets its replay. [WithScope] makes the caller part of the key (grpcgo's
+// ScopePeerCertificate and ScopeMetadata, or a function of your own): two
 // callers who choose the same key never see each other's responses.
 //
 // # Fingerprints
@@ -61,7 +75,7 @@
 //
 // # Answers
 //
-// The interceptor answers as follows. Its own answers carry a
+// The server interceptors answer as follows. Their own answers carry a
 // google.rpc.ErrorInfo whose domain is [ErrorDomain] and whose reason is one
 // of the Reason constants, and the details docs/grpc.md lists:
 //
@@ -127,18 +141,18 @@
 //	INTERNAL, UNKNOWN, DATA_LOSS           no      the call may not have run (500); WithStoreServerErrors stores them
 //
 // Stored results keep their status message and details, and the header
-// and trailer metadata that the handler set (grpc.SetHeader, SendHeader,
-// SetTrailer). UNIMPLEMENTED, UNKNOWN and DATA_LOSS are not stored,
-// though they are not among the retryable codes: UNIMPLEMENTED says the
+// and trailer metadata that the handler set (grpcgo and connectgo say
+// which). UNIMPLEMENTED, UNKNOWN and DATA_LOSS are not stored, though
+// they are not among the retryable codes: UNIMPLEMENTED says the
 // call did not run, and during a rolling deployment a retry may reach a
 // server that implements the method; UNKNOWN is what a handler's plain Go
 // error becomes, which the HTTP adapters release too; DATA_LOSS is a
 // server error like INTERNAL. A handler marks any other result as not
-// executed with [MarkNotExecuted], for example INVALID_ARGUMENT from
-// validation that ran before the side effect. A released error that
+// executed with idempotency.MarkNotExecuted, for example INVALID_ARGUMENT
+// from validation that ran before the side effect. A released error that
 // idempotency.Permanent or idempotency.WithPermanentErrors marks as
-// permanent is recorded instead (the classifier sees the handler's error,
-// wrapped: match it with errors.Is or errors.As); its retries get the
+// permanent is recorded instead (the classifier sees the handler's
+// error); its retries get the
 // status that idempotency.WithErrorDecoder gives it, or INTERNAL.
 //
 // A handler that panics releases the key, and the panic goes on, to a
@@ -149,11 +163,13 @@
 //
 // # Options
 //
-// The interceptors take options of their own kind: [ServerOption] for
-// [NewServerInterceptor], [ClientOption] for [NewClientInterceptor], and
-// [Option], which is both, for the key's place (WithKeyField,
-// WithMetadataKey), so that an option given where it does not apply does
-// not compile. The options of package idempotency that configure a Guard
+// The interceptors take options of their own kind: [ServerOption] for the
+// server interceptors, [ClientOption] for the client ones, and [Option],
+// which is both, for the key's place ([WithKeyField], [WithMetadataKey]),
+// so that an option given where it does not apply does not compile. Each
+// option applies itself to the configuration of its kind, as those of
+// go.opentelemetry.io/otel/trace do, and one option serves both
+// frameworks. The options of package idempotency that configure a Guard
 // go through [WithGuardOptions], in their own kind,
 // idempotency.GuardOption: the expiry, prefix, wait, lease, observers and
 // transactions are the Guard's, and keep their documentation and checks
@@ -171,7 +187,7 @@
 //
 // # Clients
 //
-// NewClientInterceptor gives a call a key when its request message has
+// The client interceptors give a call a key when its request message has
 // the key field: the caller's own, when the field is set; else the key of
 // [ContextWithKey], or a new UUID ([NewKey]), set in a copy of the request, so
 // that the caller's message is never changed. Calls of the methods that
@@ -179,7 +195,7 @@
 // their request has no key field. Calls without a key pass through, once.
 // A keyed call is sent again, with the same key:
 //
-//	Answer                                Client interceptor
+//	Answer                                Client interceptors
 //	UNAVAILABLE (a lost connection too)   retries after its RetryInfo, or a backoff
 //	ABORTED with a RetryInfo              retries after the RetryInfo (KEY_IN_USE)
 //	FAILED_PRECONDITION (KEY_HELD)        returns it: only an operator's release frees the key
@@ -199,13 +215,6 @@
 // 30 s by default on servers, whose calls have no deadline; the call's
 // deadline when it has one). Keep MaxElapsed longer than that.
 //
-// gRPC's own retries (a retryPolicy in the service config) resend an
-// attempt's message and metadata as they are, so they keep its key, and
-// are safe. But they run inside each attempt of the interceptor: with
-// both, attempts multiply (5 of gRPC's in each of 5 of the interceptor's
-// is 25). Give the methods that the interceptor retries no retryPolicy,
-// or none that retries UNAVAILABLE or ABORTED, or let gRPC retry them
-// and set MaxAttempts to 1 here; gRPC's policy ignores RetryInfo, so
-// KEY_IN_USE is then retried on its own backoff. gRPC's transparent
-// retries, of calls that never reached the server, are unaffected.
+// How each framework reports a lost answer, and how its own retries mix
+// with the interceptor's, is in the documentation of grpcgo and connectgo.
 package grpcidempotency

@@ -5,29 +5,44 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
-// A server whose calls with a request_id run once per key, and a client
-// that gives its calls one key each and retries them with it.
+// orders creates orders: its side effect is counting their runs.
+type orders struct {
+	testpb.UnimplementedOrdersServer
+	mu   sync.Mutex
+	runs int
+}
+
+func (o *orders) CreateOrder(_ context.Context, req *testpb.CreateOrderRequest) (*testpb.Order, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.runs++
+	return &testpb.Order{Name: "orders/" + req.GetRequestId(), Item: req.GetItem(), Run: int64(o.runs)}, nil
+}
+
+// A gRPC server whose calls with a request_id run once per key, and a
+// client that gives its calls one key each and retries them with it.
 func Example() {
 	// The server: the interceptor runs each call with a request_id once.
-	idem, err := grpcidempotency.NewServerInterceptor(memory.New(),
+	idem, err := grpcgo.NewServerInterceptor(memory.New(),
 		grpcidempotency.WithGuardOptions(idempotency.WithKeyPrefix("orders")))
 	if err != nil {
 		log.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(idem))
-	svc := newOrders()
-	testpb.RegisterOrdersServer(srv, svc)
+	testpb.RegisterOrdersServer(srv, &orders{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -37,7 +52,7 @@ func Example() {
 
 	// The client: the interceptor gives calls with an empty request_id a
 	// key, and retries them with it.
-	retry, err := grpcidempotency.NewClientInterceptor()
+	retry, err := grpcgo.NewClientInterceptor()
 	if err != nil {
 		log.Fatal(err)
 	}

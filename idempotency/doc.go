@@ -24,9 +24,9 @@
 //     fails when a live record exists, so the function never runs twice at
 //     once for one key. A store that holds records in the process
 //     ([persistence.LocalReader]) answers a completed key before that,
-//     without the write. Calls with one key in one process share one
-//     reservation: the first asks the store, the others wait for its
-//     answer. A call that finds the key completed returns its stored
+//     without the write. Calls of one Guard (one wrapped function) with
+//     one key share one reservation: the first asks the store, the others
+//     wait for its answer. A call that finds the key completed returns its stored
 //     result (or the recorded error, as a [*RecordedError]); one that finds
 //     it held fails with [*InProgressError], unless [WithWait] lets it wait
 //     for the holder's outcome; one whose payload differs fails with
@@ -75,6 +75,8 @@
 //	handler_error      the function failed or panicked; release applied      the function's
 //	fenced_out         the function ran; its settling write was refused      the function's, if any
 //	completion_failed  the function ran; its settling write failed           the function's, if any
+//	not_executed       the function ran and said it did nothing              the function's, if any
+//	                   (MarkNotExecuted); release applied
 //	not_committed      the function ran; the commit was refused              *CommitError
 //	canceled           the call's context ended while it waited              the context's
 //	no_key             (Wrap) the input has no key                           *KeyError, or none: it ran

@@ -11,9 +11,10 @@ import (
 )
 
 // Sentinel errors, matched with errors.Is by the typed errors of this
-// package. Lambda reports the dynamic type name of an error as its
-// errorType ("InProgressError", ...), which Step Functions retry rules can
-// match.
+// package that callers retry or refuse on (the others are told apart by
+// type, with errors.As). Lambda reports the dynamic type name of an error
+// as its errorType ("InProgressError", ...), which Step Functions retry
+// rules can match.
 var (
 	// ErrInProgress: another invocation holds the key and has not finished.
 	ErrInProgress = errors.New("idempotency: another invocation with this key is in progress")
@@ -23,18 +24,6 @@ var (
 	ErrNoKey = errors.New("idempotency: no idempotency key in the input")
 	// ErrStore: the store failed; the handler did not run.
 	ErrStore = errors.New("idempotency: store failure")
-	// ErrResponseTooLarge: the key completed, but its response was too large
-	// to store, so it cannot be replayed.
-	ErrResponseTooLarge = errors.New("idempotency: response was too large to store")
-	// ErrReplay: the stored response does not decode into the handler's
-	// result type.
-	ErrReplay = errors.New("idempotency: stored response cannot be replayed")
-	// ErrRecordedError: the key completed with a recorded (permanent) error,
-	// which is replayed.
-	ErrRecordedError = errors.New("idempotency: replaying a recorded error")
-	// ErrNotCommitted: the writes the function staged, and its result,
-	// were not committed (WithTransactions).
-	ErrNotCommitted = errors.New("idempotency: the function's writes were not committed")
 	// ErrHeld: the key is held until an operator releases it.
 	ErrHeld = errors.New("idempotency: the key is held until an operator releases it")
 )
@@ -80,9 +69,6 @@ func (e *CommitError) Error() string {
 // Unwrap returns the store's error.
 func (e *CommitError) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrNotCommitted) true.
-func (e *CommitError) Is(target error) bool { return target == ErrNotCommitted }
-
 // InProgressError is returned when another invocation has reserved the key
 // and has not finished. Retry later: the reservation lapses at Until even if
 // that invocation crashed.
@@ -91,6 +77,11 @@ type InProgressError struct {
 	// Until is when the other invocation's reservation lapses (its
 	// deadline). Zero when unknown.
 	Until time.Time
+	// RetryAfter is when a retry most likely gets the other invocation's
+	// result: how long the function usually takes, in the process that
+	// answered, or until Until when that comes first. Zero when it does
+	// not know.
+	RetryAfter time.Duration
 }
 
 // Error implements error.
@@ -195,9 +186,6 @@ func (e *ResponseTooLargeError) Error() string {
 	return fmt.Sprintf("idempotency: key %s completed, but its response was too large to store and cannot be replayed", e.Key)
 }
 
-// Is makes errors.Is(err, ErrResponseTooLarge) true.
-func (e *ResponseTooLargeError) Is(target error) bool { return target == ErrResponseTooLarge }
-
 // ReplayError is returned when a stored response does not decode into the
 // handler's result type, for example after the type changed in a deployment.
 type ReplayError struct {
@@ -213,13 +201,10 @@ func (e *ReplayError) Error() string {
 // Unwrap returns the underlying error.
 func (e *ReplayError) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrReplay) true.
-func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
-
 // RecordedError is a handler error that was recorded instead of releasing the
 // key (see Permanent and WithPermanentErrors), replayed to every retry. Its
-// message is the original error's, cut to MaxRecordedErrorMessage bytes;
-// Type is the original error's type name, as Lambda reports it. Use
+// message is the original error's, cut to 8 KiB; Type is the original
+// error's type name, as Lambda reports it. Use
 // WithErrorDecoder to turn it back into an error of your own.
 type RecordedError struct {
 	Key     string
@@ -229,9 +214,6 @@ type RecordedError struct {
 
 // Error implements error.
 func (e *RecordedError) Error() string { return e.Message }
-
-// Is makes errors.Is(err, ErrRecordedError) true.
-func (e *RecordedError) Is(target error) bool { return target == ErrRecordedError }
 
 // Permanent marks err as a failure that must not be retried: instead of
 // releasing the key, the library records the error and replays it to every
@@ -245,23 +227,23 @@ func Permanent(err error) error {
 	return &core.PermanentError{Err: err}
 }
 
-// MaxRecordedErrorMessage is the longest error message recorded, in bytes.
+// maxRecordedMessage is the longest error message recorded, in bytes.
 // A longer one is cut at a character boundary and ends with
 // truncatedSuffix, so that a recorded error always fits in a store's item,
 // whose size is limited (400 KB in DynamoDB): a completion that failed for
 // its size would leave the key to a retry that runs the handler again.
-const MaxRecordedErrorMessage = 8 << 10
+const maxRecordedMessage = 8 << 10
 
 // truncatedSuffix ends a recorded error message that was cut.
 const truncatedSuffix = " … (truncated)"
 
 // recordedMessage returns msg as it is recorded: cut to
-// MaxRecordedErrorMessage bytes if longer, on a UTF-8 boundary.
+// maxRecordedMessage bytes if longer, on a UTF-8 boundary.
 func recordedMessage(msg string) string {
-	if len(msg) <= MaxRecordedErrorMessage {
+	if len(msg) <= maxRecordedMessage {
 		return msg
 	}
-	cut := MaxRecordedErrorMessage - len(truncatedSuffix)
+	cut := maxRecordedMessage - len(truncatedSuffix)
 	for cut > 0 && !utf8.RuneStart(msg[cut]) {
 		cut--
 	}

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 
@@ -24,14 +23,9 @@ import (
 // place and goes to the store, where it may take the key over, and the
 // followers of the lapsed flight wake and follow the new one.
 //
-// Flights are kept per store and key: several Guards over one store (two
-// wrapped functions with one prefix) share them; the same key in two
-// stores does not, nor in two Guards over a store that is not a pointer.
-
-type flightKey struct {
-	store uintptr // the store's address, or the Guard's (see flightIdentity)
-	key   string
-}
+// A Guard keeps the flights of its keys (flights): two Guards over one
+// store (two wrapped functions with one prefix) share no flights, and
+// their calls with one key meet in the store.
 
 // A flight is one leader's call with a key.
 type flight struct {
@@ -51,24 +45,11 @@ type flight struct {
 	heldSince time.Time
 }
 
-var flights struct {
-	mu sync.Mutex
-	m  map[flightKey]*flight
-}
-
-// flightIdentity returns what flights of g's store are kept under: the
-// store's address when it is a pointer, as stores are, and otherwise the
-// Guard's, whose keys then share flights with no other Guard's. An
-// address rather than the store itself: a map key holding an interface
-// costs a hash through the interface's type on every lookup, and on an
-// empty map (a process's usual state between calls) a walk of the key's
-// type, about a microsecond a call. Either object lives as long as the
-// Guard, and so as long as any flight under its address.
-func flightIdentity(g *Guard) uintptr {
-	if v := reflect.ValueOf(g.store); v.Kind() == reflect.Pointer {
-		return v.Pointer()
-	}
-	return reflect.ValueOf(g).Pointer()
+// flights are the flights of a Guard's keys, the leaders' calls in
+// progress. The zero value is ready to use.
+type flights struct {
+	mu sync.Mutex // guards m
+	m  map[string]*flight
 }
 
 // join returns the flight of key, and whether the caller leads it (a new
@@ -76,11 +57,10 @@ func flightIdentity(g *Guard) uintptr {
 // follow, and goes to the store without a flight (nil, true): the stored
 // record, not the leader's call, decides a mismatch. A flight whose
 // reservation has lapsed is replaced by a new one that the caller leads.
-func (g *Guard) join(key, payloadHash string) (f *flight, leader bool) {
-	k := flightKey{g.flightID, key}
-	flights.mu.Lock()
-	defer flights.mu.Unlock()
-	if f := flights.m[k]; f != nil {
+func (fs *flights) join(key, payloadHash string) (f *flight, leader bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[key]; f != nil {
 		if f.payloadHash != payloadHash {
 			return nil, true
 		}
@@ -88,11 +68,11 @@ func (g *Guard) join(key, payloadHash string) (f *flight, leader bool) {
 			return f, false
 		}
 	}
-	if flights.m == nil {
-		flights.m = make(map[flightKey]*flight)
+	if fs.m == nil {
+		fs.m = make(map[string]*flight)
 	}
 	f = &flight{payloadHash: payloadHash, answered: make(chan struct{}), done: make(chan struct{})}
-	flights.m[k] = f
+	fs.m[key] = f
 	return f, true
 }
 
@@ -101,15 +81,15 @@ func (g *Guard) join(key, payloadHash string) (f *flight, leader bool) {
 // reservedUntil, when another process has reserved the key until then, or
 // neither (the leader released the key, or its store request failed). f
 // may be nil (a caller that did not join).
-func (g *Guard) land(key string, f *flight, outcome *persistence.Record, reservedUntil time.Time) {
+func (fs *flights) land(key string, f *flight, outcome *persistence.Record, reservedUntil time.Time) {
 	if f == nil {
 		return
 	}
-	flights.mu.Lock()
-	if k := (flightKey{g.flightID, key}); flights.m[k] == f {
-		delete(flights.m, k)
+	fs.mu.Lock()
+	if fs.m[key] == f {
+		delete(fs.m, key)
 	}
-	flights.mu.Unlock()
+	fs.mu.Unlock()
 	f.mu.Lock()
 	f.outcome, f.until = outcome, reservedUntil
 	f.mu.Unlock()
@@ -117,7 +97,10 @@ func (g *Guard) land(key string, f *flight, outcome *persistence.Record, reserve
 	// must see the landing.
 	close(f.done)
 	f.mu.Lock()
-	f.answer()
+	if !f.answeredOnce {
+		f.answeredOnce = true
+		close(f.answered)
+	}
 	f.mu.Unlock()
 }
 
@@ -130,7 +113,10 @@ func (f *flight) reserved(t time.Time) {
 	}
 	f.mu.Lock()
 	f.until = t
-	f.answer()
+	if !f.answeredOnce {
+		f.answeredOnce = true
+		close(f.answered)
+	}
 	f.mu.Unlock()
 }
 
@@ -156,14 +142,6 @@ func (f *flight) operatorHeld() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.heldSince
-}
-
-// answer closes f.answered, once. f.mu must be held.
-func (f *flight) answer() {
-	if !f.answeredOnce {
-		f.answeredOnce = true
-		close(f.answered)
-	}
 }
 
 // lapses returns when the reservation that holds the key lapses; zero

@@ -33,9 +33,9 @@ func TestFlightsDoNotGrow(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	flights.mu.Lock()
-	defer flights.mu.Unlock()
-	if n := len(flights.m); n != 0 {
+	g.flights.mu.Lock()
+	defer g.flights.mu.Unlock()
+	if n := len(g.flights.m); n != 0 {
 		t.Fatalf("%d flights left after every call ended", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
@@ -34,13 +35,15 @@ type Guard struct {
 	// store (WithTransactions over a persistence.TxStore); with
 	// WithTransactions otherwise, they are staged.
 	inTx bool
-	// flightID is what the flights of the Guard's keys are kept under.
-	flightID uintptr
+	// flights are the calls of the Guard's keys in progress in the
+	// process (flight.go).
+	flights flights
+	// took is a moving average of the function's durations, in
+	// nanoseconds, for InProgressError.RetryAfter; 0 until it has run.
+	took atomic.Int64
 	// storeName and storeSystem name the store's type and system, for
 	// observers (see Call).
 	storeName, storeSystem string
-	// writeDeadlines are the deadlines of the settling writes.
-	writeDeadlines *writeDeadlines
 }
 
 // Result is what [Guard.Do] returns.
@@ -78,15 +81,13 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	}
 	local, _ := store.(persistence.LocalReader)
 	g := &Guard{
-		store:          store,
-		local:          local,
-		cfg:            cfg,
-		inTx:           cfg.transactions && inTx,
-		prefix:         cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
-		disabled:       core.Disabled(),
-		writeDeadlines: &writeDeadlines{timeout: cfg.finalWriteTimeout},
+		store:    store,
+		local:    local,
+		cfg:      cfg,
+		inTx:     cfg.transactions && inTx,
+		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
+		disabled: core.Disabled(),
 	}
-	g.flightID = flightIdentity(g)
 	g.storeName = fmt.Sprintf("%T", store)
 	g.storeSystem = storeSystem(store)
 	return g, nil
@@ -117,14 +118,13 @@ func storeSystem(store persistence.Store) string {
 // stored result of an earlier call with the same key. The record's key is
 // the Guard's prefix, "#", and the hex SHA-256 of key, scoped to the
 // tenant of a Lambda invocation in tenant isolation mode (see
-// [WithoutTenantIsolation]). When payload is not
-// empty, its SHA-256 is the record's payload hash: a call with the same
-// key and another payload fails with [*PayloadMismatchError].
+// [WithoutTenantIsolation]). When payload is not empty, its SHA-256 is the
+// record's payload hash: a call with the same key and another payload
+// fails with [*PayloadMismatchError].
 //
-// fn's errors are returned unchanged, and release the key unless they
-// are permanent ([Permanent], [WithPermanentErrors]). The package
-// documentation says what Do does at each step, and which errors it
-// returns.
+// fn's errors are returned unchanged, and release the key unless they are
+// permanent ([Permanent], [WithPermanentErrors]). The package documentation
+// says what Do does at each step, and which errors it returns.
 func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Context) ([]byte, error)) (Result, error) {
 	if g.disabled {
 		resp, err := fn(ctx)
@@ -144,8 +144,7 @@ func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Con
 	if h != nil {
 		res, err = g.run(ctx, &c, h, fn)
 	}
-	res.Outcome = c.finish(err)
-	c.end(ctx, err)
+	res.Outcome = c.end(ctx, res.Outcome, err)
 	return res, err
 }
 
@@ -159,10 +158,13 @@ func (g *Guard) tenant(ctx context.Context) string {
 }
 
 // A holder is a call that owns its key: it reserved it in the store, and
-// leads the key's flight in the process.
+// leads the key's flight in the process. The function's context carries it
+// (KeyFromContext, MarkNotExecuted).
 type holder struct {
 	rec    *persistence.Record
 	flight *flight
+	// notExecuted is set by MarkNotExecuted.
+	notExecuted atomic.Bool
 }
 
 // acquire makes the call the holder of its key, or returns the answer it
@@ -170,19 +172,22 @@ type holder struct {
 // go on. Calls with one key in one process share one reservation
 // (flight.go).
 func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *holder, res Result, err error) {
-	w := g.newWaiter(ctx)
-	defer func() { c.reportWait(ctx, w, err) }()
+	var w *waiter
+	if g.cfg.wait > 0 {
+		w = g.newWaiter(ctx)
+		defer func() { c.reportWait(ctx, w, err) }()
+	}
 	for {
 		if g.local != nil {
 			// A store in the process answers a completed key without the
-			// write. A payload that differs goes on to the write, so that the
-			// stored record, not a cached copy, decides the mismatch.
+			// write. A payload that differs goes on to the write, so that
+			// the stored record, not a cached copy, decides the mismatch.
 			if existing := g.local.ReadLocal(c.key, time.Now()); existing != nil && (payloadHash == "" || existing.PayloadHash == payloadHash) {
-				res, err := g.answer(ctx, c, payloadHash, existing)
+				res, err := g.answer(c, payloadHash, existing)
 				return nil, res, err
 			}
 		}
-		f, leader := g.join(c.key, payloadHash)
+		f, leader := g.flights.join(c.key, payloadHash)
 		if !leader {
 			outcome, reserved, err := g.follow(ctx, f, w)
 			heldSince := f.operatorHeld()
@@ -190,11 +195,11 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 			case err != nil:
 				return nil, Result{}, err
 			case !heldSince.IsZero():
-				return nil, Result{}, g.held(ctx, c, heldSince)
+				return nil, Result{Outcome: OutcomeHeld}, &HeldError{Key: c.key, Since: heldSince}
 			case reserved:
-				return nil, Result{}, g.inProgress(ctx, c, f.lapses())
+				return nil, Result{Outcome: OutcomeInProgress}, g.inProgress(c.key, f.lapses())
 			case outcome != nil:
-				res, err := g.answer(ctx, c, payloadHash, outcome)
+				res, err := g.answer(c, payloadHash, outcome)
 				return nil, res, err
 			}
 			continue // the leader released the key, could not reserve it, or lapsed
@@ -233,7 +238,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 	)
 	defer func() {
 		if !holds {
-			g.land(c.key, f, outcome, reservedUntil)
+			g.flights.land(c.key, f, outcome, reservedUntil)
 		}
 	}()
 	for {
@@ -241,7 +246,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		rec, existing, err = g.reserve(ctx, c, payloadHash)
 		switch {
 		case err != nil:
-			return nil, Result{}, err
+			return nil, Result{Outcome: OutcomeStoreError}, err
 		case rec != nil:
 			f.reserved(rec.InProgressExpiresAt)
 			holds = true
@@ -251,7 +256,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		if existing.Held && existing.Lapsed(time.Now()) && !mismatch {
 			// Held until an operator releases it: no wait ends that.
 			f.landHeld(existing.InProgressExpiresAt)
-			res, err = g.answer(ctx, c, payloadHash, existing)
+			res, err = g.answer(c, payloadHash, existing)
 			return nil, res, err
 		}
 		if existing.Status != persistence.StatusCompleted && !mismatch {
@@ -272,7 +277,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		if existing.Status == persistence.StatusCompleted && !mismatch {
 			outcome = existing
 		}
-		res, err = g.answer(ctx, c, payloadHash, existing)
+		res, err = g.answer(c, payloadHash, existing)
 		return nil, res, err
 	}
 }
@@ -295,36 +300,35 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, 
 		Token:       newToken(),
 		Held:        g.cfg.hold,
 	}
-	reserved := func() (*persistence.Record, *persistence.Record, error) {
-		if !time.Now().Before(rec.InProgressExpiresAt) {
-			// The reply came after the reservation had lapsed: another
-			// call may hold the key by now, and the function must not
-			// run beside it.
-			g.releaseQuietly(ctx, c, rec)
-			c.setOutcome(OutcomeStoreError)
-			return nil, nil, &StoreError{Op: "put", Key: c.key, Err: errLapsedOnArrival}
-		}
-		c.report(ctx, Event{Kind: EventReserved, Key: c.key, Start: start, Duration: time.Since(start)})
-		return rec, nil, nil
-	}
 	for attempt := 1; ; attempt++ {
-		g.setExpiries(ctx, rec, now)
-		err := c.storePut(ctx, rec, now)
-		if err == nil {
-			return reserved()
+		// The in-progress expiry is the end of the reservation's first
+		// lease; the record's own expiry never comes before it, so that
+		// a short expiry cannot let a second call in while the first
+		// still runs.
+		rec.InProgressExpiresAt = g.leaseEnd(ctx, now)
+		rec.ExpiresAt = ceilSecond(now.Add(g.cfg.expiry))
+		if rec.ExpiresAt.Before(rec.InProgressExpiresAt) {
+			rec.ExpiresAt = ceilSecond(rec.InProgressExpiresAt)
 		}
+		t := c.now()
+		err := g.store.Put(ctx, rec, now)
+		c.stored(ctx, "put", t, err)
 		var conflict *persistence.ConflictError
-		if !errors.As(err, &conflict) {
+		switch {
+		case err == nil:
+			existing = rec
+		case !errors.As(err, &conflict):
 			// The write may have landed with its reply lost: release it
 			// (fenced on the call's token and status, so it cannot touch
 			// any other record) rather than leave the key blocked.
 			g.releaseQuietly(ctx, c, rec)
-			c.setOutcome(OutcomeStoreError)
 			return nil, nil, &StoreError{Op: "put", Key: c.key, Err: err}
-		}
-		existing := conflict.Existing
-		if existing == nil {
-			existing, err = c.storeGet(ctx)
+		case conflict.Existing != nil:
+			existing = conflict.Existing
+		default:
+			t := c.now()
+			existing, err = g.store.Get(ctx, c.key)
+			c.stored(ctx, "get", t, err)
 			if errors.Is(err, persistence.ErrNotFound) {
 				existing = nil
 			} else if err != nil {
@@ -332,22 +336,28 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, 
 				// whose reply was lost, retried by the store's client into
 				// a conflict with itself. Release it as above.
 				g.releaseQuietly(ctx, c, rec)
-				c.setOutcome(OutcomeStoreError)
 				return nil, nil, &StoreError{Op: "get", Key: c.key, Err: err}
 			}
 		}
-		if existing != nil && existing.Token == rec.Token {
-			// The call's own reservation: an attempt whose reply was lost
-			// wrote it (docs/protocol.md, reserve on own in progress).
-			return reserved()
-		}
-		if existing != nil && existing.Live(now) {
+		switch {
+		case existing != nil && existing.Token == rec.Token:
+			// The call's own reservation (also an attempt whose reply was
+			// lost: docs/protocol.md, reserve on own in progress).
+			if !time.Now().Before(rec.InProgressExpiresAt) {
+				// The reply came after the reservation had lapsed: another
+				// call may hold the key by now, and the function must not
+				// run beside it.
+				g.releaseQuietly(ctx, c, rec)
+				return nil, nil, &StoreError{Op: "put", Key: c.key, Err: errLapsedOnArrival}
+			}
+			c.report(ctx, Event{Kind: EventReserved, Key: c.key, Start: start, Duration: time.Since(start)})
+			return rec, nil, nil
+		case existing != nil && existing.Live(now):
 			return nil, existing, nil
-		}
-		// The record vanished or expired between the write and the read.
-		if attempt == maxReserveAttempts {
+		case attempt == maxReserveAttempts:
+			// The record vanished or expired between the write and the
+			// read, again and again.
 			g.releaseQuietly(ctx, c, rec)
-			c.setOutcome(OutcomeStoreError)
 			return nil, nil, &StoreError{Op: "put", Key: c.key, Err: errors.New("the conflicting record kept changing; giving up")}
 		}
 		now = time.Now()
@@ -358,66 +368,56 @@ func (g *Guard) reserve(ctx context.Context, c *call, payloadHash string) (rec, 
 // in-progress expiry does not run its function.
 var errLapsedOnArrival = errors.New("the reservation's reply came after its lease had ended; the function did not run")
 
-// setExpiries sets the expiry times of an in-progress record written at
-// now. The in-progress expiry is the end of the reservation's first lease
-// (see leaseEnd); the record's own expiry never comes before it, so that a
-// short expiry cannot let a second call in while the first still runs.
-func (g *Guard) setExpiries(ctx context.Context, rec *persistence.Record, now time.Time) {
-	rec.InProgressExpiresAt = g.leaseEnd(ctx, now)
-	rec.ExpiresAt = ceilSecond(later(now.Add(g.cfg.expiry), rec.InProgressExpiresAt))
-}
-
 // answer turns the live record that holds the call's key into the call's
 // answer: a replay of its result, or why there is none.
-func (g *Guard) answer(ctx context.Context, c *call, payloadHash string, existing *persistence.Record) (Result, error) {
-	if payloadHash != "" && existing.PayloadHash != payloadHash {
-		c.observe(ctx, EventPayloadMismatch, nil)
-		c.setOutcome(OutcomePayloadMismatch)
-		return Result{}, &PayloadMismatchError{Key: c.key}
-	}
-	if existing.Status != persistence.StatusCompleted {
-		if existing.Held && existing.Lapsed(time.Now()) {
-			return Result{}, g.held(ctx, c, existing.InProgressExpiresAt)
-		}
-		return Result{}, g.inProgress(ctx, c, existing.InProgressExpiresAt)
-	}
-	c.observe(ctx, EventReplayed, nil)
+func (g *Guard) answer(c *call, payloadHash string, existing *persistence.Record) (Result, error) {
 	switch {
+	case payloadHash != "" && existing.PayloadHash != payloadHash:
+		return refused(OutcomePayloadMismatch, &PayloadMismatchError{Key: c.key})
+	case existing.Status != persistence.StatusCompleted && existing.Held && existing.Lapsed(time.Now()):
+		return refused(OutcomeHeld, &HeldError{Key: c.key, Since: existing.InProgressExpiresAt})
+	case existing.Status != persistence.StatusCompleted:
+		return refused(OutcomeInProgress, g.inProgress(c.key, existing.InProgressExpiresAt))
 	case existing.ErrorType != "":
-		c.setOutcome(OutcomeRecordedError)
-		stored := &RecordedError{Key: c.key, Type: existing.ErrorType, Message: existing.ErrorMessage}
+		var err error = &RecordedError{Key: c.key, Type: existing.ErrorType, Message: existing.ErrorMessage}
 		if g.cfg.decodeError != nil {
-			return Result{Record: existing}, g.cfg.decodeError(stored)
+			err = g.cfg.decodeError(err.(*RecordedError))
 		}
-		return Result{Record: existing}, stored
+		return Result{Outcome: OutcomeRecordedError, Record: existing}, err
 	case existing.ResponseOmitted:
-		c.setOutcome(OutcomeReplay)
-		return Result{Record: existing}, &ResponseTooLargeError{Key: c.key}
+		return Result{Outcome: OutcomeReplay, Record: existing}, &ResponseTooLargeError{Key: c.key}
 	}
-	c.setOutcome(OutcomeReplay)
-	return Result{Response: existing.Response, Record: existing}, nil
+	return Result{Response: existing.Response, Outcome: OutcomeReplay, Record: existing}, nil
 }
 
-// held refuses the call: the key is held, since the reservation lapsed,
-// until an operator releases it.
-func (g *Guard) held(ctx context.Context, c *call, since time.Time) error {
-	c.observe(ctx, EventHeld, nil)
-	c.setOutcome(OutcomeHeld)
-	return &HeldError{Key: c.key, Since: since}
-}
+// refused returns the answer of a call refused with err.
+func refused(o Outcome, err error) (Result, error) { return Result{Outcome: o}, err }
 
-// inProgress refuses the call: the key is reserved until until.
-func (g *Guard) inProgress(ctx context.Context, c *call, until time.Time) error {
-	c.observe(ctx, EventInProgress, nil)
-	c.setOutcome(OutcomeInProgress)
-	return &InProgressError{Key: c.key, Until: until}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// inProgress returns the error of a call whose key is reserved until
+// until: retry after the function's usual duration, or when the
+// reservation lapses if that comes first.
+func (g *Guard) inProgress(key string, until time.Time) *InProgressError {
+	e := &InProgressError{Key: key, Until: until, RetryAfter: time.Duration(g.took.Load())}
+	if left := time.Until(until); !until.IsZero() && (e.RetryAfter == 0 || left < e.RetryAfter) {
+		e.RetryAfter = max(left, 0)
 	}
-	return b
+	return e
+}
+
+// ran adds a duration of the function to the estimate behind
+// InProgressError.RetryAfter: a moving average that gives the latest run a
+// weight of 1/8, so that a few slow runs do not dominate it.
+func (g *Guard) ran(d time.Duration) {
+	for {
+		old := g.took.Load()
+		avg := int64(d)
+		if old != 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if g.took.CompareAndSwap(old, max(avg, 1)) {
+			return
+		}
+	}
 }
 
 // ceilSecond rounds t up to a whole second: stores keep ExpiresAt in epoch

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/core"
+	"github.com/retrysafe/retrysafe/internal/testing/teststeps"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -67,44 +68,12 @@ func callAndRetry(t *testing.T, charge func(context.Context, order) (receipt, er
 	}
 }
 
-// eventLog records what the observer reports.
-type eventLog struct {
-	mu    sync.Mutex
-	kinds []idempotency.EventKind
-	errs  []error
-	all   []idempotency.Event
-}
+// eventLog records the steps of the state machine.
+type eventLog struct{ teststeps.Log }
 
-// observe records the steps of the state machine, leaving out the events
-// that time them (store requests, the function's run, the call's end),
-// which all.
-func (e *eventLog) observe(_ context.Context, ev idempotency.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-	switch ev.Kind {
-	case idempotency.EventStoreRequest, idempotency.EventRan, idempotency.EventCallEnded:
-		return
-	}
-	e.kinds = append(e.kinds, ev.Kind)
-	e.errs = append(e.errs, ev.Err)
-}
-
-// Observe implements idempotency.Observer.
-func (e *eventLog) Observe(ctx context.Context, ev idempotency.Event) { e.observe(ctx, ev) }
-
-// events returns every event observed.
-func (e *eventLog) events() []idempotency.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]idempotency.Event(nil), e.all...)
-}
-
-func (e *eventLog) list() []idempotency.EventKind {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]idempotency.EventKind(nil), e.kinds...)
-}
+func (e *eventLog) events() []idempotency.Event { return e.Events() }
+func (e *eventLog) list() []string              { return e.Steps() }
+func (e *eventLog) errOf(step string) error     { return e.ErrOf(step) }
 
 func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, In) (Out, error) {
 	t.Helper()
@@ -113,20 +82,6 @@ func mustWrap[In, Out any](t testing.TB, h func(context.Context, In) (Out, error
 		t.Fatalf("Wrap: %v", err)
 	}
 	return w
-}
-
-// recordingStore keeps the records its Update calls write.
-type recordingStore struct {
-	persistence.Store
-	mu      sync.Mutex
-	updates []persistence.Record
-}
-
-func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) error {
-	s.mu.Lock()
-	s.updates = append(s.updates, *rec)
-	s.mu.Unlock()
-	return s.Store.Update(ctx, rec)
 }
 
 // keyOf returns the record key of in, a whole input, with prefix.

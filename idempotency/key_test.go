@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe/internal/canonical"
+	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -130,20 +131,30 @@ func TestRecordedMessage(t *testing.T) {
 	if got := recordedMessage(short); got != short {
 		t.Errorf("a short message changed: %q", got)
 	}
-	exact := strings.Repeat("x", MaxRecordedErrorMessage)
+	exact := strings.Repeat("x", maxRecordedMessage)
 	if got := recordedMessage(exact); got != exact {
 		t.Error("a message of exactly the limit was cut")
 	}
 	for _, unit := range []string{"x", "é", "€", "😀"} {
-		long := strings.Repeat(unit, 2*MaxRecordedErrorMessage)
+		long := strings.Repeat(unit, 2*maxRecordedMessage)
 		got := recordedMessage(long)
-		if len(got) > MaxRecordedErrorMessage || !strings.HasSuffix(got, truncatedSuffix) || !utf8.ValidString(got) {
+		if len(got) > maxRecordedMessage || !strings.HasSuffix(got, truncatedSuffix) || !utf8.ValidString(got) {
 			t.Errorf("%q repeated: cut to %d bytes, suffix %v, valid UTF-8 %v", unit, len(got), strings.HasSuffix(got, truncatedSuffix), utf8.ValidString(got))
 		}
-		if body := strings.TrimSuffix(got, truncatedSuffix); strings.Trim(body, unit) != "" || len(body) < MaxRecordedErrorMessage-len(truncatedSuffix)-utf8.UTFMax {
+		if body := strings.TrimSuffix(got, truncatedSuffix); strings.Trim(body, unit) != "" || len(body) < maxRecordedMessage-len(truncatedSuffix)-utf8.UTFMax {
 			t.Errorf("%q repeated: kept %d bytes of whole characters", unit, len(body))
 		}
 	}
+}
+
+// derive returns the record key of in for tenant, and its payload hash, as
+// a wrapped function's call derives them.
+func (w *wrapped[In, Out]) derive(tenant string, in In) (key, payloadHash string, err error) {
+	key, payloadHash, err = core.Derive(w.g.prefix, tenant, w.g.cfg.key, w.g.cfg.validation, in)
+	if de, ok := err.(*core.DeriveError); ok {
+		return "", "", &KeyError{Expression: de.Expression, Err: de.Err}
+	}
+	return key, payloadHash, err
 }
 
 // newTestWrapped returns the typed layer of Wrap for inputs of type In,

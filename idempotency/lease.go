@@ -28,7 +28,7 @@ func (g *Guard) leaseFor(ctx context.Context) time.Duration {
 	if _, ok := ctx.Deadline(); ok {
 		return 0
 	}
-	return DefaultLease
+	return defaultLease
 }
 
 // leaseEnd returns when a reservation made at now stops holding its key,
@@ -59,14 +59,9 @@ type lease struct {
 	stopped bool
 }
 
-// startLease starts renewing h's reservation, or returns nil when it lasts
-// until the context's deadline. No goroutine runs until the first
-// renewal is due.
-func (g *Guard) startLease(ctx context.Context, c *call, h *holder) *lease {
-	d := g.leaseFor(ctx)
-	if d == 0 {
-		return nil
-	}
+// startLease starts renewing h's reservation, a lease of d: a third of
+// d before it ends. No goroutine runs until the first renewal is due.
+func (g *Guard) startLease(ctx context.Context, c *call, h *holder, d time.Duration) *lease {
 	l := &lease{g: g, c: *c, ctx: ctx, h: h, every: d / 3}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -76,8 +71,8 @@ func (g *Guard) startLease(ctx context.Context, c *call, h *holder) *lease {
 
 // renew extends the reservation by a lease from now, and schedules the
 // next renewal. A failure stops the renewals and is reported
-// (EventRenewalFailed): the reservation then lapses at the end of its
-// current lease, and the function goes on.
+// (EventRenewed with its error): the reservation then lapses at the end
+// of its current lease, and the function goes on.
 func (l *lease) renew() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -92,10 +87,15 @@ func (l *lease) renew() {
 	}
 	renewed := *rec
 	renewed.InProgressExpiresAt = end
-	renewed.ExpiresAt = ceilSecond(later(rec.ExpiresAt, end))
-	wctx, cancel := g.finalContext(l.ctx)
-	err := l.c.storeUpdate(wctx, &renewed)
+	renewed.ExpiresAt = rec.ExpiresAt
+	if renewed.ExpiresAt.Before(end) {
+		renewed.ExpiresAt = ceilSecond(end)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), g.cfg.finalWriteTimeout)
+	err := g.store.Update(wctx, &renewed)
 	cancel()
+	l.c.stored(l.ctx, "update", now, err)
+	l.c.report(l.ctx, Event{Kind: EventRenewed, Key: rec.Key, Err: err, Start: now, Duration: time.Since(now)})
 	if err != nil {
 		l.stopped = true
 		level, what := slog.LevelError, "renewing the reservation failed; it lapses at the end of its lease while the function still runs"
@@ -104,12 +104,10 @@ func (l *lease) renew() {
 		}
 		g.cfg.logger.LogAttrs(l.ctx, level, "idempotency: "+what,
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		l.c.observe(l.ctx, EventRenewalFailed, err)
 		return
 	}
 	rec.InProgressExpiresAt, rec.ExpiresAt = renewed.InProgressExpiresAt, renewed.ExpiresAt
 	l.h.flight.reserved(end)
-	l.c.observe(l.ctx, EventRenewed, nil)
 	l.timer.Reset(l.every)
 }
 

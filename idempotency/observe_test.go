@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,10 +21,12 @@ import (
 
 type callKey struct{}
 
-// tracer is a CallObserver that marks each call's context, and records
-// what it sees with the mark of the context it comes with.
+// tracer is an Observer that sees calls begin (BeginCall), marks each
+// call's context, and records what it sees with the mark of the context it
+// comes with.
 type tracer struct {
 	eventLog
+	mu    sync.Mutex
 	calls []idempotency.Call
 	marks []string
 }
@@ -117,7 +120,7 @@ func (tr *tracer) Observe(ctx context.Context, e idempotency.Event) {
 	tr.mu.Lock()
 	tr.marks = append(tr.marks, mark)
 	tr.mu.Unlock()
-	tr.observe(ctx, e)
+	tr.eventLog.Observe(ctx, e)
 }
 
 // The events of a first call and of a replay, in order, with their timing
@@ -146,8 +149,8 @@ func TestObserverSeesCallsAndPhases(t *testing.T) {
 		}
 		assert.Equal(t, []idempotency.EventKind{
 			idempotency.EventStoreRequest, idempotency.EventReserved, idempotency.EventRan,
-			idempotency.EventStoreRequest, idempotency.EventCompleted, idempotency.EventCallEnded,
-			idempotency.EventStoreRequest, idempotency.EventReplayed, idempotency.EventCallEnded,
+			idempotency.EventStoreRequest, idempotency.EventSettled, idempotency.EventCallEnded,
+			idempotency.EventStoreRequest, idempotency.EventCallEnded,
 		}, kinds)
 		for _, m := range tr.marks {
 			assert.Equal(t, "obs", m, "every event comes with the call's context")
@@ -158,8 +161,9 @@ func TestObserverSeesCallsAndPhases(t *testing.T) {
 		assert.Equal(t, time.Second, evs[2].Duration, "the function's run")
 		assert.Equal(t, idempotency.OutcomeNew, evs[5].Outcome)
 		assert.Equal(t, time.Second, evs[5].Duration, "the whole call")
+		assert.Equal(t, "complete", evs[4].Op)
 		assert.ErrorIs(t, evs[6].Err, persistence.ErrConflict, "the replay's put conflicts")
-		assert.Equal(t, idempotency.OutcomeReplay, evs[8].Outcome)
+		assert.Equal(t, idempotency.OutcomeReplay, evs[7].Outcome)
 		assert.Len(t, other.events(), len(evs), "every observer sees every event")
 	})
 }

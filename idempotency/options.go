@@ -8,29 +8,18 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
-	"github.com/retrysafe/retrysafe/internal/httpkey"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// Defaults of the options.
+// DefaultExpiry is how long a completed key is remembered, as in
+// Powertools. See [WithExpiry].
+const DefaultExpiry = time.Hour
+
+// Defaults of the options that say them.
 const (
-	// DefaultExpiry is how long a completed key is remembered, as in
-	// Powertools.
-	DefaultExpiry = time.Hour
-	// DefaultHTTPExpiry is how long the HTTP adapters and the retrying
-	// HTTP client remember a key instead: Stripe's 24 hours, what clients
-	// of an Idempotency-Key API expect.
-	DefaultHTTPExpiry = httpkey.Expiry
-	// DefaultLease is how long a reservation holds its key when the context
-	// has no deadline (servers, background jobs), unless renewed: the call
-	// renews it while its function runs, so a long call keeps its key, and
-	// the key of a process that dies lapses within a lease. See WithLease.
-	DefaultLease = 30 * time.Second
-	// DefaultFinalWriteTimeout bounds the write that completes or releases a
-	// key. It runs on a context detached from the caller's cancellation,
-	// because the commonest failure is a deadline that has just passed.
-	DefaultFinalWriteTimeout = 5 * time.Second
+	defaultLease             = 30 * time.Second
+	defaultFinalWriteTimeout = 5 * time.Second
 )
 
 // The kinds of options, by where they apply. Each entry point takes the
@@ -77,24 +66,14 @@ type KeyOption interface {
 	BatchOption
 }
 
-// spec is what an option of this package sets, by which name. The option
-// types below embed it: each has the marker methods of the kinds it is,
-// and no other, so that even an option converted by hand to another kind
-// does not convert.
-type spec struct {
-	name       string
-	repeatable bool
-	set        func(c *core.Config, s *settings)
-}
-
-// Configure implements core.Option.
-func (o spec) Configure(c *core.Config) {
-	c.Use("idempotency."+o.name, o.repeatable)
-	o.set(c, core.Section[settings](c, settingsKey{}))
-}
+// The option types below each embed the core's Spec of this package's
+// settings, which applies the option (core.Apply, the one place every
+// option of the library is applied), and have the marker methods of the
+// kinds they are, and no other: an option given where it does not apply
+// does not compile.
 
 // option applies everywhere: it is an Option.
-type option struct{ spec }
+type option struct{ core.Spec[settings] }
 
 func (option) wrapOption()       {}
 func (option) guardOption()      {}
@@ -103,7 +82,7 @@ func (option) middlewareOption() {}
 func (option) batchOption()      {}
 
 // transactionOption is a TransactionOption.
-type transactionOption struct{ spec }
+type transactionOption struct{ core.Spec[settings] }
 
 func (transactionOption) wrapOption()    {}
 func (transactionOption) guardOption()   {}
@@ -111,13 +90,13 @@ func (transactionOption) handlerOption() {}
 func (transactionOption) batchOption()   {}
 
 // keyOption is a KeyOption.
-type keyOption struct{ spec }
+type keyOption struct{ core.Spec[settings] }
 
 func (keyOption) wrapOption()  {}
 func (keyOption) batchOption() {}
 
 // wrapOnly is a WrapOption only.
-type wrapOnly struct{ spec }
+type wrapOnly struct{ core.Spec[settings] }
 
 func (wrapOnly) wrapOption() {}
 
@@ -135,8 +114,6 @@ type settings struct {
 	finalWriteTimeout time.Duration
 	observers         []Observer
 }
-
-type settingsKey struct{}
 
 // config is the resolved configuration of one Guard.
 type config struct {
@@ -159,10 +136,17 @@ func newConfig[O any](name string, opts []O) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), key: c.Key, validation: c.Validation, requireKey: c.RequireKey,
+	return configOf(c)
+}
+
+// configOf returns the configuration of one Guard that options wrote into
+// c, with the entry point's defaults filled in.
+func configOf(c *core.Config) (*config, error) {
+	cfg := &config{settings: *core.Section[settings](c), key: c.Key, validation: c.Validation, requireKey: c.RequireKey,
 		prefix: c.Prefix, acrossTenants: c.AcrossTenants, logger: c.Logger, name: c.Name}
 	d := c.Defaults
 	if cfg.key == nil && d.Key != "" {
+		var err error
 		if cfg.key, err = core.CompileKey(d.Key); err != nil {
 			return nil, fmt.Errorf("%s: default key: %w", c.Name, err)
 		}
@@ -173,12 +157,22 @@ func newConfig[O any](name string, opts []O) (*config, error) {
 		cfg.expiry = cmp.Or(d.Expiry, DefaultExpiry)
 	}
 	if cfg.finalWriteTimeout == 0 {
-		cfg.finalWriteTimeout = DefaultFinalWriteTimeout
+		cfg.finalWriteTimeout = defaultFinalWriteTimeout
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
 	return cfg, nil
+}
+
+func init() {
+	core.NewGuard = func(store persistence.Store, c *core.Config) (any, error) {
+		cfg, err := configOf(c)
+		if err != nil {
+			return nil, err
+		}
+		return newGuard(store, cfg, core.DefaultPrefix(nil))
+	}
 }
 
 // WithKey selects the idempotency key from the input with a JMESPath
@@ -192,7 +186,7 @@ func newConfig[O any](name string, opts []O) (*config, error) {
 // numbers. A selection that is null, an empty string, or an array or
 // object of only nulls means the input has no key: see [WithRequireKey].
 func WithKey(expression string) KeyOption {
-	return keyOption{spec{name: "WithKey", set: func(c *core.Config, _ *settings) {
+	return keyOption{core.Spec[settings]{Name: "idempotency.WithKey", Set: func(c *core.Config, _ *settings) {
 		e, err := core.CompileKey(expression)
 		if err != nil {
 			c.Fail(fmt.Errorf("idempotency.WithKey: %w", err))
@@ -210,7 +204,7 @@ func WithKey(expression string) KeyOption {
 // selecting a field, any input with that field value gets the stored
 // result.
 func WithPayloadValidation(expression string) KeyOption {
-	return keyOption{spec{name: "WithPayloadValidation", set: func(c *core.Config, s *settings) {
+	return keyOption{core.Spec[settings]{Name: "idempotency.WithPayloadValidation", Set: func(c *core.Config, s *settings) {
 		e, err := core.CompileKey(expression)
 		if err != nil {
 			c.Fail(fmt.Errorf("idempotency.WithPayloadValidation: %w", err))
@@ -224,14 +218,14 @@ func WithPayloadValidation(expression string) KeyOption {
 // default, as in Powertools, such an input runs the handler without
 // idempotency and logs a warning.
 func WithRequireKey() KeyOption {
-	return keyOption{spec{name: "WithRequireKey", set: func(c *core.Config, _ *settings) { c.RequireKey = true }}}
+	return keyOption{core.Spec[settings]{Name: "idempotency.WithRequireKey", Set: func(c *core.Config, _ *settings) { c.RequireKey = true }}}
 }
 
 // WithExpiry sets how long a completed key is remembered: a retry after
 // that runs the handler again. Default [DefaultExpiry] (one hour;
-// [DefaultHTTPExpiry], 24 hours, for the HTTP adapters). Choose it longer than your clients retry for.
+// 24 hours for the HTTP adapters, httpapi.DefaultExpiry). Choose it longer than your clients retry for.
 func WithExpiry(d time.Duration) Option {
-	return option{spec{name: "WithExpiry", set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithExpiry", Set: func(c *core.Config, s *settings) {
 		if d < time.Second {
 			c.Fail(fmt.Errorf("idempotency.WithExpiry(%v): expiry must be at least one second", d))
 			return
@@ -249,7 +243,7 @@ func WithExpiry(d time.Duration) Option {
 // methods, whose Go names change when code around them changes, and to
 // keep keys stable across renames.
 func WithKeyPrefix(prefix string) Option {
-	return option{spec{name: "WithKeyPrefix", set: func(c *core.Config, _ *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithKeyPrefix", Set: func(c *core.Config, _ *settings) {
 		if prefix == "" {
 			c.Fail(fmt.Errorf("idempotency.WithKeyPrefix: empty prefix"))
 			return
@@ -266,7 +260,7 @@ func WithKeyPrefix(prefix string) Option {
 // out write) and errors (a failed completion or release), and for what the
 // adapters log. Default slog.Default().
 func WithLogger(logger *slog.Logger) Option {
-	return option{spec{name: "WithLogger", set: func(c *core.Config, _ *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithLogger", Set: func(c *core.Config, _ *settings) {
 		if logger == nil {
 			c.Fail(fmt.Errorf("idempotency.WithLogger: nil logger"))
 			return
@@ -280,7 +274,7 @@ func WithLogger(logger *slog.Logger) Option {
 // response_hook). It receives the stored record. Out must be the wrapped
 // handler's result type; [Wrap] reports a mismatch.
 func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *persistence.Record) Out) WrapOption {
-	return wrapOnly{spec{name: "WithResponseHook", set: func(c *core.Config, s *settings) {
+	return wrapOnly{core.Spec[settings]{Name: "idempotency.WithResponseHook", Set: func(c *core.Config, s *settings) {
 		if hook == nil {
 			c.Fail(fmt.Errorf("idempotency.WithResponseHook: nil hook"))
 			return
@@ -297,7 +291,7 @@ func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *pers
 // retry cannot fix (a declined card). Errors wrapped with [Permanent] are
 // always recorded.
 func WithPermanentErrors(isPermanent func(error) bool) Option {
-	return option{spec{name: "WithPermanentErrors", set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithPermanentErrors", Set: func(c *core.Config, s *settings) {
 		if isPermanent == nil {
 			c.Fail(fmt.Errorf("idempotency.WithPermanentErrors: nil function"))
 			return
@@ -313,7 +307,7 @@ func WithPermanentErrors(isPermanent func(error) bool) Option {
 // Message: se.Message} (package github.com/aws/aws-lambda-go/lambda/messages)
 // makes Lambda report the original errorType to retries too.
 func WithErrorDecoder(decode func(*RecordedError) error) Option {
-	return option{spec{name: "WithErrorDecoder", set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithErrorDecoder", Set: func(c *core.Config, s *settings) {
 		if decode == nil {
 			c.Fail(fmt.Errorf("idempotency.WithErrorDecoder: nil function"))
 			return
@@ -329,11 +323,11 @@ func WithErrorDecoder(decode func(*RecordedError) error) Option {
 // invocation's deadline: a crashed invocation of a function with a
 // 15-minute timeout blocks its key for up to 15 minutes, and with a lease of
 // 10 seconds for at most 10. Without a deadline the lease is
-// [DefaultLease]. A renewal that fails stops the renewals
-// ([EventRenewalFailed]); the function goes on, and its key lapses at the
-// end of the current lease. d must be at least 10 milliseconds.
+// 30 seconds. A renewal that fails stops the renewals (observers see
+// [EventRenewed] with its error); the function goes on, and its key lapses
+// at the end of the current lease. d must be at least 10 milliseconds.
 func WithLease(d time.Duration) Option {
-	return option{spec{name: "WithLease", set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithLease", Set: func(c *core.Config, s *settings) {
 		if d < 10*time.Millisecond {
 			c.Fail(fmt.Errorf("idempotency.WithLease(%v): a lease must be at least 10ms", d))
 			return
@@ -351,7 +345,7 @@ func WithLease(d time.Duration) Option {
 // commit that fails returns a [*CommitError] instead of the result.
 // Wrapping fails with a store that does neither.
 func WithTransactions() TransactionOption {
-	return transactionOption{spec{name: "WithTransactions", set: func(_ *core.Config, s *settings) { s.transactions = true }}}
+	return transactionOption{core.Spec[settings]{Name: "idempotency.WithTransactions", Set: func(_ *core.Config, s *settings) { s.transactions = true }}}
 }
 
 // WithHoldUntilReleased holds the key of a call that ends without an
@@ -363,7 +357,7 @@ func WithTransactions() TransactionOption {
 // that has no idempotency key. It does the opposite of a lease, which
 // frees the key of a call that ended so that a retry runs.
 func WithHoldUntilReleased() Option {
-	return option{spec{name: "WithHoldUntilReleased", set: func(_ *core.Config, s *settings) { s.hold = true }}}
+	return option{core.Spec[settings]{Name: "idempotency.WithHoldUntilReleased", Set: func(_ *core.Config, s *settings) { s.hold = true }}}
 }
 
 // WithWait makes a call that finds its key in progress wait, up to max,
@@ -383,7 +377,7 @@ func WithHoldUntilReleased() Option {
 // costs at most about 6 requests, then 8/3 a second (a 10-second wait
 // about 30). Off by default.
 func WithWait(max time.Duration) Option {
-	return option{spec{name: "WithWait", set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithWait", Set: func(c *core.Config, s *settings) {
 		if max <= 0 {
 			c.Fail(fmt.Errorf("idempotency.WithWait(%v): must be positive", max))
 			return
@@ -393,11 +387,11 @@ func WithWait(max time.Duration) Option {
 }
 
 // WithFinalWriteTimeout bounds the store write that completes or releases a
-// key (and a lease's renewal). Default [DefaultFinalWriteTimeout]. A write
-// may run up to an eighth longer: the writes of a Guard share their
-// deadlines, so that each does not arm a timer of its own.
+// key (and a lease's renewal), 5 seconds by default. It runs on a context
+// detached from the caller's cancellation, because the commonest failure
+// is a deadline that has just passed.
 func WithFinalWriteTimeout(d time.Duration) Option {
-	return option{spec{name: "WithFinalWriteTimeout", set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithFinalWriteTimeout", Set: func(c *core.Config, s *settings) {
 		if d <= 0 {
 			c.Fail(fmt.Errorf("idempotency.WithFinalWriteTimeout(%v): must be positive", d))
 			return
@@ -413,7 +407,7 @@ func WithFinalWriteTimeout(d time.Duration) Option {
 // all tenants with one key share one record: the first tenant's result
 // answers the others. Use it only for work that is the same whoever asks.
 func WithoutTenantIsolation() Option {
-	return option{spec{name: "WithoutTenantIsolation", set: func(c *core.Config, _ *settings) { c.AcrossTenants = true }}}
+	return option{core.Spec[settings]{Name: "idempotency.WithoutTenantIsolation", Set: func(c *core.Config, _ *settings) { c.AcrossTenants = true }}}
 }
 
 // WithObserver adds an observer, told synchronously of every step of the
@@ -421,7 +415,7 @@ func WithoutTenantIsolation() Option {
 // [Event]; [ObserverFunc] adapts a function). It may be given more than
 // once: every observer sees every event, in the order they were given.
 func WithObserver(o Observer) Option {
-	return option{spec{name: "WithObserver", repeatable: true, set: func(c *core.Config, s *settings) {
+	return option{core.Spec[settings]{Name: "idempotency.WithObserver", Repeatable: true, Set: func(c *core.Config, s *settings) {
 		if o == nil {
 			c.Fail(fmt.Errorf("idempotency.WithObserver: nil observer"))
 			return

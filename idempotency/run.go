@@ -16,27 +16,35 @@ import (
 // writes the function staged), or release. The flight then lands with the
 // completed record, or with nothing.
 
-// run calls fn as the holder of the key, and settles the key with its
+// run calls fn as the holder h of the key, and settles the key with its
 // outcome.
-func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Context) ([]byte, error)) (Result, error) {
+func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Context) ([]byte, error)) (res Result, err error) {
 	rec := h.rec
-	fnCtx := withRecord(ctx, rec)
+	fnCtx := context.WithValue(ctx, holderKey{}, h)
 	var (
 		staging *persistence.Staging
 		tx      persistence.Tx
 	)
 	switch {
 	case g.inTx:
-		var err error
-		if fnCtx, tx, err = g.beginTx(ctx, c, fnCtx, rec); err != nil {
-			g.land(rec.Key, h.flight, nil, time.Time{})
-			return Result{}, err
+		t := c.now()
+		fnCtx, tx, err = g.store.(persistence.TxStore).BeginTx(fnCtx, rec)
+		c.stored(ctx, "begin", t, err)
+		if err != nil {
+			// The function does not run: the key is released, and the call
+			// fails with a *StoreError.
+			g.release(ctx, c, rec)
+			g.flights.land(rec.Key, h.flight, nil, time.Time{})
+			return Result{Outcome: OutcomeStoreError}, &StoreError{Op: "begin", Key: rec.Key, Err: err}
 		}
 	case g.cfg.transactions:
 		fnCtx, staging = persistence.NewStagingContext(fnCtx)
 	}
-	l := g.startLease(ctx, c, h)
-	var outcome *persistence.Record
+	var l *lease
+	if d := g.leaseFor(ctx); d > 0 {
+		l = g.startLease(ctx, c, h, d)
+	}
+	var completed *persistence.Record // what the flight lands with
 	returned := false
 	start := time.Now()
 	defer func() {
@@ -47,96 +55,148 @@ func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Con
 			c.report(ctx, Event{Kind: EventRan, Key: rec.Key, Err: errPanicked, Start: start, Duration: time.Since(start)})
 			g.rollback(ctx, tx)
 			g.release(ctx, c, rec)
-			c.end(ctx, errPanicked)
+			c.end(ctx, OutcomeHandlerError, errPanicked)
 		}
-		g.land(rec.Key, h.flight, outcome, time.Time{})
+		g.flights.land(rec.Key, h.flight, completed, time.Time{})
 	}()
 	resp, err := fn(fnCtx)
 	returned = true
 	l.stop()
-	c.report(ctx, Event{Kind: EventRan, Key: rec.Key, Err: err, Start: start, Duration: time.Since(start)})
+	took := time.Since(start)
+	g.ran(took)
+	c.report(ctx, Event{Kind: EventRan, Key: rec.Key, Err: err, Start: start, Duration: took})
 	var writes []any
 	if staging != nil {
 		writes = staging.Close() // nothing staged from now on is written
 	}
-	if tx != nil && err != nil {
+	if tx != nil && (err != nil || h.notExecuted.Load()) {
 		g.rollback(ctx, tx) // the function's writes go with its error
 	}
 
 	switch {
+	case h.notExecuted.Load():
+		if g.release(ctx, c, rec) == "" {
+			return Result{Response: resp, Outcome: OutcomeNotExecuted}, core.Unmark(err)
+		}
+		return Result{Response: resp, Outcome: OutcomeCompletionFailed}, core.Unmark(err)
 	case err != nil && (core.IsPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err)):
 		err = core.Unmark(err)
-		outcome, _ = g.recordError(ctx, c, rec, err)
-		return Result{}, err
+		rec.ErrorType = errorTypeName(err)
+		rec.ErrorMessage = recordedMessage(err.Error())
+		var o Outcome
+		o, completed, _ = g.settle(ctx, c, rec, nil, "record", func(ctx context.Context) error { return g.store.Update(ctx, rec) })
+		return Result{Outcome: o}, err
 	case err != nil:
-		g.release(ctx, c, rec)
-		return Result{}, err
-	case tx != nil:
-		outcome, err = g.commit(ctx, c, rec, resp, func(ctx context.Context) error { return c.storeCommitTx(ctx, tx, rec) })
-		if err != nil {
-			return Result{}, err
+		if o := g.release(ctx, c, rec); o != "" {
+			return Result{Outcome: o}, err
 		}
-		return Result{Response: resp}, nil
-	case len(writes) > 0:
-		outcome, err = g.commit(ctx, c, rec, resp, func(ctx context.Context) error { return c.storeCommit(ctx, rec, writes) })
-		if err != nil {
-			return Result{}, err
-		}
-		return Result{Response: resp}, nil
+		return Result{Outcome: OutcomeHandlerError}, err
 	}
-	outcome, _ = g.complete(ctx, c, rec, resp)
-	return Result{Response: resp}, nil
+	write, op := func(ctx context.Context) error { return g.store.Update(ctx, rec) }, "complete"
+	switch {
+	case tx != nil:
+		write, op = func(ctx context.Context) error { return tx.Commit(ctx, rec) }, "commit"
+	case len(writes) > 0:
+		write, op = func(ctx context.Context) error { return g.store.(persistence.Committer).Commit(ctx, rec, writes) }, "commit"
+	}
+	o, completed, err := g.settle(ctx, c, rec, resp, op, write)
+	if op == "commit" && err != nil {
+		// The result belongs to writes that did not commit, or may not
+		// have.
+		unknown := !errors.Is(err, persistence.ErrFenced) && !errors.Is(err, persistence.ErrCommitCanceled)
+		return Result{Outcome: o}, &CommitError{Key: rec.Key, Unknown: unknown, Err: err}
+	}
+	return Result{Response: resp, Outcome: o}, nil
 }
 
-// complete stores the function's result (docs/protocol.md, complete). If
-// the write fails the result is still the caller's: it is returned, the
-// failure is reported, and the key stays reserved until its in-progress
-// expiry (see [Guard.Do]).
-func (g *Guard) complete(ctx context.Context, c *call, rec *persistence.Record, resp []byte) (*persistence.Record, error) {
-	g.completed(rec, resp)
-	return g.settle(ctx, c, rec, completion, func(ctx context.Context) error { return c.storeUpdate(ctx, rec) })
-}
-
-// recordError stores a permanent error of the function in place of a
-// result (docs/protocol.md, record an error).
-func (g *Guard) recordError(ctx context.Context, c *call, rec *persistence.Record, fnErr error) (*persistence.Record, error) {
-	g.completed(rec, nil)
-	rec.ErrorType = errorTypeName(fnErr)
-	rec.ErrorMessage = recordedMessage(fnErr.Error())
-	return g.settle(ctx, c, rec, errorRecord, func(ctx context.Context) error { return c.storeUpdate(ctx, rec) })
-}
-
-// commit stores the function's result with the writes it made, staged or
-// in the store's transaction, in one atomic step (docs/protocol.md,
-// commit; WithTransactions). Unlike
-// complete, it returns a *CommitError when the commit fails: the result
-// belongs to writes that did not happen, or may not have.
-func (g *Guard) commit(ctx context.Context, c *call, rec *persistence.Record, resp []byte, write func(context.Context) error) (*persistence.Record, error) {
-	g.completed(rec, resp)
-	completed, err := g.settle(ctx, c, rec, commitment, write)
+// settle makes rec the completed record of the function's result resp,
+// and sends write, the write op ("complete", "record" or "commit") of it.
+// It returns the call's outcome; the completed
+// record that other calls with the key in this process may answer from
+// (the one it stored, or, when storing a result or an error failed, the
+// one in hand; nil when the record is not the call's any more, or a
+// commit did not apply); and the store's error, nil when the write
+// applied. A response too large to store completes the key all the same.
+func (g *Guard) settle(ctx context.Context, c *call, rec *persistence.Record, resp []byte, op string, write func(context.Context) error) (Outcome, *persistence.Record, error) {
+	rec.Status = persistence.StatusCompleted
+	rec.ExpiresAt = ceilSecond(time.Now().Add(g.cfg.expiry))
+	rec.Response = resp
+	rec.Held = false // a completed record holds its key by its result
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
+	start := time.Now()
+	err := write(wctx)
+	cancel()
+	request := "update"
+	if op == "commit" {
+		request = "commit"
+	}
+	c.stored(ctx, request, start, err)
+	c.report(ctx, Event{Kind: EventSettled, Key: rec.Key, Op: op, Err: err, Start: start, Duration: time.Since(start)})
+	completed := *rec
+	log := g.cfg.logger
 	switch {
 	case err == nil:
-		return completed, nil
-	case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrCommitCanceled):
-		return nil, &CommitError{Key: rec.Key, Err: err}
+		return OutcomeNew, &completed, nil
+	case errors.Is(err, persistence.ErrResponseOmitted):
+		log.LogAttrs(ctx, slog.LevelWarn, "idempotency: response too large to store; the key is completed, and retries will get ResponseTooLargeError",
+			slog.String("key", rec.Key), slog.Int("response_bytes", len(rec.Response)))
+		completed.Response, completed.ResponseOmitted = nil, true
+		return OutcomeNew, &completed, nil
+	case errors.Is(err, persistence.ErrFenced):
+		g.fencedOut(ctx, rec, op)
+		return OutcomeFencedOut, nil, err
+	case errors.Is(err, persistence.ErrCommitCanceled):
+		level, msg := slog.LevelWarn, "idempotency: the staged writes were refused; nothing was written, and the key is released"
+		if errors.Is(err, persistence.ErrNoTransactions) {
+			level, msg = slog.LevelError, "idempotency: the store cannot run transactions, so no commit can succeed: turn WithTransactions off, or use a store that runs them; nothing was written, and the key is released"
+		}
+		log.LogAttrs(ctx, level, msg, slog.String("key", rec.Key), slog.Any("error", err))
+		g.release(ctx, c, rec)
+		return OutcomeNotCommitted, nil, err
+	case op == "commit":
+		log.LogAttrs(ctx, slog.LevelError, "idempotency: the commit failed and may or may not have happened; the key stays reserved until its in-progress expiry",
+			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
+		return OutcomeCompletionFailed, nil, err
 	}
-	return nil, &CommitError{Key: rec.Key, Unknown: true, Err: err}
+	what := "result"
+	if op == "record" {
+		what = "error"
+	}
+	log.LogAttrs(ctx, slog.LevelError, "idempotency: storing the "+what+" failed; returning it anyway, the key stays reserved until its in-progress expiry",
+		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
+	return OutcomeCompletionFailed, &completed, err
 }
 
-// beginTx begins the store's transaction that the function's writes run
-// in, and returns the function's context carrying it. If it cannot, the
-// function does not run: the key is released, and the call fails with a
-// *StoreError.
-func (g *Guard) beginTx(ctx context.Context, c *call, fnCtx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
-	start := c.clock()
-	fnCtx, tx, err := g.store.(persistence.TxStore).BeginTx(fnCtx, rec)
-	c.request(ctx, "begin", start, err)
-	if err != nil {
-		g.release(ctx, c, rec)
-		c.setOutcome(OutcomeStoreError)
-		return nil, nil, &StoreError{Op: "begin", Key: rec.Key, Err: err}
+// release deletes the call's reservation, so that a retry can run
+// (docs/protocol.md, release). It returns the call's outcome when the
+// release did not apply ("" when it did).
+func (g *Guard) release(ctx context.Context, c *call, rec *persistence.Record) Outcome {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
+	start := time.Now()
+	err := g.store.Delete(wctx, rec.Key, rec.Token)
+	cancel()
+	c.stored(ctx, "delete", start, err)
+	c.report(ctx, Event{Kind: EventSettled, Key: rec.Key, Op: "release", Err: err, Start: start, Duration: time.Since(start)})
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, persistence.ErrFenced):
+		g.fencedOut(ctx, rec, "release")
+		return OutcomeFencedOut
 	}
-	return fnCtx, tx, nil
+	g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: releasing the key failed; it stays reserved until its in-progress expiry",
+		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
+	return OutcomeCompletionFailed
+}
+
+// releaseQuietly undoes a reservation whose write failed, in case it landed
+// anyway. Nothing is reported: the write failure itself is.
+func (g *Guard) releaseQuietly(ctx context.Context, c *call, rec *persistence.Record) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
+	defer cancel()
+	t := c.now()
+	err := g.store.Delete(wctx, rec.Key, rec.Token)
+	c.stored(ctx, "delete", t, err)
 }
 
 // rollback ends tx without writing anything of it; tx may be nil.
@@ -144,7 +204,7 @@ func (g *Guard) rollback(ctx context.Context, tx persistence.Tx) {
 	if tx == nil {
 		return
 	}
-	wctx, cancel := g.finalContext(ctx)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.finalWriteTimeout)
 	defer cancel()
 	if err := tx.Rollback(wctx); err != nil {
 		// The server ends a transaction whose connection goes away.
@@ -152,140 +212,11 @@ func (g *Guard) rollback(ctx context.Context, tx persistence.Tx) {
 	}
 }
 
-// completed makes rec the completed record of the function's result: the
-// call has no further use for the in-progress one.
-func (g *Guard) completed(rec *persistence.Record, resp []byte) {
-	rec.Status = persistence.StatusCompleted
-	rec.ExpiresAt = ceilSecond(time.Now().Add(g.cfg.expiry))
-	rec.Response = resp
-	rec.Held = false // a completed record holds its key by its result
-}
-
-// A settlement is a write that completes a key: what it is reported as
-// when it applies, and what is said of it when it does not.
-type settlement struct {
-	applied EventKind
-	// doing names the write in messages: "not completing it".
-	doing string
-	// failed is logged when the write fails and its outcome is unknown.
-	failed string
-	// answers is set when the result in hand answers the call's
-	// duplicates even though the write failed: not for a commit, whose
-	// result belongs to writes that may not have happened.
-	answers bool
-}
-
-var (
-	completion = settlement{EventCompleted, "completing",
-		"storing the result failed; returning it anyway, the key stays reserved until its in-progress expiry", true}
-	errorRecord = settlement{EventErrorRecorded, "recording the error of",
-		"recording the error failed; returning it anyway, the key stays reserved until its in-progress expiry", true}
-	commitment = settlement{EventCompleted, "committing",
-		"the commit failed and may or may not have happened; the key stays reserved until its in-progress expiry", false}
-)
-
-// settle sends write, the settlement s of rec, and settles the call with
-// its outcome. It returns the completed record that other calls with the
-// key in this process may answer from: the one it stored, or, when
-// storing it failed and s.answers, the result in hand; nil when the
-// record is not the call's any more or the store refused the write. Its
-// error is the store's, but for a response that was too large to store,
-// which completes the key all the same.
-func (g *Guard) settle(ctx context.Context, c *call, rec *persistence.Record, s settlement, write func(context.Context) error) (*persistence.Record, error) {
-	wctx, cancel := g.finalContext(ctx)
-	defer cancel()
-	start := time.Now()
-	err := write(wctx)
-	done := Event{Kind: s.applied, Key: rec.Key, Start: start, Duration: time.Since(start)}
-	completed := *rec
-	log := g.cfg.logger
-	switch {
-	case err == nil:
-		c.setOutcome(OutcomeNew)
-	case errors.Is(err, persistence.ErrResponseOmitted):
-		log.LogAttrs(ctx, slog.LevelWarn, "idempotency: response too large to store; the key is completed, and retries will get ResponseTooLargeError",
-			slog.String("key", rec.Key), slog.Int("response_bytes", len(rec.Response)))
-		done.Kind, done.Err = EventResponseOmitted, err
-		c.setOutcome(OutcomeNew)
-		completed.Response, completed.ResponseOmitted = nil, true
-		err = nil
-	case errors.Is(err, persistence.ErrFenced):
-		g.fencedOut(ctx, c, rec, s.doing, done)
-		return nil, err
-	case errors.Is(err, persistence.ErrCommitCanceled):
-		level, msg := slog.LevelWarn, "idempotency: the staged writes were refused; nothing was written, and the key is released"
-		if errors.Is(err, persistence.ErrNoTransactions) {
-			level, msg = slog.LevelError, "idempotency: the store cannot run transactions, so no commit can succeed: turn WithTransactions off, or use a store that runs them; nothing was written, and the key is released"
-		}
-		log.LogAttrs(ctx, level, msg, slog.String("key", rec.Key), slog.Any("error", err))
-		done.Kind, done.Err = EventCommitCanceled, err
-		c.report(ctx, done)
-		g.release(ctx, c, rec)
-		c.setOutcome(OutcomeNotCommitted)
-		return nil, err
-	default:
-		log.LogAttrs(ctx, slog.LevelError, "idempotency: "+s.failed,
-			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		done.Kind, done.Err = EventCompletionFailed, err
-		c.setOutcome(OutcomeCompletionFailed)
-		if !s.answers {
-			c.report(ctx, done)
-			return nil, err
-		}
-	}
-	c.report(ctx, done)
-	return &completed, err
-}
-
-// release deletes the call's reservation, so that a retry can run
-// (docs/protocol.md, release).
-func (g *Guard) release(ctx context.Context, c *call, rec *persistence.Record) {
-	wctx, cancel := g.finalContext(ctx)
-	defer cancel()
-	start := time.Now()
-	err := c.storeDelete(wctx, rec.Token)
-	done := Event{Key: rec.Key, Start: start, Duration: time.Since(start)}
-	switch {
-	case err == nil:
-		done.Kind = EventReleased
-		c.setOutcome(OutcomeHandlerError)
-	case errors.Is(err, persistence.ErrFenced):
-		g.fencedOut(ctx, c, rec, "releasing", done)
-		return
-	default:
-		g.cfg.logger.LogAttrs(ctx, slog.LevelError, "idempotency: releasing the key failed; it stays reserved until its in-progress expiry",
-			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
-		done.Kind, done.Err = EventReleaseFailed, err
-		c.setOutcome(OutcomeCompletionFailed)
-	}
-	c.report(ctx, done)
-}
-
-// releaseQuietly undoes a reservation whose write failed, in case it landed
-// anyway. Nothing is reported: the write failure itself is.
-func (g *Guard) releaseQuietly(ctx context.Context, c *call, rec *persistence.Record) {
-	wctx, cancel := g.finalContext(ctx)
-	defer cancel()
-	_ = c.storeDelete(wctx, rec.Token)
-}
-
-// fencedOut reports a settling write, done, that the store refused: the
-// record is no longer the call's reservation.
-func (g *Guard) fencedOut(ctx context.Context, c *call, rec *persistence.Record, what string, done Event) {
-	g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the record is no longer this call's reservation (another call took the key over after this one's in-progress expiry, or the store lost the record); not "+what+" it",
+// fencedOut logs a settling write op that the store refused: the record
+// is no longer the call's reservation.
+func (g *Guard) fencedOut(ctx context.Context, rec *persistence.Record, op string) {
+	g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the record is no longer this call's reservation (another call took the key over after this one's in-progress expiry, or the store lost the record); the "+op+" did not apply",
 		slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt))
-	done.Kind, done.Err = EventFencedOut, persistence.ErrFenced
-	c.setOutcome(OutcomeFencedOut)
-	c.report(ctx, done)
-}
-
-// finalContext returns the context for a settling write: it keeps ctx's
-// values but not its cancellation, and has a timeout of its own, so that
-// a deadline that has just passed does not lose the write. The timeout is
-// the final write timeout, or up to an eighth more: the writes share
-// their deadlines (writectx.go).
-func (g *Guard) finalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return g.writeDeadlines.context(ctx, time.Now())
 }
 
 // errPanicked is the error observers see for a function that panicked.

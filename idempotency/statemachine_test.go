@@ -29,10 +29,7 @@ func TestFirstCallRunsAndRetriesReplay(t *testing.T) {
 
 	callAndRetry(t, charge, o1, 3)
 	assert.Equal(t, 1, c.count())
-	assert.Equal(t, []idempotency.EventKind{
-		idempotency.EventReserved, idempotency.EventCompleted,
-		idempotency.EventReplayed, idempotency.EventReplayed, idempotency.EventReplayed,
-	}, ev.list())
+	assert.Equal(t, []string{"reserved", "complete", "new", "replay", "replay", "replay"}, ev.list())
 
 	// Another input is another key.
 	_, err := charge(t.Context(), order{OrderID: "o-2", Amount: 5})
@@ -65,10 +62,7 @@ func TestHandlerErrorReleasesKeyAndPassesThrough(t *testing.T) {
 	_, err = charge(t.Context(), o1)
 	require.NoError(t, err)
 	assert.Equal(t, 2, c.count())
-	assert.Equal(t, []idempotency.EventKind{
-		idempotency.EventReserved, idempotency.EventReleased,
-		idempotency.EventReserved, idempotency.EventCompleted,
-	}, ev.list())
+	assert.Equal(t, []string{"reserved", "release", "handler_error", "reserved", "complete", "new"}, ev.list())
 }
 
 func TestPanicReleasesKeyAndPanicsOn(t *testing.T) {
@@ -117,7 +111,6 @@ func TestPermanentErrorsAreRecordedAndReplayed(t *testing.T) {
 			_, err = charge(t.Context(), o1)
 			var stored *idempotency.RecordedError
 			require.ErrorAs(t, err, &stored)
-			assert.ErrorIs(t, err, idempotency.ErrRecordedError)
 			assert.Equal(t, "declinedError", stored.Type)
 			assert.Equal(t, declined.Error(), stored.Message)
 			assert.Equal(t, declined.Error(), err.Error())
@@ -204,11 +197,7 @@ func TestLocalStoreReplaysWithoutWrites(t *testing.T) {
 	assert.ErrorIs(t, err, idempotency.ErrPayloadMismatch)
 	assert.Equal(t, int32(2), store.puts.Load(), "a mismatch is decided by the write")
 	assert.Equal(t, 1, c.count())
-	assert.Equal(t, []idempotency.EventKind{
-		idempotency.EventReserved, idempotency.EventCompleted,
-		idempotency.EventReplayed, idempotency.EventReplayed, idempotency.EventReplayed,
-		idempotency.EventPayloadMismatch,
-	}, ev.list())
+	assert.Equal(t, []string{"reserved", "complete", "new", "replay", "replay", "replay", "payload_mismatch"}, ev.list())
 }
 
 func TestPayloadValidation(t *testing.T) {
@@ -333,7 +322,7 @@ func TestLostPutReplyRecognisesOwnReservation(t *testing.T) {
 	_, err := charge(t.Context(), o1)
 	require.NoError(t, err, "the retried write must recognise its own reservation")
 	assert.Equal(t, 1, c.count())
-	assert.Equal(t, []idempotency.EventKind{idempotency.EventReserved, idempotency.EventCompleted}, ev.list())
+	assert.Equal(t, []string{"reserved", "complete", "new"}, ev.list())
 
 	_, err = charge(t.Context(), o1)
 	require.NoError(t, err)
@@ -369,8 +358,8 @@ func testCompletionFailureReturnsResultAndKeepsReservation(t *testing.T) {
 	got, err := charge(t.Context(), o1)
 	require.NoError(t, err, "the caller must get the result even though storing it failed")
 	assert.Equal(t, "ch_o-1_1", got.ChargeID)
-	assert.Equal(t, []idempotency.EventKind{idempotency.EventReserved, idempotency.EventCompletionFailed}, ev.list())
-	assert.ErrorIs(t, ev.errs[1], faultstore.ErrInjected)
+	assert.Equal(t, []string{"reserved", "complete failed", "completion_failed"}, ev.list())
+	assert.ErrorIs(t, ev.errOf("complete failed"), faultstore.ErrInjected)
 	assert.Contains(t, logs.String(), "level=ERROR")
 	assert.Contains(t, logs.String(), "storing the result failed")
 
@@ -404,7 +393,7 @@ func testReleaseFailureKeepsReservationUntilInProgressExpiry(t *testing.T) {
 
 	_, err := charge(t.Context(), o1)
 	require.Same(t, boom, err)
-	assert.Equal(t, idempotency.EventReleaseFailed, ev.list()[1])
+	assert.Equal(t, "release failed", ev.list()[1])
 	_, err = charge(t.Context(), o1)
 	assert.ErrorIs(t, err, idempotency.ErrInProgress)
 	time.Sleep(31 * time.Second)
@@ -484,12 +473,12 @@ func TestResponseTooLarge(t *testing.T) {
 	got, err := charge(t.Context(), o1)
 	require.NoError(t, err, "the first caller gets the result")
 	assert.Equal(t, "ch_o-1_1", got.ChargeID)
-	assert.Contains(t, ev.list(), idempotency.EventResponseOmitted)
+	assert.Contains(t, ev.list(), "complete omitted")
 
 	_, err = charge(t.Context(), o1)
 	var tooLarge *idempotency.ResponseTooLargeError
 	require.ErrorAs(t, err, &tooLarge)
-	assert.ErrorIs(t, err, idempotency.ErrResponseTooLarge)
+	assert.ErrorAs(t, err, new(*idempotency.ResponseTooLargeError))
 	assert.Equal(t, 1, c.count(), "the side effect must not run again")
 }
 
@@ -503,7 +492,7 @@ func TestStoredResponseThatDoesNotDecode(t *testing.T) {
 	_, err = charge(t.Context(), o1)
 	var re *idempotency.ReplayError
 	require.ErrorAs(t, err, &re)
-	assert.ErrorIs(t, err, idempotency.ErrReplay)
+	assert.ErrorAs(t, err, new(*idempotency.ReplayError))
 	assert.Equal(t, 0, c.count())
 }
 
@@ -562,7 +551,7 @@ func testLateFinisherIsFencedOut(t *testing.T) {
 
 	close(finish)
 	assert.Equal(t, "slow", (<-done).ChargeID)
-	assert.Equal(t, idempotency.EventFencedOut, ev.list()[len(ev.list())-1])
+	assert.Contains(t, ev.list(), "complete fenced")
 
 	replay, err := fast(t.Context(), o1)
 	require.NoError(t, err)

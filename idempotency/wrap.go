@@ -81,46 +81,51 @@ type wrapped[In, Out any] struct {
 	hook func(context.Context, Out, *persistence.Record) Out
 }
 
-func (w *wrapped[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
+func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	g := w.g
 	var c call
 	ctx = c.begin(ctx, g)
-	defer func() { c.end(ctx, err) }()
-	key, payloadHash, err := w.derive(g.tenant(ctx), in)
-	if err != nil {
-		c.setOutcome(OutcomeNoKey)
-		if ke, ok := err.(*KeyError); ok && ke.Err == nil && !g.cfg.requireKey {
+	tenant := ""
+	if !g.cfg.acrossTenants {
+		tenant = core.TenantOf(ctx)
+	}
+	key, payloadHash, err := core.Derive(g.prefix, tenant, g.cfg.key, g.cfg.validation, in)
+	if de, ok := err.(*core.DeriveError); ok {
+		if de.Err == nil && !g.cfg.requireKey {
 			g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
-				slog.String("key_expression", ke.Expression))
-			c.observe(ctx, EventUnprotected, nil)
-			return w.h(ctx, in)
+				slog.String("key_expression", de.Expression))
+			out, err := w.h(ctx, in)
+			c.end(ctx, OutcomeNoKey, err)
+			return out, err
 		}
-		return out, err
+		err = &KeyError{Expression: de.Expression, Err: de.Err}
+		c.end(ctx, OutcomeNoKey, err)
+		var zero Out
+		return zero, err
 	}
 	c.key = key
 	// Guard.Do's path, typed.
+	var out Out
 	h, res, err := g.acquire(ctx, &c, payloadHash)
-	if h != nil {
-		return w.run(ctx, &c, h, in)
+	switch {
+	case h != nil:
+		out, res, err = w.run(ctx, &c, h, in)
+	case err == nil && res.Outcome == OutcomeReplay:
+		if err = json.Unmarshal(res.Response, &out); err != nil {
+			out, err = *new(Out), &ReplayError{Key: key, Err: err}
+		} else if w.hook != nil {
+			out = w.hook(ctx, out, res.Record)
+		}
 	}
-	if err != nil || c.finish(err) != OutcomeReplay {
-		return out, err
-	}
-	if err := json.Unmarshal(res.Response, &out); err != nil {
-		var zero Out
-		return zero, &ReplayError{Key: key, Err: err}
-	}
-	if w.hook != nil {
-		out = w.hook(ctx, out, res.Record)
-	}
-	return out, nil
+	c.end(ctx, res.Outcome, err)
+	return out, err
 }
 
 // run calls the handler as the holder of the key, and returns what it
 // returned, unless its writes did not commit.
-func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (Out, error) {
+func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (Out, Result, error) {
 	var out Out
-	_, err := w.g.run(ctx, c, h, func(ctx context.Context) ([]byte, error) {
+	res, err := w.g.run(ctx, c, h, func(ctx context.Context) ([]byte, error) {
 		var herr error
 		out, herr = w.h(ctx, in)
 		if herr != nil {
@@ -135,13 +140,11 @@ func (w *wrapped[In, Out]) run(ctx context.Context, c *call, h *holder, in In) (
 		}
 		return resp, nil
 	})
-	var notCommitted *CommitError
-	if errors.As(err, &notCommitted) {
+	if errors.As(err, new(*CommitError)) {
 		// The result belongs to writes that did not commit.
-		var zero Out
-		return zero, err
+		return *new(Out), res, err
 	}
-	return out, err
+	return out, res, err
 }
 
 // ResponseEncodingError is returned, and recorded for retries, when a
@@ -156,12 +159,3 @@ func (e *ResponseEncodingError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *ResponseEncodingError) Unwrap() error { return e.Err }
-
-// derive returns the record key of in for tenant, and its payload hash.
-func (w *wrapped[In, Out]) derive(tenant string, in In) (key, payloadHash string, err error) {
-	key, payloadHash, err = core.Derive(w.g.prefix, tenant, w.g.cfg.key, w.g.cfg.validation, in)
-	if de, ok := err.(*core.DeriveError); ok {
-		return "", "", &KeyError{Expression: de.Expression, Err: de.Err}
-	}
-	return key, payloadHash, err
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
 	"github.com/retrysafe/retrysafe/jmespath"
 	"github.com/retrysafe/retrysafe/persistence"
@@ -83,7 +84,7 @@ func TestMissingKey(t *testing.T) {
 				require.NoError(t, err)
 			}
 			assert.Equal(t, 2, runs, "without a key the handler runs unprotected")
-			assert.Equal(t, []idempotency.EventKind{idempotency.EventUnprotected, idempotency.EventUnprotected}, ev.list())
+			assert.Equal(t, []string{"no_key", "no_key"}, ev.list(), "unprotected calls: no store request, no step")
 			assert.Contains(t, logs.String(), "level=WARN")
 
 			strict := mustWrap(t, h, memory.New(), idempotency.WithKey("id"), idempotency.WithRequireKey())
@@ -223,10 +224,10 @@ func handlerForPrefix(context.Context, order) (receipt, error) { return receipt{
 
 func TestDefaultKeyPrefix(t *testing.T) {
 	prefix := func(h func(context.Context, order) (receipt, error)) string {
-		store := &recordingStore{Store: memory.New()}
+		store := &faultstore.Store{Inner: memory.New(), KeepUpdates: true}
 		_, err := mustWrap(t, h, store)(t.Context(), o1)
 		require.NoError(t, err)
-		p, _, _ := strings.Cut(store.updates[0].Key, "#")
+		p, _, _ := strings.Cut(store.Updates()[0].Key, "#")
 		return p
 	}
 	t.Setenv(envFunctionName, "")
@@ -268,9 +269,10 @@ func TestTwoWrappedFunctionsDoNotShareKeys(t *testing.T) {
 }
 
 func TestEventKindNames(t *testing.T) {
-	assert.Equal(t, "completion_failed", idempotency.EventCompletionFailed.String())
+	assert.Equal(t, "settled", idempotency.EventSettled.String())
 	assert.Equal(t, "unknown", idempotency.EventKind(0).String())
-	for k := idempotency.EventUnprotected; k <= idempotency.EventFencedOut; k++ {
+	assert.Equal(t, "unknown", (idempotency.EventCallEnded + 1).String())
+	for k := idempotency.EventStoreRequest; k <= idempotency.EventCallEnded; k++ {
 		assert.NotEqual(t, "unknown", k.String(), int(k))
 	}
 }
@@ -289,11 +291,13 @@ func TestErrorMessagesAndTypes(t *testing.T) {
 		{&idempotency.KeyError{Expression: "id"}, idempotency.ErrNoKey, `idempotency: key expression "id" selected no idempotency key (null, empty or only nulls)`},
 		{&idempotency.KeyError{Err: cause}, idempotency.ErrNoKey, "idempotency: selecting the idempotency key with the input: cause"},
 		{&idempotency.StoreError{Op: "put", Key: "k", Err: cause}, idempotency.ErrStore, "idempotency: store put of key k failed: cause"},
-		{&idempotency.ResponseTooLargeError{Key: "k"}, idempotency.ErrResponseTooLarge, "idempotency: key k completed, but its response was too large to store and cannot be replayed"},
-		{&idempotency.ReplayError{Key: "k", Err: cause}, idempotency.ErrReplay, "idempotency: cannot replay the stored response of key k: cause"},
-		{&idempotency.RecordedError{Type: "T", Message: "original"}, idempotency.ErrRecordedError, "original"},
+		{&idempotency.ResponseTooLargeError{Key: "k"}, nil, "idempotency: key k completed, but its response was too large to store and cannot be replayed"},
+		{&idempotency.ReplayError{Key: "k", Err: cause}, cause, "idempotency: cannot replay the stored response of key k: cause"},
+		{&idempotency.RecordedError{Type: "T", Message: "original"}, nil, "original"},
 	} {
-		assert.ErrorIs(t, tc.err, tc.sentinel)
+		if tc.sentinel != nil {
+			assert.ErrorIs(t, tc.err, tc.sentinel)
+		}
 		assert.Equal(t, tc.message, tc.err.Error())
 	}
 	assert.ErrorIs(t, &idempotency.StoreError{Err: cause}, cause)

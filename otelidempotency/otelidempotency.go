@@ -124,7 +124,8 @@ const (
 )
 
 // An Observer traces and measures idempotent calls; it is an
-// [idempotency.CallObserver]. It is safe for concurrent use.
+// [idempotency.Observer] that sees each call begin (BeginCall). It is safe
+// for concurrent use.
 type Observer struct {
 	tracer       trace.Tracer
 	calls        metric.Int64Counter
@@ -147,8 +148,6 @@ type scope struct {
 	base      attribute.Set // prefix and store
 	startOpts []trace.SpanStartOption
 }
-
-var _ idempotency.CallObserver = (*Observer)(nil)
 
 // An Option configures New.
 type Option func(*options)
@@ -209,37 +208,14 @@ type call struct {
 	o         *Observer
 	span      trace.Span
 	recording bool // span records: the phases are spans too
-	replayed  atomic.Bool
 	waited    atomic.Bool
 	keyed     atomic.Bool // the key's attributes are on the span
-	// write is the phase of the call's last store request that may be
-	// its final write ("complete", "release" or "commit"): the events
-	// of the final write come right after its request, and the lease's
-	// renewals stop before the function's run ends.
-	write atomic.Pointer[string]
 	// failed is the error of a final write that failed, for the call's
 	// span.
 	failed atomic.Pointer[error]
 }
 
-// The phases of the final writes.
-var phaseComplete, phaseRelease, phaseCommit = "complete", "release", "commit"
-
-// writePhase returns the phase of a final write made with the store
-// operation op, or nil for another operation.
-func writePhase(op string) *string {
-	switch op {
-	case "update":
-		return &phaseComplete
-	case "delete":
-		return &phaseRelease
-	case "commit":
-		return &phaseCommit
-	}
-	return nil
-}
-
-// BeginCall implements idempotency.CallObserver: it starts the call's
+// BeginCall makes the Observer see each call begin: it starts the call's
 // span, and returns the call's own Observer. When the span does not
 // record and no instrument measures (no-op providers, or a trace sampled
 // out with metrics off), it returns ctx and no Observer: the call costs
@@ -326,9 +302,6 @@ func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 	}
 	switch e.Kind {
 	case idempotency.EventStoreRequest:
-		if p := writePhase(e.Op); p != nil {
-			c.write.Store(p)
-		}
 		result := storeResult(e.Err)
 		if c.recording {
 			c.span.AddEvent("store."+e.Op, trace.WithTimestamp(e.Start.Add(e.Duration)), trace.WithAttributes(
@@ -346,29 +319,26 @@ func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 		o.phase(ctx, c, "wait", e, nil)
 		o.waitTime.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(c.base),
 			metric.WithAttributes(AttrWaitResult.String(waitResult(e.Err))))
-	case idempotency.EventReplayed:
-		c.replayed.Store(true)
-	case idempotency.EventCompleted, idempotency.EventErrorRecorded, idempotency.EventResponseOmitted,
-		idempotency.EventReleased, idempotency.EventCommitCanceled:
-		o.phase(ctx, c, c.finalPhase(), e, e.Err)
-	case idempotency.EventCompletionFailed, idempotency.EventReleaseFailed, idempotency.EventFencedOut:
-		if err := e.Err; err != nil {
+	case idempotency.EventSettled:
+		// The final write's phase: "complete" (a result or a recorded
+		// error), "commit" or "release".
+		name := e.Op
+		if name == "record" {
+			name = "complete"
+		}
+		if err := e.Err; err != nil && !errors.Is(err, persistence.ErrResponseOmitted) && !errors.Is(err, persistence.ErrCommitCanceled) {
 			c.failed.Store(&err)
 		}
-		o.phase(ctx, c, c.finalPhase(), e, e.Err)
-	case idempotency.EventRenewed, idempotency.EventRenewalFailed, idempotency.EventHeld:
-		c.span.AddEvent(e.Kind.String())
+		o.phase(ctx, c, name, e, e.Err)
+	case idempotency.EventRenewed:
+		if e.Err != nil {
+			c.span.AddEvent("renewal_failed")
+		} else {
+			c.span.AddEvent("renewed")
+		}
 	case idempotency.EventCallEnded:
 		o.end(ctx, c, e)
 	}
-}
-
-// finalPhase returns the name of the final write's phase.
-func (c *call) finalPhase() string {
-	if p := c.write.Load(); p != nil {
-		return *p
-	}
-	return phaseComplete
 }
 
 // phase records a phase of the call that has just ended as a child span.
@@ -390,7 +360,11 @@ func (o *Observer) end(ctx context.Context, c *call, e idempotency.Event) {
 	if outcome == "" {
 		outcome = "unknown"
 	}
-	c.span.SetAttributes(AttrOutcome.String(outcome), AttrReplayed.Bool(c.replayed.Load()))
+	replayed := e.Outcome == idempotency.OutcomeReplay || e.Outcome == idempotency.OutcomeRecordedError
+	c.span.SetAttributes(AttrOutcome.String(outcome), AttrReplayed.Bool(replayed))
+	if e.Outcome == idempotency.OutcomeHeld {
+		c.span.AddEvent("held")
+	}
 	if failure(e.Outcome) {
 		// The final write's error says why, also when the call returned
 		// its result, or the function's error, all the same.

@@ -528,7 +528,7 @@ func TestNotCommitted(t *testing.T) {
 		idempotency.WithObserver(tel.obs), quiet())
 	require.NoError(t, err)
 	_, err = h(t.Context(), order{OrderID: "o-1"})
-	require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+	require.ErrorAs(t, err, new(*idempotency.CommitError))
 	assert.Equal(t, map[string]int64{"not_committed": 1}, tel.counts(t))
 	spans := tel.calls()
 	require.Len(t, spans, 1)
@@ -569,8 +569,7 @@ func (s committingStore) Commit(ctx context.Context, rec *persistence.Record, _ 
 type refusingStore struct{ *memory.Store }
 
 func (refusingStore) Commit(context.Context, *persistence.Record, []any) error {
-	return &persistence.CommitCanceledError{Reasons: []persistence.CommitCancelReason{{Code: "ConditionalCheckFailed"}},
-		Err: fmt.Errorf("transaction canceled")}
+	return &persistence.CommitCanceledError{Err: fmt.Errorf("transaction canceled")}
 }
 
 // A call refused because its key is held for an operator

@@ -14,8 +14,9 @@ import (
 // DynamoDB, dynamodb.Stage) in the context the library gives it.
 //
 // A store that decorates another (a cache) implements Committer by passing
-// Commit on, and Unwrapper, so that the library can check, when a handler
-// is wrapped, that the store underneath commits.
+// Commit on, and has a method Unwrap() Store that returns the other, so
+// that the library can check, when a handler is wrapped, that the store
+// underneath commits (see [Commits]).
 type Committer interface {
 	Store
 
@@ -68,23 +69,19 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
-// An Unwrapper is a Store that decorates another, which Unwrap returns.
-type Unwrapper interface {
-	Unwrap() Store
-}
-
 // Commits reports how store commits a function's writes with the
 // completion of its key: staged, when it is a Committer and so is every
 // store it decorates; in a transaction, when it is a TxStore and so is
 // every store it decorates. The store underneath decides: a decorator (a
-// cache) passes both on.
+// cache) passes both on, and has a method Unwrap() Store that returns the
+// store it decorates.
 func Commits(store Store) (staged, tx bool) {
 	staged, tx = true, true
 	for {
 		_, s := store.(Committer)
 		_, t := store.(TxStore)
 		staged, tx = staged && s, tx && t
-		u, ok := store.(Unwrapper)
+		u, ok := store.(interface{ Unwrap() Store })
 		if !ok {
 			return staged, tx
 		}
@@ -106,20 +103,11 @@ var ErrNoTransactions = errors.New("persistence: the store cannot run transactio
 // refused and nothing was written: a staged write's own condition failed
 // (an insufficient balance, say), or the writes exceed the store's limits.
 type CommitCanceledError struct {
-	// Reasons are the store's reasons, one per write in the order they
-	// were staged, the record's completion last, when the store gives them
-	// (DynamoDB's cancellation reasons); empty otherwise.
-	Reasons []CommitCancelReason
-	// Err is the store's error.
+	// Err is the store's error. It carries the store's reasons, where the
+	// store gives them: for DynamoDB, a *types.TransactionCanceledException
+	// with a reason for each write, in the order they were staged, the
+	// record's completion last.
 	Err error
-}
-
-// CommitCancelReason is why a store canceled one write of a commit.
-type CommitCancelReason struct {
-	// Code is the store's code: "None" for a write that would have
-	// succeeded, "ConditionalCheckFailed" for one whose condition failed.
-	Code    string
-	Message string
 }
 
 // Error implements error.
@@ -150,16 +138,13 @@ func NewStagingContext(ctx context.Context) (context.Context, *Staging) {
 	return context.WithValue(ctx, stagingKey{}, s), s
 }
 
-// ErrNoStaging is returned by Stage outside a function whose key commits
-// with staged writes (idempotency.WithTransactions).
-var ErrNoStaging = errors.New("persistence: nothing to stage writes in: the function is not run with transactions (idempotency.WithTransactions)")
-
-// Stage adds writes to the Staging of ctx. It returns ErrNoStaging without
-// one, and an error once the function has returned.
+// Stage adds writes to the Staging of ctx. It returns an error without
+// one, outside a function whose key commits with staged writes
+// (idempotency.WithTransactions), and once the function has returned.
 func Stage(ctx context.Context, writes ...any) error {
 	s, ok := ctx.Value(stagingKey{}).(*Staging)
 	if !ok {
-		return ErrNoStaging
+		return errors.New("persistence: nothing to stage writes in: the function is not run with transactions (idempotency.WithTransactions)")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -11,7 +11,9 @@
 #     suite, persistence/storetest, excepted), nor imports unsafe;
 #   - the library's go.mod requires no OpenTelemetry, no pgx, no gRPC and no
 #     Connect: the otelidempotency, persistence/postgres and grpcidempotency
-#     modules, which follow the rules above too, do.
+#     modules, which follow the rules above too, do; in grpcidempotency,
+#     each framework's package links only its own framework, and the
+#     package they share links neither.
 # The library is every package of the root module but the test harness in
 # internal/testing.
 set -euo pipefail
@@ -74,15 +76,25 @@ if grep -q "jackc/pgx" go.mod; then
 	echo "the library's go.mod must not require pgx (the $pg module does)"; fail=1
 fi
 # The gRPC and Connect interceptors, a module of their own: the library's
-# go.mod requires neither framework, the Connect package links no gRPC
-# package, and no package of the module but its test harness
-# (internal/testing) links testing or imports unsafe.
+# go.mod requires neither framework; the module's root package, whose
+# options, reasons and keys both frameworks' interceptors share, links
+# neither; grpcgo links no Connect and connectgo no gRPC package; and no
+# package of the module but its test harness (internal/testing) links
+# testing or imports unsafe.
 grpcmod=grpcidempotency
+grpcgo="^google.golang.org/grpc(/|$)"
+connectgo="^connectrpc.com/connect(/|$)"
 if grep -qE "google.golang.org/grpc|connectrpc.com/connect" go.mod; then
 	echo "the library's go.mod must not require gRPC or Connect (the $grpcmod module does)"; fail=1
 fi
-if bad=$(go -C $grpcmod list -deps ./connectidempotency | grep -E "^google.golang.org/grpc(/|$)"); then
-	echo "$grpcmod/connectidempotency must not link gRPC, but links:"; echo "$bad"; fail=1
+if bad=$(go -C $grpcmod list -deps ./ | grep -E "$grpcgo|$connectgo"); then
+	echo "$grpcmod must link neither gRPC nor Connect, but links:"; echo "$bad"; fail=1
+fi
+if bad=$(go -C $grpcmod list -deps ./grpcgo | grep -E "$connectgo"); then
+	echo "$grpcmod/grpcgo must not link Connect, but links:"; echo "$bad"; fail=1
+fi
+if bad=$(go -C $grpcmod list -deps ./connectgo | grep -E "$grpcgo"); then
+	echo "$grpcmod/connectgo must not link gRPC, but links:"; echo "$bad"; fail=1
 fi
 for pkg in $(go -C $grpcmod list ./... | grep -v "/internal/testing/"); do
 	if go -C $grpcmod list -deps "$pkg" | grep -qx testing; then

@@ -51,7 +51,7 @@ func openDynamoDB(ctx context.Context, e *env, f *storeFlags, table string) (*st
 	optFn := func(o *ddbstore.Options) {
 		o.KeyAttr, o.SortKeyAttr, o.StaticPKValue = f.keyAttr, f.sortKeyAttr, f.staticPK
 		if o.SortKeyAttr != "" && o.StaticPKValue == "" && f.pkFnName != "" {
-			o.StaticPKValue = ddbstore.StaticPKPrefix + f.pkFnName
+			o.StaticPKValue = "idempotency#" + f.pkFnName // the store's default, with another function's name
 		}
 		for i, a := range attrNames {
 			*a.dynamo(o) = f.attrs[i]

@@ -99,7 +99,7 @@ func TestRedisMismatch(t *testing.T) {
 }
 
 func TestSortKeyLayout(t *testing.T) {
-	f := dynamoFixture(t, func(o *ddbstore.Options) { o.SortKeyAttr, o.StaticPKValue = "sk", ddbstore.StaticPKPrefix+"orders" })
+	f := dynamoFixture(t, func(o *ddbstore.Options) { o.SortKeyAttr, o.StaticPKValue = "sk", "idempotency#orders" })
 	putGolden(t, f)
 	layout := []string{"--sort-key-attr", "sk", "--pk-function", "orders"}
 	r := runAt(t, goldenNow, "", f.with(append([]string{"get", goldenRecords[0].Key}, layout...)...)...)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency/httpapi"
 	"github.com/retrysafe/retrysafe/internal/core"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -144,7 +145,7 @@ const writeSlack = 2 * time.Second
 // defaultExpiries are what writtenAt takes records to be kept for without
 // --expiry, in this order: the library's default, then the HTTP
 // adapters', for records that expire too late for the first.
-var defaultExpiries = []time.Duration{idempotency.DefaultExpiry, idempotency.DefaultHTTPExpiry}
+var defaultExpiries = []time.Duration{idempotency.DefaultExpiry, httpapi.DefaultExpiry}
 
 // writtenAt returns when rec was last written (reserved, renewed or
 // completed), and the expiry it takes the function to keep records for:

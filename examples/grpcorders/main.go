@@ -1,7 +1,7 @@
 // Command grpcorders is the orders service of the gRPC example: a gRPC
 // server whose CreateOrder creates an order once per AIP-155 request_id,
-// behind grpcidempotency's server interceptor (package orderserver). With
-// -call, it is instead a client that creates an order through the client
+// behind grpcgo's server interceptor (package orderserver). With -call, it
+// is instead a client that creates an order through the client
 // interceptor, which gives the call its request_id and retries it with the
 // same one.
 //
@@ -34,6 +34,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/grpcorders/orderserver"
 	"github.com/retrysafe/retrysafe/examples/grpcorders/ordersv1"
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/persistence"
 	ddbstore "github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
@@ -95,7 +96,7 @@ func openStore(ctx context.Context) (persistence.Store, error) {
 // interceptor, asks for it again with the same request_id, and writes what
 // it got to w.
 func createOrder(ctx context.Context, addr string, w interface{ Write([]byte) (int, error) }) error {
-	idem, err := grpcidempotency.NewClientInterceptor()
+	idem, err := grpcgo.NewClientInterceptor()
 	if err != nil {
 		return err
 	}

@@ -392,11 +392,18 @@ func runWorkload(t *testing.T, s *localpayments.Stack, w workload) {
 	assert.Len(t, slices.Compact(idemKeys), w.keys, "one charge per idempotency key")
 }
 
+// killTimeout is the function's timeout in the tests that kill an
+// invocation at its deadline. The retry after the kill runs in the same
+// timeout, and starts a new runtime first: about half a second on an idle
+// machine, several on a loaded one (2 seconds were seen to be too short).
+// Eight seconds keep the retry safe at ten times the idle time.
+const killTimeout = 8 * time.Second
+
 // An invocation killed at its deadline (the emulator's timeout) before it
 // charged holds its key only until that deadline: a retry right after it
 // charges, once, without waiting for the record's 24-hour expiry.
 func TestKilledMidRequest(t *testing.T) {
-	const timeout = 2 * time.Second
+	const timeout = killTimeout
 	s := start(t, localpayments.Options{Instances: 2, Timeout: timeout, DemoDelay: true})
 	ctx := t.Context()
 	req := localpayments.Request{Key: "killed-1", Body: body(4200, "cus_k")}
@@ -453,7 +460,7 @@ func TestKilledMidRequest(t *testing.T) {
 // entry staged, the killed invocation wrote nothing, and the retry writes
 // the only entry.
 func TestKilledBetweenTheLedgerAndTheCompletion(t *testing.T) {
-	const timeout = 2 * time.Second
+	const timeout = killTimeout
 	for _, tc := range []struct {
 		name         string
 		transactions bool

@@ -17,6 +17,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/internal/testing/testlog"
+	"github.com/retrysafe/retrysafe/internal/testing/teststeps"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
@@ -176,10 +177,10 @@ func TestFailureLogs(t *testing.T) {
 			assert.Equal(t, ids(h, 2, 3, 4, 5, 6, 7), failed)
 
 			assert.Equal(t, ids(h, 2, 3), failedByReason(t, logs, batch.ReasonBadRecord))
-			assert.Equal(t, ids(h, 4), failedByReason(t, logs, batch.ReasonInProgress))
-			assert.Equal(t, ids(h, 5), failedByReason(t, logs, batch.ReasonHandlerError))
+			assert.Equal(t, ids(h, 4), failedByReason(t, logs, string(idempotency.OutcomeInProgress)))
+			assert.Equal(t, ids(h, 5), failedByReason(t, logs, string(idempotency.OutcomeHandlerError)))
 			assert.Equal(t, ids(h, 6), failedByReason(t, logs, batch.ReasonPanic))
-			assert.Equal(t, ids(h, 7), failedByReason(t, logs, batch.ReasonHeld))
+			assert.Equal(t, ids(h, 7), failedByReason(t, logs, string(idempotency.OutcomeHeld)))
 
 			bad := logLines(t, logs, "bad record")
 			require.Len(t, bad, 2)
@@ -439,27 +440,20 @@ func TestDisabled(t *testing.T) {
 // TestObserver: the core's options pass through; an observer sees every
 // record's steps.
 func TestObserver(t *testing.T) {
-	var kinds []idempotency.EventKind
+	var steps teststeps.Log
 	h := sqsHarness(false)
-	deliver := h.build(t, &recorder{}, memory.New(), idempotency.WithKey(h.key),
-		idempotency.WithObserver(idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
-			switch e.Kind {
-			case idempotency.EventStoreRequest, idempotency.EventRan, idempotency.EventCallEnded:
-			default:
-				kinds = append(kinds, e.Kind)
-			}
-		})))
+	deliver := h.build(t, &recorder{}, memory.New(), idempotency.WithKey(h.key), idempotency.WithObserver(&steps))
 	records := []spec{{n: 1, order: "o-1"}, {n: 2, order: "fail-1"}}
 	for range 2 {
 		_, err := deliver(t.Context(), records)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, []idempotency.EventKind{
-		idempotency.EventReserved, idempotency.EventCompleted,
-		idempotency.EventReserved, idempotency.EventReleased,
-		idempotency.EventReplayed,
-		idempotency.EventReserved, idempotency.EventReleased,
-	}, kinds)
+	assert.Equal(t, []string{
+		"reserved", "complete", "new",
+		"reserved", "release", "handler_error",
+		"replay",
+		"reserved", "release", "handler_error",
+	}, steps.Steps())
 }
 
 // TestStoreFailsOnCompletion: when storing a record's completion fails, the

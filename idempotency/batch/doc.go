@@ -106,8 +106,9 @@
 // An empty BatchItemFailures list means the whole batch succeeded.
 //
 // Each failed record is logged once, at warning or error level, with its
-// identifier (item_identifier) and a reason attribute (ReasonHandlerError,
-// ReasonBadRecord, ...); see WithLogger.
+// identifier (item_identifier) and a reason attribute: the outcome of its
+// call (handler_error, in_progress, ...), or one of the batch's own
+// (ReasonBadRecord, ReasonGroupFailed, ...); see WithLogger.
 //
 // # Order
 //

@@ -13,8 +13,6 @@ type settings struct {
 	parallelism int
 }
 
-type settingsKey struct{}
-
 // WithParallelism processes up to n records at a time. The default, 1,
 // processes the records one after another in batch order.
 //
@@ -30,11 +28,11 @@ type settingsKey struct{}
 //
 // The record function must be safe for concurrent use when n > 1.
 func WithParallelism(n int) idempotency.BatchOption {
-	return option{name: "WithParallelism", set: func(c *core.Config, s *settings) {
+	return option{Spec: core.Spec[settings]{Name: "batch.WithParallelism", Set: func(c *core.Config, s *settings) {
 		if n < 1 {
 			c.Fail(fmt.Errorf("batch.WithParallelism(%d): must be at least 1", n))
 			return
 		}
 		s.parallelism = n
-	}}
+	}}}
 }

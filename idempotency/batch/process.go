@@ -16,37 +16,16 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// Reasons a record is reported as failed, the "reason" attribute of its log
-// line.
+// Reasons a record is reported as failed, the "reason" attribute of its
+// log line, besides the outcome of its call: handler_error, in_progress,
+// held, store_error, payload_mismatch or recorded_error (see
+// idempotency.Outcome).
 const (
-	// ReasonHandlerError: the record function returned an error. Its key
-	// was released (unless the error is permanent, see
-	// idempotency.Permanent), so the redelivered record runs again.
-	ReasonHandlerError = "handler_error"
 	// ReasonPanic: the record function panicked. Its key was released.
 	ReasonPanic = "panic"
 	// ReasonBadRecord: no idempotency key could be selected from the record
 	// (a body that is not JSON, a missing field). The function did not run.
 	ReasonBadRecord = "bad_record"
-	// ReasonInProgress: another invocation holds the record's key; the
-	// redelivered record will find it completed, or run if that invocation
-	// failed.
-	ReasonInProgress = "in_progress"
-	// ReasonHeld: the record's key is held until an operator releases it
-	// (idempotency.WithHoldUntilReleased): an invocation that ran it ended
-	// without an outcome. It fails until then, and a queue's redrive policy
-	// moves it to its dead-letter queue after its receive count.
-	ReasonHeld = "held"
-	// ReasonStoreError: the idempotency store failed before the function
-	// ran.
-	ReasonStoreError = "store_error"
-	// ReasonPayloadMismatch: the key was used before with a different
-	// payload (idempotency.WithPayloadValidation).
-	ReasonPayloadMismatch = "payload_mismatch"
-	// ReasonRecordedError: the key completed earlier with a permanent error,
-	// which was replayed: the record keeps failing, without running, until
-	// it reaches the dead-letter queue or the stream's retry limit.
-	ReasonRecordedError = "recorded_error"
 	// ReasonGroupFailed: an earlier record of the same ordering group (FIFO
 	// message group, Kinesis partition key, DynamoDB item, Kafka
 	// topic-partition) failed in this batch, so this one did not run, to
@@ -105,36 +84,7 @@ type processor[R any] struct {
 // one, and is never called.
 type option struct {
 	idempotency.BatchOption
-	name string
-	set  func(c *core.Config, s *settings)
-}
-
-// Configure implements core.Option.
-func (o option) Configure(c *core.Config) {
-	c.Use("batch."+o.name, false)
-	o.set(c, core.Section[settings](c, settingsKey{}))
-}
-
-// carried makes an option that is not a GuardOption (this package's, the
-// core's key options) or the handler's identity one, so that
-// idempotency.NewGuard applies every option in one pass.
-type carried struct {
-	idempotency.GuardOption
-	o any
-}
-
-// Configure implements core.Option.
-func (c carried) Configure(cfg *core.Config) {
-	switch o := c.o.(type) {
-	case core.Option:
-		o.Configure(cfg)
-	case func(*core.Config):
-		o(cfg)
-	case nil:
-		cfg.Fail(errors.New("nil option"))
-	default:
-		cfg.Fail(fmt.Errorf("%T: %w", o, core.ErrForeignOption))
-	}
+	core.Spec[settings]
 }
 
 // emptyResult is what a record's completion stores: the function returns
@@ -149,26 +99,17 @@ func newProcessor[R any](src *source[R], fn func(context.Context, R) error, stor
 	// One Guard, with the options and the batch's defaults: the record's
 	// delivery identity as the key, required, and the prefix of the
 	// user's function, so that it stays what Wrap would give fn.
-	guardOpts := make([]idempotency.GuardOption, 0, len(opts)+1)
-	for _, o := range opts {
-		if g, ok := o.(idempotency.GuardOption); ok {
-			guardOpts = append(guardOpts, g)
-		} else {
-			guardOpts = append(guardOpts, carried{o: o})
-		}
-	}
-	var cfg *core.Config
-	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{
-		Prefix:     core.DefaultPrefix(fn),
-		Key:        src.defaultKey,
-		RequireKey: true,
-	}, &cfg)})
-	guard, err := idempotency.NewGuard(store, guardOpts...)
+	cfg, err := core.Apply(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	p := &processor[R]{src: src, fn: fn, guard: guard, key: cfg.Key, validation: cfg.Validation,
-		parallelism: max(core.Section[settings](cfg, settingsKey{}).parallelism, 1), logger: cmp.Or(cfg.Logger, slog.Default())}
+	cfg.Defaults = core.Defaults{Prefix: core.DefaultPrefix(fn), Key: src.defaultKey, RequireKey: true}
+	guard, err := core.NewGuard(store, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &processor[R]{src: src, fn: fn, guard: guard.(*idempotency.Guard), key: cfg.Key, validation: cfg.Validation,
+		parallelism: max(core.Section[settings](cfg).parallelism, 1), logger: cmp.Or(cfg.Logger, slog.Default())}
 	if p.key == nil {
 		if p.key, err = core.CompileKey(src.defaultKey); err != nil {
 			return nil, fmt.Errorf("%s: default key: %w", name, err)
@@ -359,7 +300,7 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 		}
 		// The function's own error, and the core released the key or
 		// recorded it; or its writes did not commit.
-		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record function failed", m, ReasonHandlerError, err)
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record function failed", m, string(idempotency.OutcomeHandlerError), err)
 	case idempotency.OutcomeReplay:
 		// The key completed: the record was processed, whatever its
 		// stored response says.
@@ -367,15 +308,15 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 			slog.String("source", p.src.name), slog.String("item_identifier", m.id))
 		return skipped
 	case idempotency.OutcomeInProgress:
-		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key is in progress in another invocation; it will be redelivered", m, ReasonInProgress, err)
+		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key is in progress in another invocation; it will be redelivered", m, string(r.Outcome), err)
 	case idempotency.OutcomeHeld:
-		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key is held until an operator releases it, after an invocation that ran it ended without an outcome; the function did not run", m, ReasonHeld, err)
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key is held until an operator releases it, after an invocation that ran it ended without an outcome; the function did not run", m, string(r.Outcome), err)
 	case idempotency.OutcomeStoreError:
-		return p.fail(ctx, slog.LevelError, "idempotency/batch: the idempotency store failed; the function did not run", m, ReasonStoreError, err)
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the idempotency store failed; the function did not run", m, string(r.Outcome), err)
 	case idempotency.OutcomePayloadMismatch:
-		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key was already used with a different payload; the function did not run", m, ReasonPayloadMismatch, err)
+		return p.fail(ctx, slog.LevelError, "idempotency/batch: the record's key was already used with a different payload; the function did not run", m, string(r.Outcome), err)
 	case idempotency.OutcomeRecordedError:
-		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key completed with a permanent error, which is replayed; the function did not run", m, ReasonRecordedError, err)
+		return p.fail(ctx, slog.LevelWarn, "idempotency/batch: the record's key completed with a permanent error, which is replayed; the function did not run", m, string(r.Outcome), err)
 	}
 	return p.fail(ctx, slog.LevelError, "idempotency/batch: the record failed; the function did not run", m, ReasonError, err)
 }

@@ -217,7 +217,7 @@ func testInFlight(t *testing.T, et eventType) {
 		dup, err := send(t.Context(), post("k1", orderA))
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusConflict, dup.status)
-		assert.Equal(t, "2", dup.headers.Get("Retry-After"), "no estimate yet: the cap, DefaultMaxRetryAfter")
+		assert.Equal(t, "2", dup.headers.Get("Retry-After"), "no estimate yet: the default cap of 2 seconds")
 		p := problemOf(t, dup)
 		assert.Equal(t, httpapi.Problem{
 			Type:   httpapi.ProblemKeyInUse,
@@ -888,13 +888,13 @@ func testReplayFailed(t *testing.T, et eventType) {
 
 func testNothingOfRequestStored(t *testing.T, et eventType) {
 	var a app
-	store := &recordingStore{Store: memory.New()}
+	store := recordingStore()
 	send := et.wrap(t, a.handle, store, idempotency.WithKeyPrefix("orders"))
 	_, err := send(t.Context(), post("secret-key-1", orderA,
 		header{"Authorization", "Bearer s3cr3t-t0ken"},
 		header{"X-Request-Header", "request-only-value"}))
 	require.NoError(t, err)
-	written := store.written()
+	written := store.Updates()
 	require.Len(t, written, 1)
 	rec := written[0]
 	assert.Regexp(t, `^orders#[0-9a-f]{64}$`, rec.Key)
@@ -916,7 +916,7 @@ func testDefaultExpiry(t *testing.T, et eventType) {
 		opts   []any
 		expiry time.Duration
 	}{
-		{"default", nil, idempotency.DefaultHTTPExpiry},
+		{"default", nil, httpapi.DefaultExpiry},
 		{"explicit", []any{idempotency.WithExpiry(time.Hour)}, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -937,7 +937,7 @@ func testDefaultExpiry(t *testing.T, et eventType) {
 			})
 		})
 	}
-	assert.Equal(t, 24*time.Hour, idempotency.DefaultHTTPExpiry)
+	assert.Equal(t, 24*time.Hour, httpapi.DefaultExpiry)
 }
 
 // A response the handler marks as not executed is returned, not stored: the
@@ -949,7 +949,7 @@ func testMarkNotExecuted(t *testing.T, et eventType) {
 	}}
 	h := func(ctx context.Context, req httpReq) (httpResp, error) {
 		if req.body == `{"amount":"ten"}` {
-			marked <- httpapi.MarkNotExecuted(ctx)
+			marked <- idempotency.MarkNotExecuted(ctx)
 		}
 		return a.handle(ctx, req)
 	}
@@ -971,7 +971,7 @@ func testMarkNotExecuted(t *testing.T, et eventType) {
 	assert.Equal(t, "run 2", resp.body)
 	assert.Equal(t, "true", resp.headers.Get(httpapi.HeaderReplayed))
 	assert.Equal(t, 2, a.count())
-	assert.False(t, httpapi.MarkNotExecuted(t.Context()), "outside the adapter it does nothing")
+	assert.False(t, idempotency.MarkNotExecuted(t.Context()), "outside the adapter it does nothing")
 }
 
 // Retry-After is the handler's usual duration, rounded up to whole

@@ -28,7 +28,7 @@
 // requests themselves. Without [idempotency.WithKeyPrefix] the prefix is
 // the one [idempotency.Wrap] would give the wrapped handler, and for
 // Middleware, which wraps handlers whose Go names say nothing stable,
-// DefaultMiddlewarePrefix.
+// "http", after the function name and a dot behind Lambda Web Adapter.
 //
 // # Requests
 //
@@ -89,7 +89,7 @@
 //
 // Retry-After on 409 is an estimate of when the first request will have
 // finished: how long the handler has taken recently, in whole seconds
-// rounded up, at least 1, at most DefaultMaxRetryAfter (see
+// rounded up, at least 1, at most 2 seconds (see
 // WithMaxRetryAfter), and never more than the time until the first
 // request's reservation lapses. A retry then usually gets the first
 // request's response; one that comes too early gets another 409.
@@ -100,7 +100,7 @@
 // # Which responses are stored
 //
 // A response is stored, and replayed to every retry with its key until the
-// key expires (idempotency.DefaultHTTPExpiry, 24 hours, unless idempotency.WithExpiry sets
+// key expires ([DefaultExpiry], 24 hours, unless idempotency.WithExpiry sets
 // another), when it says that the request executed. Responses that say it
 // did not are returned but not stored, and the key is released, so that
 // the client can fix the cause and retry with the same key, as Stripe
@@ -117,14 +117,12 @@
 //	5xx                      no      the request may not have run (WithStoreServerErrors stores them, as Stripe does)
 //
 // A handler marks any other response as not executed with
-// MarkNotExecuted, for example a 400 from validation that ran before the
-// side effect. A Go error or a panic of the handler releases the key too;
-// idempotency.Permanent and idempotency.WithPermanentErrors record a Go
-// error instead, which retries receive as recorded-error. A classifier
-// given with [idempotency.WithPermanentErrors] sees the handler's Go
-// errors, and also the error with which the adapter releases a response
-// that is not stored: match specific errors (errors.Is, errors.As), or
-// such responses are recorded as errors instead of being released.
+// idempotency.MarkNotExecuted, for example a 400 from validation that ran
+// before the side effect. A Go error or a panic of the handler releases
+// the key too; idempotency.Permanent and idempotency.WithPermanentErrors
+// record a Go error instead, which retries receive as recorded-error. A
+// classifier given with [idempotency.WithPermanentErrors] sees the
+// handler's Go errors only: a response is never an error.
 //
 // The stored form is the response itself: status code, headers,
 // multi-value headers, cookies, body, isBase64Encoded and ALB's status
@@ -148,7 +146,7 @@
 // these of its own, for any Go HTTP server (ECS, EKS, App Runner, Lambda
 // Web Adapter; chi, gorilla/mux and echo take the same
 // func(http.Handler) http.Handler). Without idempotency.WithKeyPrefix, its
-// prefix is DefaultMiddlewarePrefix. It takes the options of kind
+// prefix is "http". It takes the options of kind
 // idempotency.MiddlewareOption: this package's, WithRequestScope and
 // WithMaxBodySize of its own, and the core's but those that select keys
 // from typed inputs and idempotency.WithTransactions, since the response
@@ -175,7 +173,7 @@
 // instead.
 //
 // Servers give requests no deadline, so a reservation is a lease
-// (idempotency.DefaultLease) renewed while the handler runs
+// (30 seconds, idempotency.WithLease) renewed while the handler runs
 // (idempotency.WithLease sets it): a handler that runs for minutes keeps
 // its key, and the key of a server that dies is free within one lease. A
 // deadline in the request's context bounds the lease, as on Lambda. The

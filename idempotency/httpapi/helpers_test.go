@@ -23,7 +23,9 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
 	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
 // The tests describe requests and responses once, as an HTTP client and a
@@ -506,24 +508,10 @@ func withoutReplayHeader(resp httpResp) httpResp {
 	return resp
 }
 
-// recordingStore keeps the records its Update calls write.
-type recordingStore struct {
-	persistence.Store
-	mu      sync.Mutex
-	updates []persistence.Record
-}
-
-func (s *recordingStore) Update(ctx context.Context, rec *persistence.Record) error {
-	s.mu.Lock()
-	s.updates = append(s.updates, *rec)
-	s.mu.Unlock()
-	return s.Store.Update(ctx, rec)
-}
-
-func (s *recordingStore) written() []persistence.Record {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]persistence.Record(nil), s.updates...)
+// recordingStore returns a memory store that keeps the records of its
+// Update calls (faultstore.Store.Updates).
+func recordingStore() *faultstore.Store {
+	return &faultstore.Store{Inner: memory.New(), KeepUpdates: true}
 }
 
 // limitedStore completes records without their response, as a store

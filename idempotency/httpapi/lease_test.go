@@ -66,7 +66,7 @@ func TestMiddlewareLeaseIsRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var c runs
-		h := slowHandler(&c, 3*idempotency.DefaultLease)
+		h := slowHandler(&c, 3*defaultLease)
 		here := idempotency.Must(httpapi.Middleware(store))(h)
 		there := idempotency.Must(httpapi.Middleware(otherProcess{store}))(h)
 		waiting := idempotency.Must(httpapi.Middleware(otherProcess{store}, idempotency.WithWait(time.Hour)))(h)
@@ -77,7 +77,7 @@ func TestMiddlewareLeaseIsRenewed(t *testing.T) {
 		synctest.Wait()
 		wg.Go(func() { waited = send(waiting, "k1") })
 		for range 5 {
-			time.Sleep(idempotency.DefaultLease / 2)
+			time.Sleep(defaultLease / 2)
 			for _, h := range []http.Handler{here, there} {
 				dup := send(h, "k1")
 				require.Equal(t, http.StatusConflict, dup.Code, "the lease was renewed")
@@ -98,11 +98,11 @@ func TestMiddlewareLeaseIsRenewed(t *testing.T) {
 // A server that dies stops renewing its reservations: another process
 // takes the key over within one lease (idempotency.WithLease sets it).
 func TestMiddlewareLeaseLapsesWhenRenewalsStop(t *testing.T) {
-	for _, lease := range []time.Duration{idempotency.DefaultLease, 5 * time.Second} {
+	for _, lease := range []time.Duration{defaultLease, 5 * time.Second} {
 		t.Run(lease.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opts := []any{idempotency.WithLogger(discard())}
-				if lease != idempotency.DefaultLease {
+				if lease != defaultLease {
 					opts = append(opts, idempotency.WithLease(lease))
 				}
 				store := memory.New()
@@ -147,7 +147,7 @@ func TestMiddlewareHoldsTheKeyOfADeadProcess(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { send(dying, "k1") })
 		synctest.Wait()
-		time.Sleep(idempotency.DefaultLease + time.Second)
+		time.Sleep(defaultLease + time.Second)
 		held := send(there, "k1")
 		require.Equal(t, http.StatusConflict, held.Code)
 		assert.Equal(t, httpapi.ProblemKeyHeld, problemType(t, held))
@@ -175,3 +175,6 @@ func problemType(t *testing.T, w *httptest.ResponseRecorder) string {
 	t.Helper()
 	return answer{status: w.Code, header: w.Header(), body: w.Body.Bytes()}.problem(t).Type
 }
+
+// defaultLease is the lease of a call without a deadline or WithLease.
+const defaultLease = 30 * time.Second

@@ -26,7 +26,7 @@ import (
 //	http.Handle("POST /payments", idem(http.HandlerFunc(createPayment)))
 func Middleware(store persistence.Store, opts ...idempotency.MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	const name = "httpapi: Middleware"
-	prefix := DefaultMiddlewarePrefix
+	prefix := defaultMiddlewarePrefix
 	if function := os.Getenv(core.EnvFunctionName); function != "" {
 		prefix = function + "." + prefix
 	}

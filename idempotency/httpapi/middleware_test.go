@@ -502,16 +502,16 @@ func TestMiddlewareOptions(t *testing.T) {
 
 func TestMiddlewareDefaultKeyPrefix(t *testing.T) {
 	prefixOf := func(opts ...any) string {
-		store := &recordingStore{Store: memory.New()}
+		store := recordingStore()
 		h := idempotency.Must(httpapi.Middleware(store, as[idempotency.MiddlewareOption](opts)...))(http.NotFoundHandler())
 		req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 		req.Header.Set("Idempotency-Key", "k")
 		h.ServeHTTP(httptest.NewRecorder(), req)
-		require.Len(t, store.written(), 1)
-		prefix, _, _ := strings.Cut(store.written()[0].Key, "#")
+		require.Len(t, store.Updates(), 1)
+		prefix, _, _ := strings.Cut(store.Updates()[0].Key, "#")
 		return prefix
 	}
-	assert.Equal(t, httpapi.DefaultMiddlewarePrefix, prefixOf())
+	assert.Equal(t, "http", prefixOf())
 	assert.Equal(t, "payments", prefixOf(idempotency.WithKeyPrefix("payments")))
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
 	assert.Equal(t, "orders.http", prefixOf(), "behind Lambda Web Adapter")

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -21,26 +20,20 @@ const (
 	// DefaultHeader is the request header that carries the idempotency
 	// key, Idempotency-Key, as named by the IETF draft and Stripe.
 	DefaultHeader = httpkey.Header
-	// DefaultMaxRetryAfter caps the Retry-After of a 409 (see
-	// WithMaxRetryAfter).
-	DefaultMaxRetryAfter = 2 * time.Second
-	// DefaultMaxBodySize is the largest request body that Middleware
-	// reads, in bytes, unless WithMaxBodySize says otherwise: 1 MiB,
-	// nginx's default limit (client_max_body_size), ample for the JSON
-	// requests that carry idempotency keys. The body is held in memory
-	// while the handler runs, because it is hashed before the handler
-	// reads it, so the limit bounds the memory of each request in flight.
-	DefaultMaxBodySize = 1 << 20
-	// DefaultMiddlewarePrefix is the key prefix of Middleware without
-	// idempotency.WithKeyPrefix (after the function name and a dot when
-	// AWS_LAMBDA_FUNCTION_NAME is set, behind Lambda Web Adapter). A
-	// net/http handler has no Go name that survives refactoring, and a
-	// server's binary name changes between builds, so the default is a
-	// constant: keys stay valid across deployments and renames, and stay
-	// apart from those of idempotency.Wrap and the Lambda adapters in a
-	// shared table. Services that share a table must each set their own
-	// prefix with idempotency.WithKeyPrefix.
-	DefaultMiddlewarePrefix = "http"
+	// DefaultExpiry is how long the adapters remember a key, unless
+	// idempotency.WithExpiry says otherwise: Stripe's 24 hours, what
+	// clients of an Idempotency-Key API expect.
+	DefaultExpiry = httpkey.Expiry
+)
+
+// Defaults of the knobs, which the options' comments give in words.
+const (
+	defaultMaxRetryAfter = 2 * time.Second
+	defaultMaxBodySize   = 1 << 20
+	// defaultMiddlewarePrefix is constant because a net/http handler has
+	// no Go name that survives refactoring, and a server's binary name
+	// changes between builds.
+	defaultMiddlewarePrefix = "http"
 )
 
 // An Option configures the Lambda handlers of this package and
@@ -72,56 +65,19 @@ type settings struct {
 	panicsGoOn bool
 }
 
-type settingsKey struct{}
-
-// spec is what an option of this package sets, by which name.
-type spec struct {
-	name       string
-	repeatable bool
-	set        func(c *core.Config, s *settings)
-}
-
-// Configure implements core.Option.
-func (o spec) Configure(c *core.Config) {
-	c.Use("httpapi."+o.name, o.repeatable)
-	o.set(c, core.Section[settings](c, settingsKey{}))
-}
-
 // option is an option of this package for the handlers and Middleware. It
 // embeds the kinds of package idempotency's options it is, nil: their
 // marker methods, promoted, make it one, and are never called.
 type option struct {
 	idempotency.HandlerOption
 	idempotency.MiddlewareOption
-	spec
+	core.Spec[settings]
 }
 
 // middlewareOption is an option of Middleware only.
 type middlewareOption struct {
 	idempotency.MiddlewareOption
-	spec
-}
-
-// carried makes an option of an adapter's own, or the adapter's identity,
-// a GuardOption, so that idempotency.NewGuard applies every option in one
-// pass: one list of errors, one check of options given twice.
-type carried struct {
-	idempotency.GuardOption
-	o any // a core.Option, or a func(*core.Config)
-}
-
-// Configure implements core.Option.
-func (c carried) Configure(cfg *core.Config) {
-	switch o := c.o.(type) {
-	case core.Option:
-		o.Configure(cfg)
-	case func(*core.Config):
-		o(cfg)
-	case nil:
-		cfg.Fail(errors.New("nil option"))
-	default:
-		cfg.Fail(fmt.Errorf("%T: %w", o, core.ErrForeignOption))
-	}
+	core.Spec[settings]
 }
 
 // config is the resolved configuration of one adapter.
@@ -152,29 +108,25 @@ const (
 )
 
 // newGuard builds the Guard of the adapter named name, of kind kind, from
-// opts (the core's and the adapter's own), with the adapter's defaults:
-// prefix when idempotency.WithKeyPrefix is not given, and a day's expiry.
-// It returns the adapter's configuration, with its defaults filled in.
+// opts (the core's and the adapter's own, applied in one pass), with the
+// adapter's defaults: prefix when idempotency.WithKeyPrefix is not given,
+// and a day's expiry. It returns the adapter's configuration, with its
+// defaults filled in.
 func newGuard[O any](name string, kind entryKind, store persistence.Store, prefix string, opts []O) (*idempotency.Guard, *config, error) {
-	guardOpts := make([]idempotency.GuardOption, 0, len(opts)+1)
-	for _, o := range opts {
-		if g, ok := any(o).(idempotency.GuardOption); ok {
-			guardOpts = append(guardOpts, g) // the core's
-		} else {
-			guardOpts = append(guardOpts, carried{o: any(o)})
-		}
-	}
-	var c *core.Config
-	guardOpts = append(guardOpts, carried{o: core.As(name, core.Defaults{Prefix: prefix, Expiry: idempotency.DefaultHTTPExpiry}, &c)})
-	guard, err := idempotency.NewGuard(store, guardOpts...)
+	c, err := core.Apply(name, opts)
 	if err != nil {
 		return nil, nil, err
 	}
+	c.Defaults = core.Defaults{Prefix: prefix, Expiry: DefaultExpiry}
 	cfg, err := resolve(name, kind, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	return guard, cfg, nil
+	g, err := core.NewGuard(store, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.(*idempotency.Guard), cfg, nil
 }
 
 // newConfig applies opts for the adapter named name, of kind kind, without
@@ -193,11 +145,11 @@ func resolve(name string, kind entryKind, c *core.Config) (*config, error) {
 	if c.Given("httpapi.WithScope") && c.Given("httpapi.WithRequestScope") {
 		return nil, fmt.Errorf("%s: httpapi.WithScope and httpapi.WithRequestScope both set the scope; give one", name)
 	}
-	cfg := &config{settings: *core.Section[settings](c, settingsKey{}), logger: c.Logger, prefix: c.Prefix, acrossTenants: c.AcrossTenants}
+	cfg := &config{settings: *core.Section[settings](c), logger: c.Logger, prefix: c.Prefix, acrossTenants: c.AcrossTenants}
 	if kind == middlewareEntry {
 		cfg.panicsGoOn, cfg.returnErrors = cfg.returnErrors, false
 		if cfg.maxBodySize == 0 {
-			cfg.maxBodySize = DefaultMaxBodySize
+			cfg.maxBodySize = defaultMaxBodySize
 		}
 	}
 	if cfg.header == "" {
@@ -207,7 +159,7 @@ func resolve(name string, kind entryKind, c *core.Config) (*config, error) {
 		cfg.methods = []string{"POST", "PATCH"}
 	}
 	if cfg.maxRetryAfter == 0 {
-		cfg.maxRetryAfter = DefaultMaxRetryAfter
+		cfg.maxRetryAfter = defaultMaxRetryAfter
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
@@ -227,7 +179,7 @@ func (c *settings) keyed(method string) bool {
 // WithHeader sets the request header that carries the idempotency key.
 // Default DefaultHeader. It is matched without regard to case.
 func WithHeader(name string) Option {
-	return option{spec: spec{name: "WithHeader", repeatable: false, set: func(c *core.Config, s *settings) {
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithHeader", Set: func(c *core.Config, s *settings) {
 		if !httpkey.IsToken(name) {
 			fail(c, "WithHeader(%q): not a valid header name", name)
 			return
@@ -242,7 +194,7 @@ func WithHeader(name string) Option {
 // any other method pass straight through to the handler, unprotected, even
 // when they carry a key. Methods are matched without regard to case.
 func WithMethods(methods ...string) Option {
-	return option{spec: spec{name: "WithMethods", repeatable: false, set: func(c *core.Config, s *settings) {
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithMethods", Set: func(c *core.Config, s *settings) {
 		if len(methods) == 0 {
 			fail(c, "WithMethods: no methods")
 			return
@@ -263,7 +215,7 @@ func WithMethods(methods ...string) Option {
 // handler unprotected, as the generic decorator does, instead of being
 // answered with ProblemMissingKey (400).
 func WithOptionalKey() Option {
-	return option{spec: spec{name: "WithOptionalKey", repeatable: false, set: func(_ *core.Config, s *settings) { s.optionalKey = true }}}
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithOptionalKey", Set: func(_ *core.Config, s *settings) { s.optionalKey = true }}}
 }
 
 // WithFingerprintHeaders adds request headers to the request fingerprint,
@@ -276,7 +228,7 @@ func WithOptionalKey() Option {
 // may change between retries, and nothing derived from them is kept. Scope
 // keys by caller with WithScope instead.
 func WithFingerprintHeaders(names ...string) Option {
-	return option{spec: spec{name: "WithFingerprintHeaders", repeatable: true, set: func(c *core.Config, s *settings) {
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithFingerprintHeaders", Repeatable: true, Set: func(c *core.Config, s *settings) {
 		for _, name := range names {
 			if !httpkey.IsToken(name) {
 				fail(c, "WithFingerprintHeaders: %q is not a valid header name", name)
@@ -307,7 +259,7 @@ func WithFingerprintHeaders(names ...string) Option {
 // as its Event, with the request's context; WithRequestScope is the
 // simpler form there.
 func WithScope(scope ScopeFunc) Option {
-	return option{spec: spec{name: "WithScope", repeatable: false, set: func(c *core.Config, s *settings) {
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithScope", Set: func(c *core.Config, s *settings) {
 		if scope == nil {
 			fail(c, "WithScope: nil function")
 			return
@@ -325,7 +277,7 @@ func WithScope(scope ScopeFunc) Option {
 // requests that carry a key, before the body is read. It applies to
 // Middleware only; give it or WithScope, not both.
 func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.MiddlewareOption {
-	return middlewareOption{spec: spec{name: "WithRequestScope", repeatable: false, set: func(c *core.Config, s *settings) {
+	return middlewareOption{Spec: core.Spec[settings]{Name: "httpapi.WithRequestScope", Set: func(c *core.Config, s *settings) {
 		if scope == nil {
 			fail(c, "WithRequestScope: nil function")
 			return
@@ -338,14 +290,15 @@ func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Mid
 }
 
 // WithMaxBodySize sets the largest request body that Middleware reads, in
-// bytes: default DefaultMaxBodySize. The body of a request that carries a
+// bytes: default 1 MiB, nginx's default limit, ample for the JSON requests
+// that carry keys. The body of a request that carries a
 // key is read whole before the handler runs, to fingerprint it, and given
 // to the handler unchanged; a larger body is answered 413 with
 // ProblemBodyTooLarge, and the handler does not run. Requests that need no
 // key are not read. It applies to Middleware only: the Lambda adapters get
 // bodies whole, within Lambda's own limit.
 func WithMaxBodySize(n int64) idempotency.MiddlewareOption {
-	return middlewareOption{spec: spec{name: "WithMaxBodySize", repeatable: false, set: func(c *core.Config, s *settings) {
+	return middlewareOption{Spec: core.Spec[settings]{Name: "httpapi.WithMaxBodySize", Set: func(c *core.Config, s *settings) {
 		if n <= 0 {
 			fail(c, "WithMaxBodySize(%d): must be positive", n)
 			return
@@ -360,18 +313,18 @@ func WithMaxBodySize(n int64) idempotency.MiddlewareOption {
 // not be repeated. Responses that say the request did not execute (401,
 // 403, 408, 409, 425, 429) are released all the same.
 func WithStoreServerErrors() Option {
-	return option{spec: spec{name: "WithStoreServerErrors", repeatable: false, set: func(_ *core.Config, s *settings) { s.storeServerErrors = true }}}
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithStoreServerErrors", Set: func(_ *core.Config, s *settings) { s.storeServerErrors = true }}}
 }
 
 // WithMaxRetryAfter caps the Retry-After of the 409 that answers a request
 // whose key is in use by another request still running. The delay is how
 // long the handler usually takes, measured over its recent runs, rounded
 // up to whole seconds: at least 1, at most max, and never more than the
-// time until the other request's reservation lapses. Default
-// DefaultMaxRetryAfter. A client that honours it retries about when the
+// time until the other request's reservation lapses. Default 2 seconds.
+// A client that honours it retries about when the
 // other request has finished, not after the longest it could take.
 func WithMaxRetryAfter(max time.Duration) Option {
-	return option{spec: spec{name: "WithMaxRetryAfter", repeatable: false, set: func(c *core.Config, s *settings) {
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithMaxRetryAfter", Set: func(c *core.Config, s *settings) {
 		if max < time.Second {
 			fail(c, "WithMaxRetryAfter(%v): Retry-After is in whole seconds; the cap must be at least one second", max)
 			return
@@ -392,5 +345,5 @@ func WithMaxRetryAfter(max time.Duration) Option {
 // recovery middleware around Middleware. Errors of the scope function are
 // answered 500 all the same.
 func WithReturnErrors() Option {
-	return option{spec: spec{name: "WithReturnErrors", repeatable: false, set: func(_ *core.Config, s *settings) { s.returnErrors = true }}}
+	return option{Spec: core.Spec[settings]{Name: "httpapi.WithReturnErrors", Set: func(_ *core.Config, s *settings) { s.returnErrors = true }}}
 }

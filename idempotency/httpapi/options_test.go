@@ -134,25 +134,25 @@ func TestDisabledOnlyCallsTheHandler(t *testing.T) {
 }
 
 func TestDefaultKeyPrefixIsTheHandlers(t *testing.T) {
-	store := &recordingStore{Store: memory.New()}
+	store := recordingStore()
 	h := idempotency.Must(httpapi.WrapAPIGatewayV2(v2Handler, store))
 	ev := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"idempotency-key": "k"}}
 	ev.RequestContext.HTTP.Method = "POST"
 	_, err := h(t.Context(), ev)
 	require.NoError(t, err)
-	require.Len(t, store.written(), 1)
+	require.Len(t, store.Updates(), 1)
 	// The prefix is the one idempotency.Wrap gives the same function.
-	wrapStore := &recordingStore{Store: memory.New()}
+	wrapStore := recordingStore()
 	_, err = idempotency.Must(idempotency.Wrap(v2Handler, wrapStore))(t.Context(), ev)
 	require.NoError(t, err)
-	prefix, _, _ := strings.Cut(store.written()[0].Key, "#")
-	wrapPrefix, _, _ := strings.Cut(wrapStore.written()[0].Key, "#")
+	prefix, _, _ := strings.Cut(store.Updates()[0].Key, "#")
+	wrapPrefix, _, _ := strings.Cut(wrapStore.Updates()[0].Key, "#")
 	assert.Equal(t, "httpapi_test.v2Handler", prefix)
 	assert.Equal(t, wrapPrefix, prefix)
 
-	store = &recordingStore{Store: memory.New()}
+	store = recordingStore()
 	h = idempotency.Must(httpapi.WrapAPIGatewayV2(v2Handler, store, idempotency.WithKeyPrefix("orders")))
 	_, err = h(t.Context(), ev)
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(store.written()[0].Key, "orders#"))
+	assert.True(t, strings.HasPrefix(store.Updates()[0].Key, "orders#"))
 }

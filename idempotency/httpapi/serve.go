@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/idempotency"
@@ -23,15 +22,10 @@ import (
 // (Request) and the one response model that is stored and replayed
 // (response). The adapters only translate their events to and from these.
 
-// engine holds the options, the Guard, and the running estimate of how
-// long the handler takes.
+// engine holds the options and the Guard.
 type engine struct {
 	cfg   *config
 	guard *idempotency.Guard
-	// took is a moving average of the handler's durations, in
-	// nanoseconds, the estimate behind Retry-After; 0 until the handler
-	// has run.
-	took atomic.Int64
 }
 
 // newEngine checks the options, as the entry point named name (for
@@ -47,16 +41,6 @@ func newEngine[O any](name string, kind entryKind, store persistence.Store, pref
 		return nil, err
 	}
 	return &engine{cfg: cfg, guard: guard}, nil
-}
-
-// released is the error that the engine passes to Guard.Do for a response
-// whose status code releases the key (see stores): Do deletes the
-// reservation and returns it, and the engine answers with the response it
-// carries.
-type released struct{ status int }
-
-func (e *released) Error() string {
-	return "httpapi: response status " + strconv.Itoa(e.status) + " releases the idempotency key"
 }
 
 // A verdict is the engine's answer to one request.
@@ -104,18 +88,15 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 	var recordKey string // the record's key, when the handler ran
 	res, panicked, err := e.do(ctx, string(key), string(fingerprint), func(ctx context.Context) ([]byte, error) {
 		recordKey, _ = idempotency.KeyFromContext(ctx)
-		mark := new(atomic.Bool)
-		start := time.Now()
-		resp, err := run(context.WithValue(ctx, notExecutedKey{}, mark))
-		e.ran(time.Since(start))
+		resp, err := run(ctx)
 		if err != nil {
 			return nil, err
 		}
 		// A hijacked connection says nothing of its status: the handler
 		// took the connection, and has executed.
-		executed := resp.NotReplayable == notReplayableHijacked || stores(resp.StatusCode, e.cfg.storeServerErrors)
-		if mark.Load() || !executed {
-			return nil, &released{resp.StatusCode}
+		if resp.NotReplayable != notReplayableHijacked && !stores(resp.StatusCode, e.cfg.storeServerErrors) {
+			idempotency.MarkNotExecuted(ctx)
+			return nil, nil
 		}
 		return resp.encode()
 	})
@@ -128,8 +109,14 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 		v.panicked = panicked
 		return v
 	}
+	return e.answer(ctx, r, key, recordKey, res, err)
+}
 
-	var rel *released
+// answer translates how the Guard's call of request r ended into the
+// request's answer: the handler's own response, a replay, or a problem.
+// key is the request's Idempotency-Key, and recordKey the record's key
+// when the handler ran.
+func (e *engine) answer(ctx context.Context, r *Request, key []byte, recordKey string, res idempotency.Result, err error) verdict {
 	switch res.Outcome {
 	case idempotency.OutcomeReplay:
 		if err != nil { // *idempotency.ResponseTooLargeError
@@ -153,9 +140,9 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 			return e.notCommitted(ctx, r, commitErr)
 		}
 		fallthrough
-	case idempotency.OutcomeNew, idempotency.OutcomeHandlerError:
+	case idempotency.OutcomeNew, idempotency.OutcomeHandlerError, idempotency.OutcomeNotExecuted:
 		// The handler ran: its own response, or its error.
-		if err == nil || errors.As(err, &rel) {
+		if err == nil {
 			return verdict{own: true}
 		}
 		if e.cfg.returnErrors {
@@ -183,11 +170,9 @@ func (e *engine) handle(ctx context.Context, r *Request, run func(context.Contex
 	}
 	// In progress, or the request's context ended while it waited for the
 	// call that holds the key.
-	var until time.Time
-	if inProgress := (*idempotency.InProgressError)(nil); errors.As(err, &inProgress) {
-		until = inProgress.Until
-	}
-	return e.problem(r, keyInUse, e.cfg.detail(keyInUse), e.retryAfter(until))
+	var inProgress *idempotency.InProgressError
+	errors.As(err, &inProgress)
+	return e.problem(r, keyInUse, e.cfg.detail(keyInUse), e.retryAfter(inProgress))
 }
 
 // notCommitted answers a request whose handler succeeded but whose staged
@@ -258,63 +243,20 @@ func (e *engine) do(ctx context.Context, key, fingerprint string, fn func(contex
 	return res, nil, err
 }
 
-// ran adds a duration of the handler to the estimate behind Retry-After:
-// an exponentially weighted moving average that gives the latest run a
-// weight of 1/8, so that a few slow runs do not dominate it.
-func (e *engine) ran(d time.Duration) {
-	for {
-		old := e.took.Load()
-		avg := int64(d)
-		if old != 0 {
-			avg = old + (int64(d)-old)/8
-		}
-		if e.took.CompareAndSwap(old, max(avg, 1)) {
-			return
-		}
-	}
-}
-
 // retryAfter returns the Retry-After of ProblemKeyInUse, in whole seconds:
-// how long the handler usually takes (the estimate of ran, or the cap until
-// it has run), at most the cap of WithMaxRetryAfter and the time until the
-// reservation lapses at until, rounded up, and at least 1. By then the
-// other request has most likely completed (a retry gets its response); if
-// it has not, the retry gets another 409, and once the reservation lapses
-// it runs.
-func (e *engine) retryAfter(until time.Time) int {
+// when a retry most likely gets the other request's response (how long
+// the handler usually takes, at most until the reservation lapses: the
+// error's RetryAfter, or the cap before the handler has run here), at
+// most the cap of WithMaxRetryAfter, rounded up, and at least 1. If the
+// other request has not completed by then, the retry gets another 409,
+// and once the reservation lapses it runs.
+func (e *engine) retryAfter(inProgress *idempotency.InProgressError) int {
 	d := e.cfg.maxRetryAfter
-	if took := time.Duration(e.took.Load()); took > 0 {
-		d = min(d, took)
-	}
-	if !until.IsZero() {
-		d = min(d, time.Until(until))
+	if inProgress != nil && inProgress.RetryAfter > 0 {
+		d = min(d, inProgress.RetryAfter)
 	}
 	if d <= time.Second {
 		return 1
 	}
-	secs := (d + time.Second - 1) / time.Second
-	return int(min(secs, math.MaxInt32))
-}
-
-type notExecutedKey struct{}
-
-// MarkNotExecuted marks the response that the handler is about to return
-// as one of a request that did not execute: the adapter returns it but
-// does not store it, and releases the key, so that a retry with the same
-// key runs the handler again. Call it, with the context the adapter gave
-// the handler (for Middleware, the request's Context), when the handler
-// refuses a request before it has done anything, for example a 400 from
-// validation that runs before the side effect: the client can then fix
-// the request and retry with its key.
-//
-// Responses with the statuses that say so (401, 403, 408, 409, 425, 429,
-// and 5xx unless WithStoreServerErrors) are released without it. It
-// reports whether ctx is the context of a request that the adapter
-// handles; elsewhere it does nothing.
-func MarkNotExecuted(ctx context.Context) bool {
-	mark, ok := ctx.Value(notExecutedKey{}).(*atomic.Bool)
-	if ok {
-		mark.Store(true)
-	}
-	return ok
+	return int(min((d+time.Second-1)/time.Second, math.MaxInt32))
 }

@@ -29,7 +29,7 @@ func ExampleTransport() {
 	var keys []string // the key of each attempt
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		keys = append(keys, r.Header.Get(httpclient.DefaultHeader))
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
 		first := len(keys) == 1
 		mu.Unlock()
 		if first {
@@ -64,7 +64,7 @@ func ExampleWithKey() {
 	var charges atomic.Int64
 	srv := httptest.NewServer(idempotency.Must(httpapi.Middleware(memory.New()))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "payment %d for key %s", charges.Add(1), r.Header.Get(httpclient.DefaultHeader))
+		fmt.Fprintf(w, "payment %d for key %s", charges.Add(1), r.Header.Get("Idempotency-Key"))
 	})))
 	defer srv.Close()
 

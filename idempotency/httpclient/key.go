@@ -9,10 +9,6 @@ import (
 	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
-// DefaultHeader is the request header in which [Transport] sends the key,
-// Idempotency-Key, as the IETF draft and Stripe name it.
-const DefaultHeader = httpkey.Header
-
 type clientKey struct{}
 
 // WithKey returns a context in which [Transport] sends key as the

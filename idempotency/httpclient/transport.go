@@ -20,21 +20,6 @@ import (
 	"github.com/retrysafe/retrysafe/internal/httpkey"
 )
 
-// Defaults of Transport.
-const (
-	// DefaultMaxAttempts is how many times Transport sends a request at
-	// most, the first time included.
-	DefaultMaxAttempts = 5
-	// DefaultMaxElapsed is how long after its first attempt Transport may
-	// still send a request again.
-	DefaultMaxElapsed = time.Minute
-	// DefaultBaseDelay is the backoff before the first retry, doubled for
-	// each retry after it.
-	DefaultBaseDelay = 100 * time.Millisecond
-	// DefaultMaxDelay caps the backoff between two attempts.
-	DefaultMaxDelay = 5 * time.Second
-)
-
 // ErrBodyNotReplayable is the error of [Transport] for a request with a
 // body and without GetBody, which it could not send again. Nothing was
 // sent.
@@ -53,24 +38,24 @@ type Transport struct {
 	// matched without regard to case. Default POST and PATCH.
 	Methods []string
 	// Header is the request header that carries the key. Default
-	// DefaultHeader.
+	// Idempotency-Key, as the IETF draft and Stripe name it.
 	Header string
 
 	// MaxAttempts is how many times a request is sent at most, the first
-	// time included. Default DefaultMaxAttempts. 1 never retries.
+	// time included. Default 5. 1 never retries.
 	MaxAttempts int
 	// MaxElapsed is how long after the first attempt the last may start.
-	// Default DefaultMaxElapsed, or half the KeyWindow if that is shorter.
+	// Default one minute, or half the KeyWindow if that is shorter.
 	// It must be at most half the KeyWindow.
 	MaxElapsed time.Duration
 	// KeyWindow is how long the server remembers a key. Default
-	// [idempotency.DefaultHTTPExpiry], the window of the servers of
+	// 24 hours (httpapi.DefaultExpiry), the window of the servers of
 	// package httpapi.
 	KeyWindow time.Duration
-	// BaseDelay is the backoff before the first retry. Default
-	// DefaultBaseDelay.
+	// BaseDelay is the backoff before the first retry, doubled for each
+	// retry after it. Default 100 milliseconds.
 	BaseDelay time.Duration
-	// MaxDelay caps the backoff. Default DefaultMaxDelay. It does not cap
+	// MaxDelay caps the backoff. Default 5 seconds. It does not cap
 	// a Retry-After. An answer that asks for more time than the budget has
 	// left is final.
 	MaxDelay time.Duration
@@ -88,13 +73,13 @@ type policy struct {
 func (t *Transport) resolve() (policy, error) {
 	p := policy{
 		base:     cmp.Or[http.RoundTripper](t.Base, http.DefaultTransport),
-		header:   cmp.Or(t.Header, DefaultHeader),
-		attempts: cmp.Or(t.MaxAttempts, DefaultMaxAttempts),
-		first:    cmp.Or(t.BaseDelay, DefaultBaseDelay),
-		ceiling:  cmp.Or(t.MaxDelay, DefaultMaxDelay),
+		header:   cmp.Or(t.Header, httpkey.Header),
+		attempts: cmp.Or(t.MaxAttempts, 5),
+		first:    cmp.Or(t.BaseDelay, 100*time.Millisecond),
+		ceiling:  cmp.Or(t.MaxDelay, 5*time.Second),
 	}
 	window := cmp.Or(t.KeyWindow, httpkey.Expiry)
-	p.elapsed = cmp.Or(t.MaxElapsed, min(DefaultMaxElapsed, window/2))
+	p.elapsed = cmp.Or(t.MaxElapsed, min(time.Minute, window/2))
 	var problems []string
 	switch {
 	case !httpkey.IsToken(p.header):

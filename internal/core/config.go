@@ -5,8 +5,11 @@
 // inputs, which the retrysafe command uses too.
 //
 // Options are values of types that say where they apply (see package
-// idempotency's documentation); what every option value does is write a
-// Config, through Option. Apply refuses an option given twice.
+// idempotency's documentation). Every option value of the library is a
+// Spec of its package's settings, inside such a type, and writes a Config
+// through Option: Apply applies the options of one entry point, the
+// core's and an adapter's together, in one pass, and refuses an option
+// given twice. An adapter builds its Guard from the Config (NewGuard).
 package core
 
 import (
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/jmespath"
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // An Option is what every option value of the library is: it writes its
@@ -107,19 +111,6 @@ func Apply[O any](name string, opts []O) (*Config, error) {
 	return c, errors.Join(errs...)
 }
 
-// As returns the setting with which an adapter built on a Guard names
-// itself: its messages start with name, and its defaults apply. out, when
-// not nil, receives the Config once the options have written it, so that
-// the adapter reads its own settings from it.
-func As(name string, defaults Defaults, out **Config) func(*Config) {
-	return func(c *Config) {
-		c.Name, c.Defaults = name, defaults
-		if out != nil {
-			*out = c
-		}
-	}
-}
-
 // Use records that the option named name (qualified: "idempotency.WithExpiry")
 // was given. Only options that add to a list (repeatable) may be given
 // more than once.
@@ -142,16 +133,40 @@ func (c *Config) Given(name string) bool {
 // name: "idempotency.WithExpiry(0s): ...".
 func (c *Config) Fail(err error) { c.errs = append(c.errs, err) }
 
-// Section returns the settings of type T that a package keeps in c under
-// key (a type of its own), made on first use.
-func Section[T any](c *Config, key any) *T {
+// Section returns the settings of type S that a package keeps in c,
+// made on first use.
+func Section[S any](c *Config) *S {
 	if c.sections == nil {
 		c.sections = make(map[any]any)
 	}
-	s, ok := c.sections[key].(*T)
+	key := (*S)(nil) // one key per type
+	s, ok := c.sections[key].(*S)
 	if !ok {
-		s = new(T)
+		s = new(S)
 		c.sections[key] = s
 	}
 	return s
 }
+
+// A Spec is an option that sets its package's settings S: every option
+// value of the library is one, inside a type that says where it applies.
+type Spec[S any] struct {
+	// Name is the option's qualified name: "httpapi.WithHeader".
+	Name string
+	// Repeatable options add to a list, and may be given more than once.
+	Repeatable bool
+	// Set writes the option into c, and its settings s.
+	Set func(c *Config, s *S)
+}
+
+// Configure implements Option.
+func (o Spec[S]) Configure(c *Config) {
+	c.Use(o.Name, o.Repeatable)
+	o.Set(c, Section[S](c))
+}
+
+// NewGuard returns package idempotency's Guard (an *idempotency.Guard)
+// over store, with the settings that options wrote into c: the adapters
+// apply their options and the core's in one pass (Apply), and build their
+// Guard from the result. Package idempotency sets it.
+var NewGuard func(store persistence.Store, c *Config) (any, error)

@@ -160,7 +160,12 @@ func Derive(prefix, tenant string, key, validation *jmespath.Expression, in any)
 	// Material is hashed, not kept: its buffer is used again. The whole
 	// input's is as long as the input's JSON.
 	buf := materials.Get().(*[]byte)
-	defer putMaterial(buf)
+	defer func() {
+		if cap(*buf) > 64<<10 {
+			*buf = nil // grown too large to keep
+		}
+		materials.Put(buf)
+	}()
 	material, noKey, err := AppendMaterial((*buf)[:0], key, in)
 	*buf = material
 	switch {
@@ -185,14 +190,6 @@ func Derive(prefix, tenant string, key, validation *jmespath.Expression, in any)
 
 // materials keeps the buffers of Derive's key material.
 var materials = sync.Pool{New: func() any { return new([]byte) }}
-
-// putMaterial returns buf to materials, unless it grew too large to keep.
-func putMaterial(buf *[]byte) {
-	if cap(*buf) > 64<<10 {
-		*buf = nil
-	}
-	materials.Put(buf)
-}
 
 // DeriveError is why Derive found no key in an input.
 type DeriveError struct {

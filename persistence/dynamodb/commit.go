@@ -20,8 +20,8 @@ var _ persistence.Committer = (*Store)(nil)
 // DynamoDB's limits on one TransactWriteItems: the items, the record's
 // completion included, and their aggregate size.
 const (
-	MaxTransactionItems = 100
-	MaxTransactionBytes = 4 << 20
+	maxTransactionItems = 100
+	maxTransactionBytes = 4 << 20
 )
 
 // Stage stages writes for the commit of the key of the function that ctx
@@ -29,7 +29,7 @@ const (
 // completion of its record, in one TransactWriteItems, when the function
 // returns without an error, and never otherwise. Each is a Put, Update,
 // Delete or ConditionCheck, on any table, but not on the record itself.
-// Stage returns persistence.ErrNoStaging outside such a function.
+// Stage returns an error outside such a function.
 //
 //	err := dynamodb.Stage(ctx, types.TransactWriteItem{Put: &types.Put{
 //		TableName:           aws.String("Ledger"),
@@ -47,7 +47,7 @@ func Stage(ctx context.Context, writes ...types.TransactWriteItem) error {
 // TransactionTooLargeError is the reason Commit gives, in a
 // *persistence.CommitCanceledError, for writes it refused before sending
 // them: with the record's completion, they exceed DynamoDB's limits on a
-// transaction (MaxTransactionItems, MaxTransactionBytes).
+// transaction, 100 items and 4 MB.
 type TransactionTooLargeError struct {
 	Items int // the transaction's items, the completion included
 	Bytes int // their size, as DynamoDB counts items (an estimate)
@@ -56,7 +56,7 @@ type TransactionTooLargeError struct {
 // Error implements error.
 func (e *TransactionTooLargeError) Error() string {
 	return fmt.Sprintf("persistence/dynamodb: a transaction of %d items and about %d bytes exceeds DynamoDB's limits (%d items, %d bytes)",
-		e.Items, e.Bytes, MaxTransactionItems, MaxTransactionBytes)
+		e.Items, e.Bytes, maxTransactionItems, maxTransactionBytes)
 }
 
 // Commit implements persistence.Committer with one TransactWriteItems: the
@@ -75,10 +75,11 @@ func (e *TransactionTooLargeError) Error() string {
 // writing again; otherwise it returns an error wrapping
 // persistence.ErrFenced. It returns a *persistence.CommitCanceledError
 // when DynamoDB proves that nothing was written: a write's own condition
-// failed (with the reasons DynamoDB gave per item), the request was
-// refused whatever the data (see refusals; a server without transactions
-// gives a *TransactionsUnsupportedError), or, before it is sent, the table
-// runs no transactions (Options.GlobalTable is GlobalTableStrong: a
+// failed (its Err wraps DynamoDB's *types.TransactionCanceledException,
+// whose reasons say which), the request was refused whatever the data
+// (see refusals; a server without transactions gives a
+// *TransactionsUnsupportedError), or, before it is sent, the table runs no
+// transactions (Options.GlobalTable is GlobalTableStrong: a
 // *TransactionsUnsupportedError) or it is over DynamoDB's limits (a
 // *TransactionTooLargeError). Other failures are returned wrapped: their
 // outcome is unknown.
@@ -119,7 +120,7 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 		// The completion's condition is the fence: its failure is told
 		// apart from a write's by its reason, the last.
 	}})
-	if size := transactionSize(items); len(items) > MaxTransactionItems || size > MaxTransactionBytes {
+	if size := transactionSize(items); len(items) > maxTransactionItems || size > maxTransactionBytes {
 		return canceled(&TransactionTooLargeError{Items: len(items), Bytes: size})
 	}
 	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
@@ -131,17 +132,14 @@ func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []an
 	}
 	var txErr *types.TransactionCanceledException
 	if errors.As(err, &txErr) {
-		reasons := make([]persistence.CommitCancelReason, len(txErr.CancellationReasons))
-		for i, r := range txErr.CancellationReasons {
-			reasons[i] = persistence.CommitCancelReason{Code: aws.ToString(r.Code), Message: aws.ToString(r.Message)}
-		}
-		if len(reasons) == len(items) && reasons[len(reasons)-1].Code == "ConditionalCheckFailed" {
+		reasons := txErr.CancellationReasons
+		if len(reasons) == len(items) && aws.ToString(reasons[len(reasons)-1].Code) == "ConditionalCheckFailed" {
 			// The completion's condition failed: the record is not the
 			// caller's reservation. It may be the caller's own commit,
 			// applied by an earlier attempt (done), or another's (fenced).
 			return s.refused(ctx, "commit", rec, omitted)
 		}
-		return &persistence.CommitCanceledError{Reasons: reasons, Err: fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err)}
+		return canceled(fmt.Errorf("persistence/dynamodb: commit %q: %w", rec.Key, err))
 	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {

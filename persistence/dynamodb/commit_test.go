@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
@@ -163,7 +164,7 @@ func TestCommitRequest(t *testing.T) {
 
 		got, err := store.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, done))
+		require.Empty(t, recordtest.Diff(got, done))
 	})
 }
 
@@ -263,7 +264,7 @@ func TestCommitWithoutTransactions(t *testing.T) {
 		assert.Contains(t, err.Error(), "turn idempotency.WithTransactions off")
 		got, err := store.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		assert.Empty(t, storetest.Diff(got, rec), "a refused commit writes nothing")
+		assert.Empty(t, recordtest.Diff(got, rec), "a refused commit writes nothing")
 		require.NoError(t, store.Commit(t.Context(), done, nil))
 	})
 }
@@ -318,7 +319,7 @@ func TestCommitErrorsClassified(t *testing.T) {
 				assert.Equal(t, tc.code == "UnknownOperationException", errors.Is(err, persistence.ErrNoTransactions), "%v", err)
 				got, err := store.Get(t.Context(), rec.Key)
 				require.NoError(t, err)
-				assert.Empty(t, storetest.Diff(got, rec))
+				assert.Empty(t, recordtest.Diff(got, rec))
 				assert.Zero(t, count(t, srv.NewClient(), counters, n))
 			})
 		}
@@ -337,6 +338,6 @@ func TestCommitToMissingTable(t *testing.T) {
 		require.ErrorIs(t, err, persistence.ErrCommitCanceled)
 		got, err := store.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		assert.Empty(t, storetest.Diff(got, rec))
+		assert.Empty(t, recordtest.Diff(got, rec))
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -42,7 +43,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 		cond += "attribute_not_exists(#ip_exp)"
 	} else {
 		cond += "#ip_exp = :ip_exp"
-		values[":ip_exp"] = number(ceilUnixMilli(seen.InProgressExpiresAt))
+		values[":ip_exp"] = number(epoch.CeilMillis(seen.InProgressExpiresAt))
 	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 &s.table,

@@ -53,7 +53,7 @@ func ExampleStage() {
 			}},
 		)
 		if err != nil {
-			return "", err // persistence.ErrNoStaging: not wrapped WithTransactions
+			return "", err // not wrapped WithTransactions
 		}
 		return "transfer " + t.ID + " accepted", nil
 	}, store, idempotency.WithKey("id"), idempotency.WithTransactions())
@@ -67,9 +67,10 @@ func ExampleStage() {
 	case errors.As(err, &canceled):
 		// The balance was too low, or the writes were over DynamoDB's
 		// limits (a *dynamodb.TransactionTooLargeError): nothing was
-		// written, and the key was released. canceled.Reasons says which
+		// written, and the key was released. The reasons of DynamoDB's
+		// *types.TransactionCanceledException (errors.As) say which
 		// write's condition failed.
-	case errors.Is(err, idempotency.ErrNotCommitted):
+	case errors.As(err, new(*idempotency.CommitError)):
 		// Nothing of this call was written (another call took the key
 		// over), or, with (*idempotency.CommitError).Unknown, the reply
 		// was lost: retry with the same key.

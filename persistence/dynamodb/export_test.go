@@ -21,6 +21,15 @@ func ExpiryAttr(optFns ...func(*Options)) string {
 	return o.ExpiryAttr
 }
 
+// DynamoDB's limits and the store's defaults, for the tests at their
+// edges.
+const (
+	MaxTransactionItems  = maxTransactionItems
+	MaxTransactionBytes  = maxTransactionBytes
+	MaxItemSize          = maxItemSize
+	DefaultCompressAbove = defaultCompressAbove
+)
+
 // ErrorCode exposes the search for an error's code that the store's
 // retryer makes without reflection.
 var ErrorCode = errorCode

@@ -8,7 +8,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 )
 
 // BenchmarkFloorDynalite measures a wrapped handler's first call and replay
@@ -71,15 +72,15 @@ func benchmarkFloor(b *testing.B, srv server) {
 	counter := &bodyCounter{next: *awshttp.NewBuildableClient()}
 	client := srv.NewClient(func(o *awsdynamodb.Options) { o.HTTPClient = counter })
 	store := newStore(b, client, name)
-	h := &handler{}
+	h := &paytest.Handler{}
 	var doneKey string // the record of done, which the replays find
-	pay := wrap(b, func(ctx context.Context, p payment) (charge, error) {
+	pay := paytest.Wrap(b, func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 		if doneKey == "" {
 			doneKey, _ = idempotency.KeyFromContext(ctx)
 		}
-		return h.charge(ctx, p)
+		return h.Charge(ctx, p)
 	}, store)
-	done := newPayment()
+	done := paytest.New()
 	first, err := pay(b.Context(), done)
 	if err != nil {
 		b.Fatal(err)
@@ -92,9 +93,9 @@ func benchmarkFloor(b *testing.B, srv server) {
 
 	var (
 		key, token string
-		p          payment
+		p          paytest.Payment
 	)
-	newKey := func() { p = newPayment(); key, token = "payments#"+p.OrderID, p.OrderID[4:] }
+	newKey := func() { p = paytest.New(); key, token = "payments#"+p.OrderID, p.OrderID[4:] }
 	sdkFirstCall := func() {
 		now := time.Now()
 		if _, err := client.PutItem(b.Context(), put(key, token, now)); err != nil {
@@ -164,9 +165,9 @@ func ratio(b *testing.B, sdk, lib, prepare func()) {
 				prepare()
 			}
 			pprof.SetGoroutineLabels(labels[i])
-			start := processCPU()
+			start := cpubench.ProcessCPU()
 			op()
-			if d := processCPU() - start; i == 0 {
+			if d := cpubench.ProcessCPU() - start; i == 0 {
 				sdkCPU += d
 			} else {
 				libCPU += d
@@ -188,19 +189,9 @@ func ratio(b *testing.B, sdk, lib, prepare func()) {
 func floor(b *testing.B, counter *bodyCounter, op, prepare func()) {
 	b.Helper()
 	b.ReportAllocs()
-	var cpu time.Duration
-	var n int
 	counter.bytes.Store(0)
 	goroutines := goroutinesStarted()
-	for b.Loop() {
-		if prepare != nil {
-			prepare()
-		}
-		start := processCPU()
-		op()
-		cpu += processCPU() - start
-		n++
-	}
+	cpu, n := cpubench.Loop(b, op, prepare)
 	if n == 0 {
 		return
 	}
@@ -209,16 +200,6 @@ func floor(b *testing.B, counter *bodyCounter, op, prepare func()) {
 	if g := goroutinesStarted(); g >= 0 && goroutines >= 0 {
 		b.ReportMetric(float64(g-goroutines)/float64(n), "goroutines/op")
 	}
-}
-
-// processCPU returns the CPU time, user and system, that this process has
-// used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // goroutinesStarted returns how many goroutines the program has started,

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 // A store told that its table is a global table of strong consistency
@@ -46,12 +46,12 @@ func TestCommitOnAStrongGlobalTable(t *testing.T) {
 		assert.Zero(t, counter.Attempts("TransactWriteItems"), "nothing was sent")
 		got, err := store.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		assert.Empty(t, storetest.Diff(got, rec))
+		assert.Empty(t, recordtest.Diff(got, rec))
 
 		require.NoError(t, store.Commit(t.Context(), done, nil))
 		got, err = store.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		assert.Empty(t, storetest.Diff(got, done))
+		assert.Empty(t, recordtest.Diff(got, done))
 	})
 }
 

@@ -177,6 +177,16 @@ func completed(rec *persistence.Record, response []byte) *persistence.Record {
 	return &c
 }
 
+// layouts are the two places of a record's key in a table: the partition
+// key, or the sort key under a static partition key.
+var layouts = []struct {
+	name   string
+	optFns []func(*dynamodb.Options)
+}{
+	{"PartitionKey", nil},
+	{"SortKey", []func(*dynamodb.Options){func(o *dynamodb.Options) { o.SortKeyAttr, o.StaticPKValue = "sk", "idempotency#orders" }}},
+}
+
 func wholeSecond() time.Time { return time.Now().Truncate(time.Second) }
 
 // rawItem reads the item for key directly, bypassing the store.

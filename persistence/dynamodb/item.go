@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -100,7 +101,7 @@ func (s *Store) encode(rec *persistence.Record) values {
 	}
 	v[attrToken] = str(rec.Token)
 	if !rec.InProgressExpiresAt.IsZero() {
-		v[attrInProgressExpiry] = number(ceilUnixMilli(rec.InProgressExpiresAt))
+		v[attrInProgressExpiry] = number(epoch.CeilMillis(rec.InProgressExpiresAt))
 	}
 	if len(rec.Response) > 0 {
 		compressed := s.opts.CompressAbove >= 0 && len(rec.Response) > s.opts.CompressAbove && s.compress(&v, rec.Response)
@@ -393,33 +394,26 @@ func attrValueSize(av types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range av.Value {
-			n += len(s)
-		}
-		return n
+		return sum(av.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range av.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sum(av.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range av.Value {
-			n += len(b)
-		}
-		return n
+		return sum(av.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range av.Value {
-			n += 1 + attrValueSize(e)
-		}
-		return n
+		return 3 + len(av.Value) + sum(av.Value, attrValueSize)
 	case *types.AttributeValueMemberM:
 		return 3 + len(av.Value) + attributesSize(av.Value)
 	}
 	return 0 // a value the SDK does not know: DynamoDB itself will judge it
+}
+
+// sum returns the sum of size over values.
+func sum[T any](values []T, size func(T) int) int {
+	n := 0
+	for _, v := range values {
+		n += size(v)
+	}
+	return n
 }
 
 // attributesSize returns the size of the attributes of an item or a map:

@@ -14,8 +14,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 // unusedClient is a Client for tests that never send a request.
@@ -86,11 +87,11 @@ func FuzzItemRoundTrip(f *testing.F) {
 			if err != nil {
 				t.Fatalf("decode(encode(%+v)): %v", rec, err)
 			}
-			if diff := storetest.Diff(got, rec); diff != "" {
+			if diff := recordtest.Diff(got, rec); diff != "" {
 				t.Fatalf("Put item round trip:\n%s", diff)
 			}
 			got = fromUpdate(t, s, rec)
-			if diff := storetest.Diff(got, rec); diff != "" {
+			if diff := recordtest.Diff(got, rec); diff != "" {
 				t.Fatalf("Update round trip:\n%s", diff)
 			}
 		}
@@ -105,10 +106,10 @@ func FuzzItemRoundTrip(f *testing.F) {
 			}
 			want := *rec
 			want.Response, want.ResponseOmitted = nil, true
-			if diff := storetest.Diff(got, &want); diff != "" {
+			if diff := recordtest.Diff(got, &want); diff != "" {
 				t.Fatalf("omitted response round trip:\n%s", diff)
 			}
-		} else if diff := storetest.Diff(got, rec); diff != "" {
+		} else if diff := recordtest.Diff(got, rec); diff != "" {
 			t.Fatalf("Update round trip with a small limit:\n%s", diff)
 		}
 		if _, hasData := in.ExpressionAttributeValues[":d"]; hasData {
@@ -209,7 +210,7 @@ func FuzzLiveCondition(f *testing.F) {
 		if rec.InProgressExpiresAt.IsZero() {
 			t.Skip()
 		}
-		condition := expSec < ceilUnix(now) || ipMs < ceilUnixMilli(now)
+		condition := expSec < epoch.CeilSeconds(now) || ipMs < epoch.CeilMillis(now)
 		if condition == rec.Live(now) {
 			t.Fatalf("at %v (%d ns): condition says takeover=%v, Live says live=%v (expires %d s, in progress until %d ms)",
 				now, nowNanos, condition, rec.Live(now), expSec, ipMs)
@@ -316,5 +317,32 @@ func TestInProgressExpiryRoundsUp(t *testing.T) {
 	}
 	if !got.Live(rec.InProgressExpiresAt) {
 		t.Error("the stored reservation lapses before the given deadline")
+	}
+}
+
+// attrValueSize counts what DynamoDB counts for a value of each kind.
+func TestAttrValueSize(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v    types.AttributeValue
+		want int
+	}{
+		"string":     {&types.AttributeValueMemberS{Value: "héllo"}, 6},
+		"binary":     {&types.AttributeValueMemberB{Value: []byte{1, 2, 3}}, 3},
+		"number":     {&types.AttributeValueMemberN{Value: "12345"}, numberSize("12345")},
+		"bool":       {&types.AttributeValueMemberBOOL{Value: true}, 1},
+		"null":       {&types.AttributeValueMemberNULL{Value: true}, 1},
+		"string set": {&types.AttributeValueMemberSS{Value: []string{"ab", "c"}}, 3},
+		"number set": {&types.AttributeValueMemberNS{Value: []string{"1", "22"}}, numberSize("1") + numberSize("22")},
+		"binary set": {&types.AttributeValueMemberBS{Value: [][]byte{{1}, {2, 3}}}, 3},
+		"list": {&types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberS{Value: "ab"}, &types.AttributeValueMemberBOOL{},
+		}}, 3 + (1 + 2) + (1 + 1)},
+		"map": {&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"k": &types.AttributeValueMemberS{Value: "ab"},
+		}}, 3 + 1 + (1 + 2)},
+	} {
+		if got := attrValueSize(tc.v); got != tc.want {
+			t.Errorf("%s: attrValueSize = %d, want %d", name, got, tc.want)
+		}
 	}
 }

@@ -14,21 +14,22 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// ListClient is the part of the DynamoDB API that [Store.List] uses, on
-// top of [Client]: *dynamodb.Client satisfies it.
-type ListClient interface {
+// listClient is the part of the DynamoDB API that [Store.List] and
+// [Store.Sweep] use on top of [Client]: Query and Scan, which
+// *dynamodb.Client has.
+type listClient interface {
 	dynamodb.QueryAPIClient
 	dynamodb.ScanAPIClient
 }
 
 var (
-	_ ListClient        = (*dynamodb.Client)(nil)
+	_ listClient        = (*dynamodb.Client)(nil)
 	_ persistence.Admin = (*Store)(nil)
 )
 
 // List implements persistence.Admin: it reads the store's records a page
-// at a time, for operators' tools. The store's client must be a
-// [ListClient] as well.
+// at a time, for operators' tools. The store's client must have the
+// methods Query and Scan as well, as *dynamodb.Client has.
 //
 // With Options.SortKeyAttr set, List queries the static partition key, so
 // it reads only the records of the store; otherwise it scans the table.
@@ -42,9 +43,9 @@ var (
 // so that listing does not transfer them: [Store.Get] reads a whole
 // record. An item that does not decode as a record fails List.
 func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
-	client, ok := s.client.(ListClient)
+	client, ok := s.client.(listClient)
 	if !ok {
-		return fmt.Errorf("persistence/dynamodb: List: the store's client, a %T, cannot Query and Scan (ListClient)", s.client)
+		return fmt.Errorf("persistence/dynamodb: List: the store's client, a %T, cannot Query and Scan", s.client)
 	}
 	if pageSize < 0 {
 		return fmt.Errorf("persistence/dynamodb: List: negative page size %d", pageSize)
@@ -112,7 +113,7 @@ type listRequest struct {
 	start      map[string]types.AttributeValue // the last page's last key
 }
 
-func (s *Store) scanPage(ctx context.Context, client ListClient, req *listRequest) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+func (s *Store) scanPage(ctx context.Context, client listClient, req *listRequest) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 	in := &dynamodb.ScanInput{
 		TableName:                &s.table,
 		ProjectionExpression:     &req.projection,
@@ -132,7 +133,7 @@ func (s *Store) scanPage(ctx context.Context, client ListClient, req *listReques
 	return out.Items, out.LastEvaluatedKey, nil
 }
 
-func (s *Store) queryPage(ctx context.Context, client ListClient, req *listRequest) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+func (s *Store) queryPage(ctx context.Context, client listClient, req *listRequest) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 	cond := "#pk = :pk"
 	names := withName(req.names, "#pk", s.opts.KeyAttr)
 	values := map[string]types.AttributeValue{":pk": s.staticPK}

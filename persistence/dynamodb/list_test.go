@@ -33,13 +33,7 @@ func listed(t *testing.T, store *dynamodb.Store, prefix string, pageSize int) (k
 }
 
 func TestList(t *testing.T) {
-	for _, layout := range []struct {
-		name   string
-		optFns []func(*dynamodb.Options)
-	}{
-		{"PartitionKey", nil},
-		{"SortKey", []func(*dynamodb.Options){func(o *dynamodb.Options) { o.SortKeyAttr, o.StaticPKValue = "sk", "idempotency#orders" }}},
-	} {
+	for _, layout := range layouts {
 		t.Run(layout.name, func(t *testing.T) {
 			eachServer(t, func(t *testing.T, srv server) {
 				_, store, _ := srv.setup(t, layout.optFns...)

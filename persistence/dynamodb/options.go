@@ -78,8 +78,8 @@ type Options struct {
 	DataEncodingAttr string
 
 	// CompressAbove is the response size, in bytes, above which responses are
-	// stored gzip-compressed (when that makes them smaller). Default
-	// DefaultCompressAbove (16 KiB). Negative: never compress, so that
+	// stored gzip-compressed (when that makes them smaller). Default 16 KiB.
+	// Negative: never compress, so that
 	// DataAttr always stays readable; responses that do not fit are then
 	// omitted sooner.
 	CompressAbove int
@@ -87,8 +87,8 @@ type Options struct {
 	// MaxItemSize is the largest item, in bytes as DynamoDB counts them
 	// (attribute names plus values), that Update writes with its response.
 	// A record that would be larger is completed without its response (see
-	// persistence.ErrResponseOmitted). Default and maximum MaxItemSizeLimit
-	// (DynamoDB's 400 KB). A smaller value caps the read capacity a replay
+	// persistence.ErrResponseOmitted). Default and maximum 400 KB (409,600
+	// bytes), DynamoDB's item size limit. A smaller value caps the read capacity a replay
 	// costs.
 	MaxItemSize int
 
@@ -102,17 +102,12 @@ type Options struct {
 }
 
 const (
-	// DefaultCompressAbove is the default Options.CompressAbove: responses
-	// larger than 16 KiB are stored gzip-compressed.
-	DefaultCompressAbove = 16 << 10
+	// defaultCompressAbove is the default Options.CompressAbove.
+	defaultCompressAbove = 16 << 10
 
-	// MaxItemSizeLimit is DynamoDB's item size limit, 400 KB (409,600
-	// bytes), the default and largest Options.MaxItemSize.
-	MaxItemSizeLimit = 400 << 10
-
-	// StaticPKPrefix prefixes the default Options.StaticPKValue, which is
-	// StaticPKPrefix followed by the value of AWS_LAMBDA_FUNCTION_NAME.
-	StaticPKPrefix = "idempotency#"
+	// maxItemSize is DynamoDB's item size limit, the default and largest
+	// Options.MaxItemSize.
+	maxItemSize = 400 << 10
 )
 
 // resolveOptions applies optFns to the zero Options, fills in the defaults and
@@ -140,18 +135,18 @@ func resolveOptions(optFns []func(*Options)) (Options, error) {
 	def(&o.DataEncodingAttr, "data_encoding")
 	def(&o.HeldAttr, "held")
 	if o.SortKeyAttr != "" {
-		def(&o.StaticPKValue, StaticPKPrefix+os.Getenv("AWS_LAMBDA_FUNCTION_NAME"))
+		def(&o.StaticPKValue, "idempotency#"+os.Getenv("AWS_LAMBDA_FUNCTION_NAME"))
 	} else if o.StaticPKValue != "" {
 		return o, errors.New("persistence/dynamodb: Options.StaticPKValue is set but Options.SortKeyAttr is not; the static partition key value needs a sort key")
 	}
 	if o.CompressAbove == 0 {
-		o.CompressAbove = DefaultCompressAbove
+		o.CompressAbove = defaultCompressAbove
 	}
 	switch {
 	case o.MaxItemSize == 0:
-		o.MaxItemSize = MaxItemSizeLimit
-	case o.MaxItemSize < 0 || o.MaxItemSize > MaxItemSizeLimit:
-		return o, fmt.Errorf("persistence/dynamodb: Options.MaxItemSize %d is outside 1 to %d (DynamoDB's item size limit)", o.MaxItemSize, MaxItemSizeLimit)
+		o.MaxItemSize = maxItemSize
+	case o.MaxItemSize < 0 || o.MaxItemSize > maxItemSize:
+		return o, fmt.Errorf("persistence/dynamodb: Options.MaxItemSize %d is outside 1 to %d (DynamoDB's item size limit)", o.MaxItemSize, maxItemSize)
 	}
 
 	if !o.GlobalTable.valid() {

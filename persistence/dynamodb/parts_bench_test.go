@@ -15,7 +15,9 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -47,12 +49,12 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 	sdk := srv.NewClient()
 	recorder := &recordingClient{Client: sdk}
 	store := newStore(b, recorder, name)
-	h := &handler{}
-	pay := wrap(b, h.charge, store)
+	h := &paytest.Handler{}
+	pay := paytest.Wrap(b, h.Charge, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
-	done := newPayment()
+	done := paytest.New()
 	if _, err := pay(ctx, done); err != nil {
 		b.Fatal(err)
 	}
@@ -77,8 +79,8 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 	}
-	floorComplete := func(key map[string]types.AttributeValue, p payment) {
-		c, _ := h.charge(ctx, p)
+	floorComplete := func(key map[string]types.AttributeValue, p paytest.Payment) {
+		c, _ := h.Charge(ctx, p)
 		data, err := json.Marshal(c)
 		if err != nil {
 			b.Fatal(err)
@@ -96,7 +98,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	floorDone := newPayment()
+	floorDone := paytest.New()
 	floorDoneKey := floorKey(floorDone.OrderID)
 	if _, err := floorPut(floorDoneKey); err != nil {
 		b.Fatal(err)
@@ -113,7 +115,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 		if data == nil {
 			b.Fatal("no response in the record")
 		}
-		var c charge
+		var c paytest.Charge
 		if err := json.Unmarshal([]byte(data.Value), &c); err != nil {
 			b.Fatal(err)
 		}
@@ -128,7 +130,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 				if err := store.Put(ctx, rec, time.Now()); !errors.As(err, &conflict) || conflict.Existing == nil {
 					b.Fatalf("Put over a completed record: %v", err)
 				}
-				var c charge
+				var c paytest.Charge
 				if err := json.Unmarshal(conflict.Existing.Response, &c); err != nil {
 					b.Fatal(err)
 				}
@@ -143,7 +145,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 	b.Run("FirstCall", func(b *testing.B) {
 		parts(b, []part{
 			{"floor", func() {
-				p := newPayment()
+				p := paytest.New()
 				key := floorKey(p.OrderID)
 				if _, err := floorPut(key); err != nil {
 					b.Fatal(err)
@@ -151,7 +153,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 				floorComplete(key, p)
 			}},
 			{"requests", func() {
-				p := newPayment()
+				p := paytest.New()
 				key := &types.AttributeValueMemberS{Value: "payments#" + p.OrderID}
 				token := &types.AttributeValueMemberS{Value: p.OrderID[4:]}
 				put := *firstPut
@@ -161,7 +163,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 				if _, err := sdk.PutItem(ctx, &put, dynamodb.RetryConflicts); err != nil {
 					b.Fatal(err)
 				}
-				c, _ := h.charge(ctx, p)
+				c, _ := h.Charge(ctx, p)
 				data, err := json.Marshal(c)
 				if err != nil {
 					b.Fatal(err)
@@ -176,7 +178,7 @@ func BenchmarkPartsDynamoDBLocal(b *testing.B) {
 				}
 			}},
 			{"lib", func() {
-				if _, err := pay(ctx, newPayment()); err != nil {
+				if _, err := pay(ctx, paytest.New()); err != nil {
 					b.Fatal(err)
 				}
 			}},
@@ -217,11 +219,11 @@ func parts(b *testing.B, sides []part) {
 		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, i := range order {
 			pprof.SetGoroutineLabels(labels[i])
-			start := processCPU()
+			start := cpubench.ProcessCPU()
 			for range turn {
 				sides[i].call()
 			}
-			cpu[i] += processCPU() - start
+			cpu[i] += cpubench.ProcessCPU() - start
 		}
 		rounds++
 	}

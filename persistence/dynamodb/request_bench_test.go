@@ -18,6 +18,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -238,10 +239,10 @@ func BenchmarkSDK(b *testing.B) {
 // The ratio of Wrap* to Bare* is the library's cost over the SDK's floor.
 func BenchmarkSDKWrap(b *testing.B) {
 	var key string
-	h := &handler{}
-	charge := func(ctx context.Context, p payment) (charge, error) {
+	h := &paytest.Handler{}
+	charge := func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 		key, _ = idempotency.KeyFromContext(ctx)
-		return h.charge(ctx, p)
+		return h.Charge(ctx, p)
 	}
 	newClient := func(c *cannedHTTP) *awsdynamodb.Client {
 		return awsdynamodb.New(awsdynamodb.Options{
@@ -252,8 +253,8 @@ func BenchmarkSDKWrap(b *testing.B) {
 		})
 	}
 	client := newClient(&cannedHTTP{})
-	pay := wrap(b, charge, newStore(b, client, "idempotency"))
-	done := newPayment()
+	pay := paytest.Wrap(b, charge, newStore(b, client, "idempotency"))
+	done := paytest.New()
 	first, err := pay(b.Context(), done)
 	if err != nil {
 		b.Fatal(err)
@@ -264,13 +265,13 @@ func BenchmarkSDKWrap(b *testing.B) {
 		`"id":{"S":"` + key + `"},"expiration":{"N":"` + strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `"},"in_progress_expiration":{"N":"` + strconv.FormatInt(now.Add(time.Minute).UnixMilli(), 10) + `"},` +
 		`"status":{"S":"COMPLETED"},"owner_token":{"S":"QGZWM5GVFV3PZ4LSYUBE4RK7WA"},"data":{"S":` + strconv.Quote(response) + `}}}`
 	conflicting := newClient(&cannedHTTP{conflict: conflict})
-	payReplay := wrap(b, charge, newStore(b, conflicting, "idempotency"))
+	payReplay := paytest.Wrap(b, charge, newStore(b, conflicting, "idempotency"))
 
 	put, update := bareRequests("idempotency", response)
 	ctx := b.Context()
-	payments := make([]payment, 1024)
+	payments := make([]paytest.Payment, 1024)
 	for i := range payments {
-		payments[i] = newPayment()
+		payments[i] = paytest.New()
 	}
 	b.Run("BareFirstCall", func(b *testing.B) {
 		b.ReportAllocs()
@@ -341,7 +342,7 @@ func BenchmarkSDKWrap(b *testing.B) {
 	// The ratios, from the bare requests and the wrapped call alternating
 	// in one loop (see ratio), so that a change in the machine's load
 	// weighs on both alike.
-	var p payment
+	var p paytest.Payment
 	i := 0
 	next := func() { p = payments[i%len(payments)]; i++ }
 	b.Run("FirstCallRatio", func(b *testing.B) {

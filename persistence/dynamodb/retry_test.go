@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 const conflictCode = "ReplicatedWriteConflictException"
@@ -94,7 +94,7 @@ func TestReplicatedWriteConflictRetried(t *testing.T) {
 			require.Equal(t, 3, counter.Attempts("PutItem"))
 			got, err := healthy.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, rec))
+			require.Empty(t, recordtest.Diff(got, rec))
 		})
 
 		t.Run("UpdateItem", func(t *testing.T) {
@@ -107,7 +107,7 @@ func TestReplicatedWriteConflictRetried(t *testing.T) {
 			require.Equal(t, 3, counter.Attempts("UpdateItem"))
 			got, err := healthy.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, done))
+			require.Empty(t, recordtest.Diff(got, done))
 		})
 
 		t.Run("DeleteItem", func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestReplicatedWriteConflictAfterALostReply(t *testing.T) {
 			require.NoError(t, store.Update(t.Context(), done), "done: its own completion is there")
 			got, err := healthy.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, done))
+			require.Empty(t, recordtest.Diff(got, done))
 		})
 
 		t.Run("DeleteItem", func(t *testing.T) {
@@ -213,7 +213,7 @@ func TestReplicatedWriteConflictExhausted(t *testing.T) {
 		require.Equal(t, 3, counter.Attempts("DeleteItem"))
 		got, err := healthy.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, rec))
+		require.Empty(t, recordtest.Diff(got, rec))
 	})
 }
 

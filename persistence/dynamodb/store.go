@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -221,8 +222,8 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 		ConditionExpression:      &s.putCond,
 		ExpressionAttributeNames: s.putNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":    number(ceilUnix(now)),
-			":now_ms": number(ceilUnixMilli(now)),
+			":now":    number(epoch.CeilSeconds(now)),
+			":now_ms": number(epoch.CeilMillis(now)),
 			":p":      inProgressValue,
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -387,23 +388,4 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return fmt.Errorf("persistence/dynamodb: delete %q: %w", key, err)
 	}
 	return nil
-}
-
-// ceilUnix returns t in epoch seconds, rounded up. For a whole number of
-// seconds e, e < ceilUnix(t) exactly when time.Unix(e, 0) is before t.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
-}
-
-// ceilUnixMilli returns t in epoch milliseconds, rounded up.
-func ceilUnixMilli(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.Nanosecond()%int(time.Millisecond) > 0 {
-		ms++
-	}
-	return ms
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/storetest"
@@ -188,7 +189,7 @@ func TestRequestCounts(t *testing.T) {
 		require.ErrorAs(t, err, &conflict)
 		if srv.ReturnsOldItem {
 			require.NotNil(t, conflict.Existing, "the record from the failed condition")
-			require.Empty(t, storetest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
+			require.Empty(t, recordtest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
 			require.Equal(t, 1, counter.Calls(), counter.String())
 		} else {
 			// On dynalite, which ignores ALL_OLD, the conflict does not carry
@@ -196,7 +197,7 @@ func TestRequestCounts(t *testing.T) {
 			require.Nil(t, conflict.Existing, "dynalite ignores ALL_OLD")
 			got, err := store.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, completed(rec, []byte(`"done"`))))
+			require.Empty(t, recordtest.Diff(got, completed(rec, []byte(`"done"`))))
 			require.Equal(t, 2, counter.Calls(), counter.String())
 			require.Equal(t, 1, counter.Calls("GetItem"))
 
@@ -207,7 +208,7 @@ func TestRequestCounts(t *testing.T) {
 			err = store2.Put(t.Context(), retry, now)
 			require.ErrorAs(t, err, &conflict)
 			require.NotNil(t, conflict.Existing)
-			require.Empty(t, storetest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
+			require.Empty(t, recordtest.Diff(conflict.Existing, completed(rec, []byte(`"done"`))))
 			require.Equal(t, 1, allOld.Calls(), allOld.String())
 		}
 
@@ -284,7 +285,7 @@ func TestResponseSizes(t *testing.T) {
 			require.NoError(t, store.Update(t.Context(), done))
 			got, err := store.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, done))
+			require.Empty(t, recordtest.Diff(got, done))
 			return done, srv.rawItem(t, name, idKey(rec.Key))
 		}
 
@@ -331,13 +332,13 @@ func TestResponseSizes(t *testing.T) {
 				len("status") + len("COMPLETED") +
 				len("owner_token") + len(rec.Token) +
 				len("data")
-			response := randomBytes(dynamodb.MaxItemSizeLimit - fixed)
+			response := randomBytes(dynamodb.MaxItemSize - fixed)
 			require.NoError(t, store.Put(t.Context(), rec, now))
 			done := completed(rec, response)
 			require.NoError(t, store.Update(t.Context(), done), "an item of exactly 400 KB fits")
 			got, err := store.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, done))
+			require.Empty(t, recordtest.Diff(got, done))
 
 			// One byte more does not.
 			rec2 := *rec
@@ -360,7 +361,7 @@ func TestResponseSizes(t *testing.T) {
 			want.ResponseOmitted = true
 			got, err := store.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, &want))
+			require.Empty(t, recordtest.Diff(got, &want))
 			require.Equal(t, persistence.StatusCompleted, got.Status)
 
 			item := srv.rawItem(t, name, idKey(rec.Key))
@@ -463,7 +464,7 @@ func TestLostReplies(t *testing.T) {
 					require.NoError(t, err)
 				}
 				require.Equal(t, rec.Token, existing.Token)
-				require.Empty(t, storetest.Diff(existing, rec))
+				require.Empty(t, recordtest.Diff(existing, rec))
 			})
 		}
 
@@ -478,7 +479,7 @@ func TestLostReplies(t *testing.T) {
 			require.Equal(t, 2, counter.Attempts("UpdateItem"))
 			got, err := store.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
-			require.Empty(t, storetest.Diff(got, done))
+			require.Empty(t, recordtest.Diff(got, done))
 		})
 
 		t.Run("DeleteItem", func(t *testing.T) {
@@ -545,7 +546,7 @@ func TestServiceFailures(t *testing.T) {
 				requireServiceError(t, store.Delete(t.Context(), rec.Key, rec.Token))
 				got, err := healthy.Get(t.Context(), rec.Key)
 				require.NoError(t, err)
-				require.Empty(t, storetest.Diff(got, rec))
+				require.Empty(t, recordtest.Diff(got, rec))
 
 				// Once the fault is gone, the same store works.
 				faults.Clear()
@@ -627,7 +628,7 @@ func TestNonUTF8Strings(t *testing.T) {
 		require.NoError(t, store.Update(t.Context(), done))
 		got, err := store.Get(t.Context(), rec.Key)
 		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, done))
+		require.Empty(t, recordtest.Diff(got, done))
 
 		other := *done
 		other.Token = "tok\xff\xff"
@@ -662,7 +663,7 @@ func TestReadsPowertoolsItems(t *testing.T) {
 		require.NoError(t, err)
 		got, err := store.Get(t.Context(), key)
 		require.NoError(t, err)
-		require.Empty(t, storetest.Diff(got, &persistence.Record{
+		require.Empty(t, recordtest.Diff(got, &persistence.Record{
 			Key: key, Status: persistence.StatusCompleted, ExpiresAt: now.Add(time.Hour),
 			Response: []byte(`{"message":"ok"}`), PayloadHash: "abc",
 		}))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/retrysafe/retrysafe/internal/epoch"
 )
 
 // Sweep deletes up to limit records that have expired at now (their expiry
@@ -15,7 +17,7 @@ import (
 // without time to live: global tables of multi-Region strong consistency,
 // which do not support it, and tables where it is off. Run it on a
 // schedule, and again while it deletes limit records. The store's client
-// must be a [ListClient] as well.
+// must have the methods Query and Scan as well, as *dynamodb.Client has.
 //
 // Deleting an expired record changes nothing for the library, which treats
 // it as absent (docs/protocol.md, the states). Records in progress past
@@ -35,9 +37,9 @@ import (
 // win over a reservation that has not reached it yet (last writer wins).
 // It needs dynamodb:Query or dynamodb:Scan, and dynamodb:DeleteItem.
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, error) {
-	client, ok := s.client.(ListClient)
+	client, ok := s.client.(listClient)
 	if !ok {
-		return 0, fmt.Errorf("persistence/dynamodb: Sweep: the store's client, a %T, cannot Query and Scan (ListClient)", s.client)
+		return 0, fmt.Errorf("persistence/dynamodb: Sweep: the store's client, a %T, cannot Query and Scan", s.client)
 	}
 	if limit <= 0 {
 		return 0, fmt.Errorf("persistence/dynamodb: Sweep: the limit must be positive, not %d", limit)
@@ -50,7 +52,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, err
 		names["#s"] = s.opts.SortKeyAttr
 		projection += ", #s"
 	}
-	values := map[string]types.AttributeValue{":now": number(ceilUnix(now))}
+	values := map[string]types.AttributeValue{":now": number(epoch.CeilSeconds(now))}
 	filter := "#e < :now"
 	page := func(start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
 		if s.opts.SortKeyAttr == "" {

@@ -9,21 +9,15 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
-	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
 // Sweep deletes the records expired at now, limit at a time, and keeps
 // the others: live ones, and those in progress past their in-progress
 // expiry but not their expiry, which their invocation may still complete.
 func TestSweep(t *testing.T) {
-	for _, layout := range []struct {
-		name   string
-		optFns []func(*dynamodb.Options)
-	}{
-		{"PartitionKey", nil},
-		{"SortKey", []func(*dynamodb.Options){func(o *dynamodb.Options) { o.SortKeyAttr, o.StaticPKValue = "sk", "idempotency#orders" }}},
-	} {
+	for _, layout := range layouts {
 		t.Run(layout.name, func(t *testing.T) {
 			eachServer(t, func(t *testing.T, srv server) {
 				_, store, counter := srv.setup(t, layout.optFns...)
@@ -40,36 +34,16 @@ func TestSweep(t *testing.T) {
 						require.NoError(t, store.Update(ctx, done))
 					}
 				}
-				for _, key := range []string{"expired#1", "expired#2", "expired#3", "expired#4", "expired#5"} {
-					put(key, now.Add(-time.Second), time.Time{}, true)
-				}
-				put("expired#in-progress", now.Add(-time.Second), now.Add(-time.Minute), false)
-				put("live#completed", now.Add(time.Hour), time.Time{}, true)
-				put("live#lapsed", now.Add(time.Hour), now.Add(-time.Minute), false) // its owner may still complete it
-				put("live#at-now", now, time.Time{}, true)                           // expires at now: not before it
-
-				n, err := store.Sweep(ctx, now, 4)
-				require.NoError(t, err)
-				require.EqualValues(t, 4, n)
-				n, err = store.Sweep(ctx, now, 4)
-				require.NoError(t, err)
-				require.EqualValues(t, 2, n)
-				n, err = store.Sweep(ctx, now, 4)
-				require.NoError(t, err)
-				require.Zero(t, n)
+				live := recordtest.Sweep(t, now, put, func(limit int) (int64, error) { return store.Sweep(ctx, now, limit) })
 				require.Equal(t, 6, counter.Calls("DeleteItem"), "one delete per expired record")
-
 				keys, _, _ := listed(t, store, "", 0)
-				require.Equal(t, []string{"live#at-now", "live#completed", "live#lapsed"}, keys)
-
-				_, err = store.Sweep(ctx, now, 0)
-				require.ErrorContains(t, err, "positive")
+				require.Equal(t, live, keys)
 			})
 		})
 	}
 }
 
-// sweepRace is a ListClient that runs takeOver once, after the first page
+// sweepRace is a client that runs takeOver once, after the first page
 // of expired records is read and before any is deleted.
 type sweepRace struct {
 	*awsdynamodb.Client
@@ -133,10 +107,8 @@ func TestSweepRetriesReplicatedWriteConflicts(t *testing.T) {
 	})
 }
 
-func TestSweepNeedsAListClient(t *testing.T) {
+func TestSweepNeedsQueryAndScan(t *testing.T) {
 	store := newStore(t, &requestClient{}, "idempotency")
 	_, err := store.Sweep(t.Context(), time.Now(), 10)
-	require.ErrorContains(t, err, "ListClient")
+	require.ErrorContains(t, err, "cannot Query and Scan")
 }
-
-var _ dynamodb.ListClient = (*sweepRace)(nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -27,28 +28,28 @@ func BenchmarkTransactionsDynamoDBLocal(b *testing.B) {
 	_, store, counter := srv.setup(b)
 	entries := srv.counterTable(b)
 	client := srv.NewClient(counter.Register)
-	entry := func(p payment) map[string]types.AttributeValue {
+	entry := func(p paytest.Payment) map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{
 			"name":   &types.AttributeValueMemberS{Value: p.OrderID},
 			"amount": &types.AttributeValueMemberN{Value: "4200"},
 		}
 	}
-	direct := func(ctx context.Context, p payment) (charge, error) {
+	direct := func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 		_, err := client.PutItem(ctx, &awsdynamodb.PutItemInput{TableName: &entries, Item: entry(p),
 			ConditionExpression: aws.String("attribute_not_exists(#n)"), ExpressionAttributeNames: map[string]string{"#n": "name"}})
-		return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, err
+		return paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, err
 	}
-	staged := func(ctx context.Context, p payment) (charge, error) {
+	staged := func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 		err := dynamodb.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: &entries, Item: entry(p),
 			ConditionExpression: aws.String("attribute_not_exists(#n)"), ExpressionAttributeNames: map[string]string{"#n": "name"}}})
-		return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, err
+		return paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, err
 	}
-	none := func(ctx context.Context, p payment) (charge, error) {
-		return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
+	none := func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
+		return paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
 	}
 	for _, bc := range []struct {
 		name string
-		h    func(context.Context, payment) (charge, error)
+		h    func(context.Context, paytest.Payment) (paytest.Charge, error)
 		opts []idempotency.WrapOption
 	}{
 		{"NoSideEffect", none, nil},
@@ -56,8 +57,8 @@ func BenchmarkTransactionsDynamoDBLocal(b *testing.B) {
 		{"Staged", staged, []idempotency.WrapOption{idempotency.WithTransactions()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			pay := wrap(b, bc.h, store, bc.opts...)
-			var p payment
+			pay := paytest.Wrap(b, bc.h, store, bc.opts...)
+			var p paytest.Payment
 			counter.Reset()
 			calls := 0
 			measure(b, func() {
@@ -65,7 +66,7 @@ func BenchmarkTransactionsDynamoDBLocal(b *testing.B) {
 				if _, err := pay(b.Context(), p); err != nil {
 					b.Fatal(err)
 				}
-			}, func() { p = newPayment() })
+			}, func() { p = paytest.New() })
 			if calls > 0 {
 				b.ReportMetric(float64(counter.Calls())/float64(calls), "requests/op")
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
@@ -51,7 +52,7 @@ func newLedger(t *testing.T, srv server, balance int) *ledger {
 // charge stages the ledger entry (which adds one to the order's counter in
 // the entries table) and the debit of the balance, conditioned on it
 // covering the amount.
-func (l *ledger) charge(ctx context.Context, p payment) (charge, error) {
+func (l *ledger) charge(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 	l.runs++
 	err := dynamodb.Stage(ctx, increment(l.entries, p.OrderID), types.TransactWriteItem{Update: &types.Update{
 		TableName:                &l.balances,
@@ -64,15 +65,15 @@ func (l *ledger) charge(ctx context.Context, p payment) (charge, error) {
 		},
 	}})
 	if err != nil {
-		return charge{}, err
+		return paytest.Charge{}, err
 	}
 	if l.err != nil {
-		return charge{}, l.err
+		return paytest.Charge{}, l.err
 	}
-	return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
+	return paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
 }
 
-func (l *ledger) entriesOf(t *testing.T, p payment) int {
+func (l *ledger) entriesOf(t *testing.T, p paytest.Payment) int {
 	return count(t, l.srv.NewClient(), l.entries, p.OrderID)
 }
 
@@ -84,8 +85,8 @@ func TestTransactionsCommitTheLedgerWithTheCompletion(t *testing.T) {
 	eachTransactionalServer(t, func(t *testing.T, srv server) {
 		_, store, counter := srv.setup(t)
 		l := newLedger(t, srv, 10000)
-		pay := wrap(t, l.charge, store, idempotency.WithTransactions())
-		p := newPayment()
+		pay := paytest.Wrap(t, l.charge, store, idempotency.WithTransactions())
+		p := paytest.New()
 
 		first, err := pay(t.Context(), p)
 		require.NoError(t, err)
@@ -109,8 +110,8 @@ func TestTransactionsHandlerErrorWritesNothingStaged(t *testing.T) {
 	eachTransactionalServer(t, func(t *testing.T, srv server) {
 		_, store, counter := srv.setup(t)
 		l := newLedger(t, srv, 10000)
-		pay := wrap(t, l.charge, store, idempotency.WithTransactions())
-		p := newPayment()
+		pay := paytest.Wrap(t, l.charge, store, idempotency.WithTransactions())
+		p := paytest.New()
 
 		l.err = errors.New("the card network timed out")
 		_, err := pay(t.Context(), p)
@@ -138,20 +139,21 @@ func TestTransactionsCanceledCommitReleasesTheKey(t *testing.T) {
 	eachTransactionalServer(t, func(t *testing.T, srv server) {
 		_, store, _ := srv.setup(t)
 		l := newLedger(t, srv, 1000)
-		pay := wrap(t, l.charge, store, idempotency.WithTransactions())
-		p := newPayment() // 4200, over the balance
+		pay := paytest.Wrap(t, l.charge, store, idempotency.WithTransactions())
+		p := paytest.New() // 4200, over the balance
 
 		_, err := pay(t.Context(), p)
 		var commitErr *idempotency.CommitError
 		require.ErrorAs(t, err, &commitErr)
 		assert.False(t, commitErr.Unknown)
-		require.ErrorIs(t, err, idempotency.ErrNotCommitted)
-		var canceled *persistence.CommitCanceledError
-		require.ErrorAs(t, err, &canceled)
-		require.Len(t, canceled.Reasons, 3, "the entry, the debit, the completion")
-		assert.Equal(t, "None", canceled.Reasons[0].Code)
-		assert.Equal(t, "ConditionalCheckFailed", canceled.Reasons[1].Code)
-		assert.Equal(t, "None", canceled.Reasons[2].Code)
+		require.ErrorAs(t, err, new(*idempotency.CommitError))
+		require.ErrorAs(t, err, new(*persistence.CommitCanceledError))
+		var reasons *types.TransactionCanceledException
+		require.ErrorAs(t, err, &reasons)
+		require.Len(t, reasons.CancellationReasons, 3, "the entry, the debit, the completion")
+		assert.Equal(t, "None", aws.ToString(reasons.CancellationReasons[0].Code))
+		assert.Equal(t, "ConditionalCheckFailed", aws.ToString(reasons.CancellationReasons[1].Code))
+		assert.Equal(t, "None", aws.ToString(reasons.CancellationReasons[2].Code))
 		assert.Zero(t, l.entriesOf(t, p))
 		assert.Equal(t, 1000, l.balance(t))
 
@@ -174,17 +176,17 @@ func TestTransactionsLateInvocationCommitsNothing(t *testing.T) {
 	eachTransactionalServer(t, func(t *testing.T, srv server) {
 		_, store, _ := srv.setup(t)
 		l := newLedger(t, srv, 100000)
-		p := newPayment()
+		p := paytest.New()
 		release := make(chan struct{})
 		staged := make(chan struct{})
-		slow := func(ctx context.Context, p payment) (charge, error) {
+		slow := func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 			c, err := l.charge(ctx, p)
 			close(staged)
 			<-release
 			return c, err
 		}
-		slowPay := wrap(t, slow, store, idempotency.WithTransactions())
-		fastPay := wrap(t, l.charge, store, idempotency.WithTransactions())
+		slowPay := paytest.Wrap(t, slow, store, idempotency.WithTransactions())
+		fastPay := paytest.Wrap(t, l.charge, store, idempotency.WithTransactions())
 
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
@@ -198,7 +200,7 @@ func TestTransactionsLateInvocationCommitsNothing(t *testing.T) {
 		close(release)
 
 		err = <-late
-		require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+		require.ErrorAs(t, err, new(*idempotency.CommitError))
 		require.ErrorIs(t, err, persistence.ErrFenced)
 		assert.Equal(t, 2, l.runs)
 		assert.Equal(t, 1, l.entriesOf(t, p), "one ledger entry: the retry's")
@@ -212,8 +214,8 @@ func TestTransactionsThroughTheLocalCache(t *testing.T) {
 	eachTransactionalServer(t, func(t *testing.T, srv server) {
 		_, store, counter := srv.setup(t)
 		l := newLedger(t, srv, 10000)
-		pay := wrap(t, l.charge, memory.NewCache(store, 100), idempotency.WithTransactions())
-		p := newPayment()
+		pay := paytest.Wrap(t, l.charge, memory.NewCache(store, 100), idempotency.WithTransactions())
+		p := paytest.New()
 		_, err := pay(t.Context(), p)
 		require.NoError(t, err)
 		counter.Reset()
@@ -237,7 +239,7 @@ func TestTransactionsOnAServerWithoutThem(t *testing.T) {
 		l := newLedger(t, srv, 1000)
 		pay := idempotency.Must(idempotency.Wrap(l.charge, store, idempotency.WithKey("order_id"),
 			idempotency.WithTransactions(), idempotency.WithLogger(slog.New(slog.DiscardHandler))))
-		p := newPayment()
+		p := paytest.New()
 		for attempt := 1; attempt <= 2; attempt++ {
 			_, err := pay(t.Context(), p)
 			var commitErr *idempotency.CommitError

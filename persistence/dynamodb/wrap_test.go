@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,53 +23,19 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
-	"github.com/retrysafe/retrysafe/persistence"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
-
-type payment struct {
-	OrderID string `json:"order_id"`
-	Amount  int    `json:"amount"`
-}
-
-type charge struct {
-	ChargeID string `json:"charge_id"`
-	Amount   int    `json:"amount"`
-}
-
-func newPayment() payment { return payment{OrderID: "ord_" + rand.Text(), Amount: 4200} }
-
-// handler is a payment handler that counts its runs (its side effects).
-type handler struct {
-	runs atomic.Int32
-	err  error // returned, when set, instead of a charge
-}
-
-func (h *handler) charge(ctx context.Context, p payment) (charge, error) {
-	n := h.runs.Add(1)
-	if h.err != nil {
-		return charge{}, h.err
-	}
-	return charge{ChargeID: fmt.Sprintf("ch_%s_%d", p.OrderID, n), Amount: p.Amount}, nil
-}
-
-func wrap(t testing.TB, h func(context.Context, payment) (charge, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, payment) (charge, error) {
-	t.Helper()
-	opts = append([]idempotency.WrapOption{idempotency.WithKey("order_id"), idempotency.WithKeyPrefix("payments")}, opts...)
-	wrapped, err := idempotency.Wrap(h, store, opts...)
-	require.NoError(t, err)
-	return wrapped
-}
 
 // TestWrapRequestCounts counts the DynamoDB requests of each kind of
 // invocation.
 func TestWrapRequestCounts(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		name, store, counter := srv.setup(t)
-		h := &handler{}
-		pay := wrap(t, h.charge, store)
-		p := newPayment()
+		h := &paytest.Handler{}
+		pay := paytest.Wrap(t, h.Charge, store)
+		p := paytest.New()
 
 		first, err := pay(t.Context(), p)
 		require.NoError(t, err)
@@ -95,7 +60,7 @@ func TestWrapRequestCounts(t *testing.T) {
 			// Against a client that emulates DynamoDB's ALL_OLD: the failed
 			// PutItem alone.
 			var allOldCounter dynalite.Counter
-			allOldPay := wrap(t, h.charge, newStore(t, srv.withAllOld(srv.NewClient(allOldCounter.Register)), name))
+			allOldPay := paytest.Wrap(t, h.Charge, newStore(t, srv.withAllOld(srv.NewClient(allOldCounter.Register)), name))
 			replay, err = allOldPay(t.Context(), p)
 			require.NoError(t, err)
 			assert.Equal(t, first, replay)
@@ -104,15 +69,15 @@ func TestWrapRequestCounts(t *testing.T) {
 
 		// A handler error releases the key: PutItem and DeleteItem.
 		declined := errors.New("card declined")
-		failing := &handler{err: declined}
-		payFailing := wrap(t, failing.charge, store)
+		failing := &paytest.Handler{Err: declined}
+		payFailing := paytest.Wrap(t, failing.Charge, store)
 		counter.Reset()
-		_, err = payFailing(t.Context(), newPayment())
+		_, err = payFailing(t.Context(), paytest.New())
 		require.Same(t, declined, err, "the handler's error is returned unchanged")
 		assert.Equal(t, 2, counter.Calls(), "handler error: PutItem and DeleteItem; got %s", counter)
 		assert.Equal(t, 1, counter.Calls("DeleteItem"))
 
-		assert.Equal(t, int32(1), h.runs.Load(), "the handler ran once for p")
+		assert.Equal(t, int32(1), h.Runs.Load(), "the handler ran once for p")
 		assert.Equal(t, counter.Calls(), counter.Attempts(), "no retries")
 	})
 }
@@ -122,9 +87,9 @@ func TestWrapRequestCounts(t *testing.T) {
 func TestWrapLocalCache(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		_, store, counter := srv.setup(t)
-		h := &handler{}
-		pay := wrap(t, h.charge, memory.NewCache(store, 16))
-		p := newPayment()
+		h := &paytest.Handler{}
+		pay := paytest.Wrap(t, h.Charge, memory.NewCache(store, 16))
+		p := paytest.New()
 
 		first, err := pay(t.Context(), p)
 		require.NoError(t, err)
@@ -135,10 +100,10 @@ func TestWrapLocalCache(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, first, replay)
 		assert.Zero(t, counter.Calls(), "cached replay; got %s", counter)
-		assert.Equal(t, int32(1), h.runs.Load())
+		assert.Equal(t, int32(1), h.Runs.Load())
 
 		// Another key still goes to DynamoDB.
-		_, err = pay(t.Context(), newPayment())
+		_, err = pay(t.Context(), paytest.New())
 		require.NoError(t, err)
 		assert.Equal(t, 2, counter.Calls(), "a new key: PutItem and UpdateItem; got %s", counter)
 	})
@@ -152,7 +117,7 @@ func TestWrapConcurrentEnvironments(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		const environments = 50
 		name, _, _ := srv.setup(t)
-		p := newPayment()
+		p := paytest.New()
 
 		var (
 			runs   atomic.Int32
@@ -164,20 +129,20 @@ func TestWrapConcurrentEnvironments(t *testing.T) {
 		others.Add(environments - 1)
 		othersDone := make(chan struct{})
 		go func() { others.Wait(); close(othersDone) }()
-		slowCharge := func(ctx context.Context, p payment) (charge, error) {
+		slowCharge := func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 			runs.Add(1)
 			// Hold the key until every other environment has had its answer, so
 			// that all of them find it in progress.
 			select {
 			case <-othersDone:
 			case <-hold.Done():
-				return charge{}, errors.New("the other environments did not all answer (is the handler running twice?)")
+				return paytest.Charge{}, errors.New("the other environments did not all answer (is the handler running twice?)")
 			}
-			return charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
+			return paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
 		}
 
 		type answer struct {
-			out charge
+			out paytest.Charge
 			err error
 		}
 		call := func(n int, onError func()) []answer {
@@ -185,7 +150,7 @@ func TestWrapConcurrentEnvironments(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range n {
 				// Each environment: its own client, store and wrapped handler.
-				pay := wrap(t, slowCharge, newStore(t, srv.NewClient(), name))
+				pay := paytest.Wrap(t, slowCharge, newStore(t, srv.NewClient(), name))
 				wg.Go(func() {
 					out, err := pay(t.Context(), p)
 					answers[i] = answer{out, err}
@@ -204,7 +169,7 @@ func TestWrapConcurrentEnvironments(t *testing.T) {
 			switch {
 			case a.err == nil:
 				ok++
-				assert.Equal(t, charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
+				assert.Equal(t, paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
 			case errors.As(a.err, &ipe):
 				inProgress++
 				assert.False(t, ipe.Until.IsZero(), "InProgressError.Until")
@@ -219,7 +184,7 @@ func TestWrapConcurrentEnvironments(t *testing.T) {
 		// Retries after completion all get the stored result.
 		for i, a := range call(environments, func() {}) {
 			require.NoError(t, a.err, "retry %d", i)
-			assert.Equal(t, charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
+			assert.Equal(t, paytest.Charge{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, a.out)
 		}
 		require.Equal(t, int32(1), runs.Load(), "still exactly one handler run")
 	})
@@ -231,39 +196,39 @@ func TestWrapLostReplies(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		name, _, _ := srv.setup(t)
 		for _, allOld := range srv.allOldModes() {
-			newPay := func(t *testing.T, h *handler) (func(context.Context, payment) (charge, error), *dynalite.Faults, *dynalite.Counter) {
+			newPay := func(t *testing.T, h *paytest.Handler) (func(context.Context, paytest.Payment) (paytest.Charge, error), *dynalite.Faults, *dynalite.Counter) {
 				faults := &dynalite.Faults{}
 				counter := &dynalite.Counter{}
 				var client dynamodb.Client = srv.NewClient(faults.Register, counter.Register)
 				if allOld {
 					client = srv.withAllOld(client)
 				}
-				return wrap(t, h.charge, newStore(t, client, name)), faults, counter
+				return paytest.Wrap(t, h.Charge, newStore(t, client, name)), faults, counter
 			}
 
 			t.Run(fmt.Sprintf("PutItem/allOld=%v", allOld), func(t *testing.T) {
-				h := &handler{}
+				h := &paytest.Handler{}
 				pay, faults, counter := newPay(t, h)
-				p := newPayment()
+				p := paytest.New()
 				faults.LoseReply("PutItem", 1)
 				out, err := pay(t.Context(), p)
 				// The retried PutItem finds the reservation it made itself and
 				// recognises it by its owner token.
 				require.NoError(t, err, "not *InProgressError to itself")
-				require.Equal(t, int32(1), h.runs.Load())
+				require.Equal(t, int32(1), h.Runs.Load())
 				require.Equal(t, 1, faults.Fired(dynalite.LostReply))
 				require.Equal(t, 2, counter.Attempts("PutItem"))
 
 				again, err := pay(t.Context(), p)
 				require.NoError(t, err)
 				require.Equal(t, out, again)
-				require.Equal(t, int32(1), h.runs.Load())
+				require.Equal(t, int32(1), h.Runs.Load())
 			})
 
 			t.Run(fmt.Sprintf("UpdateItem/allOld=%v", allOld), func(t *testing.T) {
-				h := &handler{}
+				h := &paytest.Handler{}
 				pay, faults, counter := newPay(t, h)
-				p := newPayment()
+				p := paytest.New()
 				faults.LoseReply("UpdateItem", 1)
 				out, err := pay(t.Context(), p)
 				require.NoError(t, err)
@@ -271,13 +236,13 @@ func TestWrapLostReplies(t *testing.T) {
 				require.Equal(t, 2, counter.Attempts("UpdateItem"), "the retried UpdateItem succeeds")
 
 				// Another environment gets the stored result.
-				other := &handler{}
+				other := &paytest.Handler{}
 				otherPay, _, _ := newPay(t, other)
 				again, err := otherPay(t.Context(), p)
 				require.NoError(t, err)
 				require.Equal(t, out, again)
-				require.Equal(t, int32(1), h.runs.Load())
-				require.Zero(t, other.runs.Load())
+				require.Equal(t, int32(1), h.Runs.Load())
+				require.Zero(t, other.Runs.Load())
 			})
 		}
 	})
@@ -293,12 +258,12 @@ func TestWrapServiceFailures(t *testing.T) {
 
 		// afterwards checks that the key is free: the same payment runs on a
 		// healthy client.
-		afterwards := func(t *testing.T, p payment) {
+		afterwards := func(t *testing.T, p paytest.Payment) {
 			t.Helper()
-			h := &handler{}
-			_, err := wrap(t, h.charge, healthyStore)(t.Context(), p)
+			h := &paytest.Handler{}
+			_, err := paytest.Wrap(t, h.Charge, healthyStore)(t.Context(), p)
 			require.NoError(t, err)
-			require.Equal(t, int32(1), h.runs.Load(), "the key was not left locked")
+			require.Equal(t, int32(1), h.Runs.Load(), "the key was not left locked")
 		}
 		requireStoreError := func(t *testing.T, err error) *idempotency.StoreError {
 			t.Helper()
@@ -312,9 +277,9 @@ func TestWrapServiceFailures(t *testing.T) {
 		for _, kind := range []dynalite.FaultKind{dynalite.Throttled, dynalite.Refused} {
 			t.Run(kind.String(), func(t *testing.T) {
 				faults := &dynalite.Faults{}
-				h := &handler{}
-				pay := wrap(t, h.charge, newStore(t, srv.NewClient(faults.Register), name))
-				p := newPayment()
+				h := &paytest.Handler{}
+				pay := paytest.Wrap(t, h.Charge, newStore(t, srv.NewClient(faults.Register), name))
+				p := paytest.New()
 				faults.Add("", kind, -1)
 				_, err := pay(t.Context(), p)
 				storeErr := requireStoreError(t, err)
@@ -323,13 +288,13 @@ func TestWrapServiceFailures(t *testing.T) {
 					var throttled *types.ProvisionedThroughputExceededException
 					require.ErrorAs(t, err, &throttled)
 				}
-				require.Zero(t, h.runs.Load(), "the handler did not run")
+				require.Zero(t, h.Runs.Load(), "the handler did not run")
 
 				// The fault goes away: the same environment runs the event.
 				faults.Clear()
 				_, err = pay(t.Context(), p)
 				require.NoError(t, err)
-				require.Equal(t, int32(1), h.runs.Load())
+				require.Equal(t, int32(1), h.Runs.Load())
 			})
 		}
 
@@ -338,37 +303,37 @@ func TestWrapServiceFailures(t *testing.T) {
 			// retries are throttled. The reservation exists, the caller gets
 			// a *StoreError, and the key must still not stay locked.
 			faults := &dynalite.Faults{}
-			h := &handler{}
-			pay := wrap(t, h.charge, newStore(t, srv.NewClient(faults.Register), name))
-			p := newPayment()
+			h := &paytest.Handler{}
+			pay := paytest.Wrap(t, h.Charge, newStore(t, srv.NewClient(faults.Register), name))
+			p := paytest.New()
 			faults.LoseReply("PutItem", 1)
 			faults.Throttle("PutItem", -1)
 			_, err := pay(t.Context(), p)
 			requireStoreError(t, err)
-			require.Zero(t, h.runs.Load())
+			require.Zero(t, h.Runs.Load())
 			require.Equal(t, 1, faults.Fired(dynalite.LostReply))
 			afterwards(t, p)
 		})
 
 		t.Run("ServerDown", func(t *testing.T) {
 			client := closedClient(t)
-			h := &handler{}
-			p := newPayment()
-			_, err := wrap(t, h.charge, newStore(t, client, name))(t.Context(), p)
+			h := &paytest.Handler{}
+			p := paytest.New()
+			_, err := paytest.Wrap(t, h.Charge, newStore(t, client, name))(t.Context(), p)
 			requireStoreError(t, err)
 			require.ErrorContains(t, err, "connection refused")
-			require.Zero(t, h.runs.Load())
+			require.Zero(t, h.Runs.Load())
 			afterwards(t, p)
 		})
 
 		t.Run("MissingTable", func(t *testing.T) {
-			h := &handler{}
-			p := newPayment()
-			_, err := wrap(t, h.charge, newStore(t, srv.NewClient(), "no-such-table-"+rand.Text()))(t.Context(), p)
+			h := &paytest.Handler{}
+			p := paytest.New()
+			_, err := paytest.Wrap(t, h.Charge, newStore(t, srv.NewClient(), "no-such-table-"+rand.Text()))(t.Context(), p)
 			requireStoreError(t, err)
 			var missing *types.ResourceNotFoundException
 			require.ErrorAs(t, err, &missing)
-			require.Zero(t, h.runs.Load())
+			require.Zero(t, h.Runs.Load())
 			afterwards(t, p)
 		})
 	})
@@ -381,7 +346,7 @@ func TestWrapResponseTooLarge(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		_, store, _ := srv.setup(t)
 		var runs atomic.Int32
-		big := func(ctx context.Context, p payment) ([]byte, error) {
+		big := func(ctx context.Context, p paytest.Payment) ([]byte, error) {
 			runs.Add(1)
 			return randomBytes(500 << 10), nil // JSON-encoded as base64: ~667 KB, incompressible
 		}
@@ -391,7 +356,7 @@ func TestWrapResponseTooLarge(t *testing.T) {
 		pay, err := idempotency.Wrap(big, store, idempotency.WithKey("order_id"),
 			idempotency.WithFinalWriteTimeout(time.Minute), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
-		p := newPayment()
+		p := paytest.New()
 		out, err := pay(t.Context(), p)
 		require.NoError(t, err, "the first call returns its result")
 		require.Len(t, out, 500<<10)
@@ -410,18 +375,18 @@ func TestWrapLargeRecordedError(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		_, store, _ := srv.setup(t)
 		declined := errors.New(strings.Repeat("declined ", 60<<10)) // 540 KB
-		h := &handler{err: idempotency.Permanent(declined)}
-		pay := wrap(t, h.charge, store, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
-		p := newPayment()
+		h := &paytest.Handler{Err: idempotency.Permanent(declined)}
+		pay := paytest.Wrap(t, h.Charge, store, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		p := paytest.New()
 		_, err := pay(t.Context(), p)
 		require.ErrorIs(t, err, declined, "the first call returns the handler's own error")
 
 		_, err = pay(t.Context(), p)
 		var stored *idempotency.RecordedError
 		require.ErrorAs(t, err, &stored, "the error was recorded")
-		assert.Len(t, stored.Message, idempotency.MaxRecordedErrorMessage)
+		assert.Len(t, stored.Message, 8<<10, "cut to 8 KiB")
 		assert.True(t, strings.HasPrefix(stored.Message, "declined declined"))
-		assert.Equal(t, int32(1), h.runs.Load(), "the handler did not run again")
+		assert.Equal(t, int32(1), h.Runs.Load(), "the handler did not run again")
 	})
 }
 
@@ -443,34 +408,22 @@ func BenchmarkWrapDynamoDBLocal(b *testing.B) {
 func benchmarkWrap(b *testing.B, srv server) {
 	name, store, _ := srv.setup(b)
 	client := srv.NewClient()
-	h := &handler{}
-	pay := wrap(b, h.charge, store)
-	done := newPayment()
+	h := &paytest.Handler{}
+	pay := paytest.Wrap(b, h.Charge, store)
+	done := paytest.New()
 	if _, err := pay(b.Context(), done); err != nil {
 		b.Fatal(err)
 	}
 	// A plain item of the same kind to read.
 	rec := completed(inProgress(wholeSecond()), []byte(`{"charge_id":"ch_1","amount":4200}`))
-	if err := store.Put(b.Context(), rec, wholeSecond()); err != nil {
-		b.Fatal(err)
-	}
-	consistent := true
-	getInput := &awsdynamodb.GetItemInput{TableName: &name, Key: idKey(rec.Key), ConsistentRead: &consistent}
-
-	b.Run("GetItem", func(b *testing.B) {
-		measure(b, func() {
-			if _, err := client.GetItem(b.Context(), getInput); err != nil {
-				b.Fatal(err)
-			}
-		}, nil)
-	})
+	benchGetItem(b, store, client, name, rec, wholeSecond())
 	b.Run("FirstCall", func(b *testing.B) {
-		var p payment
+		var p paytest.Payment
 		measure(b, func() {
 			if _, err := pay(b.Context(), p); err != nil {
 				b.Fatal(err)
 			}
-		}, func() { p = newPayment() })
+		}, func() { p = paytest.New() })
 	})
 	b.Run("Replay", func(b *testing.B) {
 		measure(b, func() {
@@ -488,13 +441,13 @@ func TestConcurrentReplays(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv server) {
 		_, store, _ := srv.setup(t)
 		for _, n := range []int{10, 200} {
-			h := &handler{}
-			pay := wrap(t, h.charge, store)
-			p := newPayment()
+			h := &paytest.Handler{}
+			pay := paytest.Wrap(t, h.Charge, store)
+			p := paytest.New()
 			first, err := pay(t.Context(), p)
 			require.NoError(t, err)
 			var wg sync.WaitGroup
-			errs, got := make([]error, n), make([]charge, n)
+			errs, got := make([]error, n), make([]paytest.Charge, n)
 			for i := range n {
 				wg.Go(func() { got[i], errs[i] = pay(t.Context(), p) })
 			}
@@ -503,7 +456,7 @@ func TestConcurrentReplays(t *testing.T) {
 				require.NoError(t, errs[i], "call %d of %d", i, n)
 				assert.Equal(t, first, got[i])
 			}
-			assert.EqualValues(t, 1, h.runs.Load())
+			assert.EqualValues(t, 1, h.Runs.Load())
 		}
 	})
 }

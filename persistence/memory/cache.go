@@ -35,7 +35,6 @@ var (
 	_ persistence.LocalReader = (*Cache)(nil)
 	_ persistence.Committer   = (*Cache)(nil)
 	_ persistence.TxStore     = (*Cache)(nil)
-	_ persistence.Unwrapper   = (*Cache)(nil)
 )
 
 // NewCache returns a Cache of at most capacity completed records in front

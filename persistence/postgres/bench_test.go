@@ -6,13 +6,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
@@ -35,7 +37,7 @@ func BenchmarkStore(b *testing.B) {
 	store := newStore(b, pool)
 	now := testNow()
 	response := `{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`
-	done := inProgress(newKey(), now)
+	done := recordtest.InProgress(newKey(), now)
 	if err := store.Put(ctx, done, now); err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func BenchmarkStore(b *testing.B) {
 	}
 	b.Run("FirstCall", func(b *testing.B) {
 		run(b, func() {
-			rec := inProgress(newKey(), now)
+			rec := recordtest.InProgress(newKey(), now)
 			if err := store.Put(ctx, rec, now); err != nil {
 				b.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func BenchmarkStore(b *testing.B) {
 		})
 	})
 	b.Run("Replay", func(b *testing.B) {
-		probe := inProgress(done.Key, now)
+		probe := recordtest.InProgress(done.Key, now)
 		run(b, func() {
 			var conflict *persistence.ConflictError
 			if err := store.Put(ctx, probe, now); !errors.As(err, &conflict) || conflict.Existing == nil {
@@ -112,15 +114,15 @@ func BenchmarkFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	store := newStore(b, pool)
-	h := &handler{}
+	h := &paytest.Handler{}
 	var doneKey string
-	pay := wrap(b, func(ctx context.Context, p payment) (chargeResult, error) {
+	pay := paytest.Wrap(b, func(ctx context.Context, p paytest.Payment) (paytest.Charge, error) {
 		if doneKey == "" {
 			doneKey, _ = idempotency.KeyFromContext(ctx)
 		}
-		return h.charge(ctx, p)
+		return h.Charge(ctx, p)
 	}, store)
-	done := newPayment()
+	done := paytest.New()
 	first, err := pay(ctx, done)
 	if err != nil {
 		b.Fatal(err)
@@ -129,9 +131,9 @@ func BenchmarkFloor(b *testing.B) {
 
 	var (
 		key, token string
-		p          payment
+		p          paytest.Payment
 	)
-	newKey := func() { p = newPayment(); key, token = "payments#"+p.OrderID, p.OrderID[4:] }
+	newKey := func() { p = paytest.New(); key, token = "payments#"+p.OrderID, p.OrderID[4:] }
 	bareFirstCall := func() {
 		now := time.Now()
 		if _, err := pool.Exec(ctx, bareInsert, key, now.Add(time.Hour).Unix(), now.Add(30*time.Second).UnixMilli(), token); err != nil {
@@ -149,7 +151,7 @@ func BenchmarkFloor(b *testing.B) {
 	}
 	storeFirstCall := func() {
 		now := time.Now()
-		rec := inProgress(key, now)
+		rec := recordtest.InProgress(key, now)
 		if err := store.Put(ctx, rec, now); err != nil {
 			b.Fatal(err)
 		}
@@ -176,7 +178,7 @@ func BenchmarkFloor(b *testing.B) {
 	storeReplay := func() {
 		now := time.Now()
 		var conflict *persistence.ConflictError
-		if err := store.Put(ctx, inProgress(doneKey, now), now); !errors.As(err, &conflict) {
+		if err := store.Put(ctx, recordtest.InProgress(doneKey, now), now); !errors.As(err, &conflict) {
 			b.Fatal(err)
 		}
 	}
@@ -197,19 +199,9 @@ func BenchmarkFloor(b *testing.B) {
 	floor := func(op, prepare func()) func(b *testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
-			var cpu time.Duration
 			q := c.queries.Load()
 			server := serverCPU(backend)
-			n := 0
-			for b.Loop() {
-				if prepare != nil {
-					prepare()
-				}
-				start := processCPU()
-				op()
-				cpu += processCPU() - start
-				n++
-			}
+			cpu, n := cpubench.Loop(b, op, prepare)
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/op")
 			b.ReportMetric(float64((serverCPU(backend)-server).Nanoseconds())/float64(n), "server-cpu-ns/op")
 			b.ReportMetric(float64(c.queries.Load()-q)/float64(n), "statements/op")
@@ -231,9 +223,9 @@ func BenchmarkFloor(b *testing.B) {
 					if prepare != nil {
 						prepare()
 					}
-					start := processCPU()
+					start := cpubench.ProcessCPU()
 					op()
-					cpu[i] += processCPU() - start
+					cpu[i] += cpubench.ProcessCPU() - start
 				}
 			}
 			if cpu[0] > 0 {
@@ -257,16 +249,6 @@ WHERE id = $1 AND owner_token = $4 AND status = 'INPROGRESS'`
 )
 SELECT status, data FROM idempotency WHERE id = $1 AND NOT EXISTS (SELECT FROM ins)`
 )
-
-// processCPU returns the CPU time, user and system, that this process has
-// used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // serverCPU returns the CPU time, user and system, of process pid (the
 // server's backend), from /proc/<pid>/stat, in clock ticks of 10 ms

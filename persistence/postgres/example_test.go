@@ -14,6 +14,17 @@ import (
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
 
+// order is the examples' input, and receipt their output.
+type (
+	order struct {
+		ID     string `json:"id"`
+		Amount int    `json:"amount"`
+	}
+	receipt struct {
+		ChargeID string `json:"charge_id"`
+	}
+)
+
 // A handler made idempotent with records in PostgreSQL. It needs a server
 // at DATABASE_URL.
 func Example() {
@@ -31,14 +42,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	charge := func(ctx context.Context, p payment) (chargeResult, error) {
-		return chargeResult{ChargeID: "ch_1", Amount: p.Amount}, nil
+	charge := func(ctx context.Context, o order) (receipt, error) {
+		return receipt{ChargeID: "ch_1"}, nil
 	}
-	pay, err := idempotency.Wrap(charge, store, idempotency.WithKey("order_id"))
+	pay, err := idempotency.Wrap(charge, store, idempotency.WithKey("id"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, _ = pay(ctx, payment{OrderID: "ord_1", Amount: 4200})
+	_, _ = pay(ctx, order{ID: "ord_1", Amount: 4200})
 }
 
 // A handler whose payment row commits with the completion of its key,
@@ -54,23 +65,23 @@ func ExampleTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	charge := func(ctx context.Context, p payment) (chargeResult, error) {
+	charge := func(ctx context.Context, o order) (receipt, error) {
 		tx, ok := postgres.Tx(ctx)
 		if !ok {
-			return chargeResult{}, errors.New("not wrapped with idempotency.WithTransactions")
+			return receipt{}, errors.New("not wrapped with idempotency.WithTransactions")
 		}
 		// An error here aborts the transaction: return it, and nothing
 		// of the call is written.
-		if _, err := tx.Exec(ctx, `INSERT INTO ledger (order_id, amount) VALUES ($1, $2)`, p.OrderID, p.Amount); err != nil {
-			return chargeResult{}, err
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger (order_id, amount) VALUES ($1, $2)`, o.ID, o.Amount); err != nil {
+			return receipt{}, err
 		}
-		return chargeResult{ChargeID: "ch_" + p.OrderID, Amount: p.Amount}, nil
+		return receipt{ChargeID: "ch_" + o.ID}, nil
 	}
-	pay, err := idempotency.Wrap(charge, store, idempotency.WithKey("order_id"), idempotency.WithTransactions())
+	pay, err := idempotency.Wrap(charge, store, idempotency.WithKey("id"), idempotency.WithTransactions())
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = pay(ctx, payment{OrderID: "ord_1", Amount: 4200})
+	_, err = pay(ctx, order{ID: "ord_1", Amount: 4200})
 	var commitErr *idempotency.CommitError
 	switch {
 	case errors.As(err, &commitErr) && !commitErr.Unknown:

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/pgserver"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 func TestMain(m *testing.M) { pgserver.Main(m) }
@@ -85,17 +85,6 @@ func counted(c *counter) func(*pgxpool.Config) {
 // testNow is a whole second, as the idempotency package sets ExpiresAt.
 func testNow() time.Time { return time.Now().Truncate(time.Second) }
 
-func inProgress(key string, now time.Time) *persistence.Record {
-	return &persistence.Record{
-		Key:                 key,
-		Status:              persistence.StatusInProgress,
-		ExpiresAt:           now.Add(time.Hour),
-		InProgressExpiresAt: now.Add(30*time.Second + 250*time.Millisecond),
-		PayloadHash:         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-		Token:               rand.Text(),
-	}
-}
-
 func newKey() string { return "test#" + rand.Text() }
 
 func completed(rec *persistence.Record, response string) *persistence.Record {
@@ -109,7 +98,7 @@ func completed(rec *persistence.Record, response string) *persistence.Record {
 func requireRecord(t testing.TB, want, got *persistence.Record) {
 	t.Helper()
 	require.NotNil(t, got)
-	if diff := storetest.Diff(got, want); diff != "" {
+	if diff := recordtest.Diff(got, want); diff != "" {
 		t.Fatalf("record differs:\n%s", diff)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
@@ -116,7 +117,7 @@ func TestConcurrentReservations(t *testing.T) {
 		key := newKey()
 		recs := make([]*persistence.Record, racers)
 		for i := range recs {
-			recs[i] = inProgress(key, now)
+			recs[i] = recordtest.InProgress(key, now)
 		}
 		errs := race(racers, func(i int) error { return store.Put(ctx, recs[i], now) })
 		checkOneWinner(t, store, recs, errs)
@@ -131,7 +132,7 @@ func TestConcurrentTakeovers(t *testing.T) {
 	ctx := t.Context()
 	for round := range rounds {
 		now := testNow()
-		old := inProgress(newKey(), now.Add(-time.Minute))
+		old := recordtest.InProgress(newKey(), now.Add(-time.Minute))
 		old.InProgressExpiresAt = now.Add(-time.Second)
 		require.NoError(t, store.Put(ctx, old, now.Add(-time.Minute)))
 		if round%2 == 1 { // completed and expired instead
@@ -141,7 +142,7 @@ func TestConcurrentTakeovers(t *testing.T) {
 		}
 		recs := make([]*persistence.Record, racers)
 		for i := range recs {
-			recs[i] = inProgress(old.Key, now)
+			recs[i] = recordtest.InProgress(old.Key, now)
 		}
 		errs := race(racers, func(i int) error { return store.Put(ctx, recs[i], now) })
 		checkOneWinner(t, store, recs, errs)
@@ -158,13 +159,13 @@ func TestCompletionRacesTakeover(t *testing.T) {
 	outcomes := map[string]int{}
 	for range rounds {
 		now := testNow()
-		own := inProgress(newKey(), now.Add(-time.Minute))
+		own := recordtest.InProgress(newKey(), now.Add(-time.Minute))
 		own.InProgressExpiresAt = now.Add(-time.Second)
 		require.NoError(t, store.Put(ctx, own, now.Add(-time.Minute)))
 		done := completed(own, `"late"`)
 		recs := make([]*persistence.Record, racers)
 		for i := range recs {
-			recs[i] = inProgress(own.Key, now)
+			recs[i] = recordtest.InProgress(own.Key, now)
 		}
 		errs := race(racers, func(i int) error {
 			if i == 0 {
@@ -204,7 +205,7 @@ func TestRepeatedWritesRace(t *testing.T) {
 		now := testNow()
 		recs := make([]*persistence.Record, racers/2)
 		for i := range recs {
-			recs[i] = inProgress(newKey(), now)
+			recs[i] = recordtest.InProgress(newKey(), now)
 			require.NoError(t, store.Put(ctx, recs[i], now))
 		}
 		// Completions of even records, releases of odd ones, each twice.
@@ -264,20 +265,20 @@ func TestReservationsWaitForTheHolder(t *testing.T) {
 			now := testNow()
 			key := newKey()
 			if tc.takeover {
-				old := inProgress(key, now.Add(-time.Minute))
+				old := recordtest.InProgress(key, now.Add(-time.Minute))
 				old.InProgressExpiresAt = now.Add(-time.Second)
 				require.NoError(t, store.Put(ctx, old, now.Add(-time.Minute)))
 			}
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer tx.Rollback(context.Background())
-			winner := inProgress(key, now)
+			winner := recordtest.InProgress(key, now)
 			require.NoError(t, newStore(t, tx).Put(ctx, winner, now))
 
 			waiting := racers - 2 // the transaction's connection, and one to watch
 			results := make(chan error, waiting)
 			for range waiting {
-				go func() { results <- store.Put(ctx, inProgress(key, now), now) }()
+				go func() { results <- store.Put(ctx, recordtest.InProgress(key, now), now) }()
 			}
 			require.Eventually(t, func() bool {
 				var n int

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -38,15 +39,15 @@ WHERE status = 'INPROGRESS' AND in_progress_expiration < $1 AND (in_progress_exp
 ORDER BY in_progress_expiration, id LIMIT $4`
 )
 
-// DefaultPageSize is the page size of List and ListStuck when they are
+// defaultPageSize is the page size of List and ListStuck when they are
 // given 0.
-const DefaultPageSize = 1000
+const defaultPageSize = 1000
 
 // List reads the store's records whose key starts with keyPrefix, a page
-// of pageSize records at a time (0: DefaultPageSize), in the order of
-// their keys' bytes, for operators' tools. It calls page with the records
-// of each page, until there are no more or page returns an error, which
-// List returns.
+// of pageSize records at a time (0: 1000), in the order of their keys'
+// bytes, for operators' tools. It calls page with the records of each
+// page, until there are no more or page returns an error, which List
+// returns.
 //
 // Each page is one SELECT, which reads the primary key's index from the
 // last key of the page before, and, with a key prefix, only the range of
@@ -62,7 +63,7 @@ func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page f
 		return fmt.Errorf("persistence/postgres: List: negative page size %d", pageSize)
 	}
 	if pageSize == 0 {
-		pageSize = DefaultPageSize
+		pageSize = defaultPageSize
 	}
 	hi, bounded := prefixEnd(keyPrefix)
 	after := ""
@@ -93,7 +94,7 @@ func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page f
 // ListStuck reads the stuck records: in progress past their in-progress
 // expiry at now, whose invocation crashed or timed out (the next retry
 // with their key runs its handler again). It reads them a page of
-// pageSize records at a time (0: DefaultPageSize), in the order of their
+// pageSize records at a time (0: 1000), in the order of their
 // in-progress expiry, and calls page with each, as List does.
 //
 // Each page is one SELECT on the partial index of in-progress records, so
@@ -104,14 +105,14 @@ func (s *Store) ListStuck(ctx context.Context, now time.Time, pageSize int, page
 		return fmt.Errorf("persistence/postgres: ListStuck: negative page size %d", pageSize)
 	}
 	if pageSize == 0 {
-		pageSize = DefaultPageSize
+		pageSize = defaultPageSize
 	}
 	var (
 		afterMillis int64 = -1 << 63
 		afterKey    string
 	)
 	for {
-		recs, err := s.listPage(ctx, s.listStuckSQL, []any{ceilUnixMilli(now), afterMillis, afterKey, pageSize})
+		recs, err := s.listPage(ctx, s.listStuckSQL, []any{epoch.CeilMillis(now), afterMillis, afterKey, pageSize})
 		if err != nil {
 			return fmt.Errorf("persistence/postgres: ListStuck: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
@@ -38,7 +39,7 @@ func TestList(t *testing.T) {
 	now := testNow()
 	var want []string
 	put := func(key string) *persistence.Record {
-		rec := inProgress(key, now)
+		rec := recordtest.InProgress(key, now)
 		require.NoError(t, store.Put(ctx, rec, now))
 		require.NoError(t, store.Update(ctx, completed(rec, `{"big":"response"}`)))
 		return rec
@@ -84,15 +85,15 @@ func TestListStuck(t *testing.T) {
 	var want []string
 	// Stuck: in progress past their in-progress expiry, in its order.
 	for i := range 12 {
-		rec := inProgress(fmt.Sprintf("stuck#%02d", i), now.Add(-time.Minute))
+		rec := recordtest.InProgress(fmt.Sprintf("stuck#%02d", i), now.Add(-time.Minute))
 		rec.InProgressExpiresAt = now.Add(-time.Duration(12-i) * time.Second / 2) // two share each time
 		require.NoError(t, store.Put(ctx, rec, now.Add(-time.Minute)))
 		want = append(want, rec.Key)
 	}
 	// Not stuck: in progress, completed, completed past its in-progress
 	// expiry.
-	require.NoError(t, store.Put(ctx, inProgress("running#1", now), now))
-	done := inProgress("done#1", now.Add(-time.Minute))
+	require.NoError(t, store.Put(ctx, recordtest.InProgress("running#1", now), now))
+	done := recordtest.InProgress("done#1", now.Add(-time.Minute))
 	done.InProgressExpiresAt = now.Add(-time.Second)
 	require.NoError(t, store.Put(ctx, done, now.Add(-time.Minute)))
 	require.NoError(t, store.Update(ctx, completed(done, `1`)))
@@ -123,7 +124,7 @@ func TestSweep(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 	put := func(key string, expires, inProgressExpires time.Time, complete bool) {
-		rec := inProgress(key, now.Add(-time.Hour))
+		rec := recordtest.InProgress(key, now.Add(-time.Hour))
 		rec.ExpiresAt, rec.InProgressExpiresAt = expires, inProgressExpires
 		require.NoError(t, store.Put(ctx, rec, now.Add(-time.Hour)))
 		if complete {
@@ -132,28 +133,8 @@ func TestSweep(t *testing.T) {
 			require.NoError(t, store.Update(ctx, done))
 		}
 	}
-	for i := range 5 {
-		put(fmt.Sprintf("expired#%d", i), now.Add(-time.Second), time.Time{}, true)
-	}
-	put("expired#in-progress", now.Add(-time.Second), now.Add(-time.Minute), false)
-	put("live#completed", now.Add(time.Hour), time.Time{}, true)
-	put("live#lapsed", now.Add(time.Hour), now.Add(-time.Minute), false) // its owner may still complete it
-	put("live#at-now", now, time.Time{}, true)                           // expires at now: not before it
-
-	n, err := store.Sweep(ctx, now, 4)
-	require.NoError(t, err)
-	require.EqualValues(t, 4, n)
-	n, err = store.Sweep(ctx, now, 4)
-	require.NoError(t, err)
-	require.EqualValues(t, 2, n)
-	n, err = store.Sweep(ctx, now, 4)
-	require.NoError(t, err)
-	require.Zero(t, n)
-
-	left := listAll(t, store, "", 0)
-	require.Equal(t, []string{"live#at-now", "live#completed", "live#lapsed"}, left)
-	_, err = store.Sweep(ctx, now, 0)
-	require.ErrorContains(t, err, "positive")
+	live := recordtest.Sweep(t, now, put, func(limit int) (int64, error) { return store.Sweep(ctx, now, limit) })
+	require.Equal(t, live, listAll(t, store, "", 0))
 
 	// Rows another transaction holds are skipped, not waited for.
 	put("expired#held", now.Add(-time.Second), time.Time{}, true)
@@ -162,7 +143,7 @@ func TestSweep(t *testing.T) {
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, `SELECT FROM idempotency WHERE id = 'expired#held' FOR SHARE`)
 	require.NoError(t, err)
-	n, err = store.Sweep(ctx, now, 10)
+	n, err := store.Sweep(ctx, now, 10)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.NoError(t, tx.Rollback(ctx))

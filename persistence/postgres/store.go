@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -178,7 +179,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	err := s.db.QueryRow(ctx, s.putSQL,
 		rec.Key, rec.ExpiresAt.Unix(), inProgressMillis(rec.InProgressExpiresAt), nullText(rec.PayloadHash),
 		nullBytes(rec.Response), rec.Token, nullText(clean(rec.ErrorType)), nullText(clean(rec.ErrorMessage)), rec.ResponseOmitted,
-		ceilUnix(now), ceilUnixMilli(now), rec.Held,
+		epoch.CeilSeconds(now), epoch.CeilMillis(now), rec.Held,
 	).Scan(append([]any{&reserved}, h.dest()...)...)
 	if err != nil {
 		return s.opError("put", rec.Key, err)
@@ -325,7 +326,7 @@ func inProgressMillis(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
-	return ceilUnixMilli(t)
+	return epoch.CeilMillis(t)
 }
 
 // nullText returns s, or nil (NULL) when it is empty.
@@ -353,23 +354,4 @@ func clean(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// ceilUnix returns t in epoch seconds, rounded up. For a whole number of
-// seconds e, e < ceilUnix(t) exactly when time.Unix(e, 0) is before t.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
-}
-
-// ceilUnixMilli returns t in epoch milliseconds, rounded up.
-func ceilUnixMilli(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.Nanosecond()%int(time.Millisecond) > 0 {
-		ms++
-	}
-	return ms
 }

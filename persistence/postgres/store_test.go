@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 	"github.com/retrysafe/retrysafe/persistence/storetest"
@@ -165,10 +166,10 @@ func TestCallersClockDecides(t *testing.T) {
 	real := testNow()
 
 	// Live by the server's clock, expired by the caller's.
-	rec := inProgress(newKey(), real)
+	rec := recordtest.InProgress(newKey(), real)
 	require.NoError(t, store.Put(ctx, rec, real))
 	later := real.Add(2 * time.Hour)
-	next := inProgress(rec.Key, later)
+	next := recordtest.InProgress(rec.Key, later)
 	require.NoError(t, store.Put(ctx, next, later), "a reservation at a now past the record's expiry")
 	got, err := store.Get(ctx, rec.Key)
 	require.NoError(t, err)
@@ -176,10 +177,10 @@ func TestCallersClockDecides(t *testing.T) {
 
 	// Expired by the server's clock, live by the caller's.
 	past := real.Add(-2 * time.Hour)
-	old := inProgress(newKey(), past)
+	old := recordtest.InProgress(newKey(), past)
 	require.NoError(t, store.Put(ctx, old, past))
 	var conflict *persistence.ConflictError
-	require.ErrorAs(t, store.Put(ctx, inProgress(old.Key, past), past.Add(time.Second)), &conflict)
+	require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(old.Key, past), past.Add(time.Second)), &conflict)
 	requireRecord(t, old, conflict.Existing)
 }
 
@@ -188,11 +189,11 @@ func TestMaxResponseSize(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 
-	small := inProgress(newKey(), now)
+	small := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(ctx, small, now))
 	require.NoError(t, store.Update(ctx, completed(small, "12345678")))
 
-	large := inProgress(newKey(), now)
+	large := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(ctx, large, now))
 	done := completed(large, "123456789")
 	require.ErrorIs(t, store.Update(ctx, done), persistence.ErrResponseOmitted)
@@ -216,7 +217,7 @@ func TestErrorTextKept(t *testing.T) {
 		{"card declined – réessayez 🚀", "card declined – réessayez 🚀"},
 		{"bad \xff byte and a \x00 NUL", "bad \uFFFD byte and a \uFFFD NUL"},
 	} {
-		rec := inProgress(newKey(), now)
+		rec := recordtest.InProgress(newKey(), now)
 		require.NoError(t, store.Put(ctx, rec, now))
 		done := completed(rec, "")
 		done.ErrorType, done.ErrorMessage = "E\xff", tc.in
@@ -238,7 +239,7 @@ func TestFailuresAreNotAnswers(t *testing.T) {
 	store := newStore(t, newPool(t, "postgres://postgres@"+addr+"/none?connect_timeout=5"))
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 	_, getErr := store.Get(ctx, rec.Key)
 	_, sweepErr := store.Sweep(ctx, now, 1)
 	for _, err := range []error{
@@ -310,7 +311,7 @@ func TestConformanceLeastPrivilege(t *testing.T) {
 	store := newStore(t, pool, func(o *postgres.Options) { o.Schema = "app" })
 	t.Run("Operators", func(t *testing.T) {
 		now := testNow()
-		rec := inProgress(newKey(), now)
+		rec := recordtest.InProgress(newKey(), now)
 		require.NoError(t, store.Put(ctx, rec, now))
 		require.NoError(t, store.List(ctx, "test#", 0, func([]*persistence.Record) error { return nil }))
 		require.NoError(t, store.ListStuck(ctx, now, 0, func([]*persistence.Record) error { return nil }))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/epoch"
 )
 
 // sweepSQL deletes at most $2 records expired at $1 (epoch seconds,
@@ -30,7 +32,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, err
 	if limit <= 0 {
 		return 0, fmt.Errorf("persistence/postgres: Sweep: limit %d, want a positive number", limit)
 	}
-	tag, err := s.db.Exec(ctx, s.sweepSQL, ceilUnix(now), limit)
+	tag, err := s.db.Exec(ctx, s.sweepSQL, epoch.CeilSeconds(now), limit)
 	if err != nil {
 		return 0, fmt.Errorf("persistence/postgres: sweep of table %s: %w", s.name, err)
 	}

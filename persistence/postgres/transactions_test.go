@@ -28,6 +28,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/httpapi"
+	"github.com/retrysafe/retrysafe/internal/testing/paytest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
@@ -54,24 +55,24 @@ func paymentsSetup(t *testing.T, optFns ...func(*pgxpool.Config)) (*pgxpool.Pool
 	return pool, newStore(t, pool)
 }
 
-func (p *payments) charge(ctx context.Context, in payment) (chargeResult, error) {
+func (p *payments) charge(ctx context.Context, in paytest.Payment) (paytest.Charge, error) {
 	n := p.runs.Add(1)
 	key, _ := idempotency.KeyFromContext(ctx)
 	p.key.Store(key)
 	tx, ok := postgres.Tx(ctx)
 	if !ok {
-		return chargeResult{}, errors.New("no transaction: not wrapped with idempotency.WithTransactions")
+		return paytest.Charge{}, errors.New("no transaction: not wrapped with idempotency.WithTransactions")
 	}
 	id := fmt.Sprintf("ch_%d_%s", n, rand.Text())
 	if _, err := tx.Exec(ctx, `INSERT INTO payments (charge_id, order_id, amount) VALUES ($1, $2, $3)`, id, in.OrderID, in.Amount); err != nil {
-		return chargeResult{}, err
+		return paytest.Charge{}, err
 	}
 	if p.after != nil {
 		if err := p.after(ctx, tx); err != nil {
-			return chargeResult{}, err
+			return paytest.Charge{}, err
 		}
 	}
-	return chargeResult{ChargeID: id, Amount: in.Amount}, nil
+	return paytest.Charge{ChargeID: id, Amount: in.Amount}, nil
 }
 
 // paymentsOf returns the charge IDs of the rows of order, committed.
@@ -85,9 +86,9 @@ func paymentsOf(t *testing.T, db postgres.DB, order string) []string {
 }
 
 // transactional wraps h with transactions, on store.
-func transactional(t *testing.T, h func(context.Context, payment) (chargeResult, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, payment) (chargeResult, error) {
+func transactional(t *testing.T, h func(context.Context, paytest.Payment) (paytest.Charge, error), store persistence.Store, opts ...idempotency.WrapOption) func(context.Context, paytest.Payment) (paytest.Charge, error) {
 	t.Helper()
-	return wrap(t, h, store, append([]idempotency.WrapOption{idempotency.WithTransactions(), idempotency.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	return paytest.Wrap(t, h, store, append([]idempotency.WrapOption{idempotency.WithTransactions(), idempotency.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 }
 
 // requireReleased fails unless the key of h's last run has no record.
@@ -106,7 +107,7 @@ func TestTransactionsCommitThePaymentWithTheCompletion(t *testing.T) {
 	pool, store := paymentsSetup(t, counted(c))
 	h := &payments{}
 	pay := transactional(t, h.charge, store)
-	p := newPayment()
+	p := paytest.New()
 
 	before := c.queries.Load()
 	first, err := pay(t.Context(), p)
@@ -129,7 +130,7 @@ func TestTransactionsThroughTheLocalCache(t *testing.T) {
 	pool, store := paymentsSetup(t, counted(c))
 	h := &payments{}
 	pay := transactional(t, h.charge, memory.NewCache(store, 8))
-	p := newPayment()
+	p := paytest.New()
 	first, err := pay(t.Context(), p)
 	require.NoError(t, err)
 	before := c.queries.Load()
@@ -148,7 +149,7 @@ func TestTransactionsHandlerErrorWritesNothing(t *testing.T) {
 	declined := errors.New("card declined by the network")
 	h := &payments{after: func(context.Context, pgx.Tx) error { return declined }}
 	pay := transactional(t, h.charge, store)
-	p := newPayment()
+	p := paytest.New()
 
 	_, err := pay(t.Context(), p)
 	require.Same(t, declined, err, "the handler's error, unchanged")
@@ -160,7 +161,7 @@ func TestTransactionsHandlerErrorWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{res.ChargeID}, paymentsOf(t, pool, p.OrderID))
 
-	q := newPayment()
+	q := paytest.New()
 	h.after = func(context.Context, pgx.Tx) error { return idempotency.Permanent(declined) }
 	for range 2 {
 		_, err = pay(t.Context(), q)
@@ -176,7 +177,7 @@ func TestTransactionsPanicWritesNothing(t *testing.T) {
 	pool, store := paymentsSetup(t)
 	h := &payments{after: func(context.Context, pgx.Tx) error { panic("after the write") }}
 	pay := transactional(t, h.charge, store)
-	p := newPayment()
+	p := paytest.New()
 	require.PanicsWithValue(t, "after the write", func() { _, _ = pay(t.Context(), p) })
 	assert.Empty(t, paymentsOf(t, pool, p.OrderID))
 	requireReleased(t, store, h)
@@ -210,7 +211,7 @@ func TestTransactionsLateFinisherCommitsNothing(t *testing.T) {
 			}}
 			slowPay := transactional(t, slow.charge, store)
 			pay := transactional(t, h.charge, store)
-			p := newPayment()
+			p := paytest.New()
 
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
@@ -223,7 +224,7 @@ func TestTransactionsLateFinisherCommitsNothing(t *testing.T) {
 			time.Sleep(time.Until(held.InProgressExpiresAt) + time.Millisecond) // the reservation lapses
 
 			type answer struct {
-				res chargeResult
+				res paytest.Charge
 				err error
 			}
 			taken := make(chan answer, 1)
@@ -238,7 +239,7 @@ func TestTransactionsLateFinisherCommitsNothing(t *testing.T) {
 			require.NoError(t, a.err, "the call after the lapse takes the key over")
 			release.open()
 			err = <-late
-			require.ErrorIs(t, err, idempotency.ErrNotCommitted)
+			require.ErrorAs(t, err, new(*idempotency.CommitError))
 			require.ErrorIs(t, err, persistence.ErrFenced)
 			assert.Equal(t, []string{a.res.ChargeID}, paymentsOf(t, pool, p.OrderID), "one payment: the call that took over")
 			again, err := pay(t.Context(), p)
@@ -257,7 +258,7 @@ func TestTransactionsCommitRefused(t *testing.T) {
 		pool, store := paymentsSetup(t)
 		_, err := pool.Exec(t.Context(), `ALTER TABLE payments ADD UNIQUE (order_id) DEFERRABLE INITIALLY DEFERRED`)
 		require.NoError(t, err)
-		p := newPayment()
+		p := paytest.New()
 		_, err = pool.Exec(t.Context(), `INSERT INTO payments VALUES ('ch_elsewhere', $1, 1)`, p.OrderID)
 		require.NoError(t, err)
 		h := &payments{}
@@ -271,7 +272,7 @@ func TestTransactionsCommitRefused(t *testing.T) {
 		refuseAtCommit(t, pool, "payments", "40001")
 		h := &payments{}
 		pay := transactional(t, h.charge, store)
-		p := newPayment()
+		p := paytest.New()
 		_, err := pay(t.Context(), p)
 		requireNotCommitted(t, err, "40001")
 		assert.Empty(t, paymentsOf(t, pool, p.OrderID))
@@ -322,7 +323,7 @@ func TestTransactionsConnectionKilledDuringTheHandler(t *testing.T) {
 				return nil
 			}}
 			pay := transactional(t, h.charge, store)
-			p := newPayment()
+			p := paytest.New()
 			result := make(chan error, 1)
 			go func() { _, err := pay(t.Context(), p); result <- err }()
 			pid := <-pids
@@ -369,7 +370,7 @@ func TestTransactionsDuplicateSeesTheReservation(t *testing.T) {
 		return nil
 	}}
 	pay := transactional(t, h.charge, store)
-	p := newPayment()
+	p := paytest.New()
 	first := make(chan error, 1)
 	go func() { _, err := pay(t.Context(), p); first <- err }()
 	<-wrote
@@ -401,10 +402,10 @@ func TestTransactionsConcurrentCallsOfOneKey(t *testing.T) {
 		others.Wait() // every other call has been answered
 		return nil
 	}}
-	p := newPayment()
+	p := paytest.New()
 	start := make(chan struct{})
 	type answer struct {
-		res chargeResult
+		res paytest.Charge
 		err error
 	}
 	answers := make(chan answer, calls)
@@ -420,7 +421,7 @@ func TestTransactionsConcurrentCallsOfOneKey(t *testing.T) {
 		}()
 	}
 	close(start)
-	var results []chargeResult
+	var results []paytest.Charge
 	inProgress := 0
 	for range calls {
 		a := <-answers
@@ -449,7 +450,7 @@ func TestTransactionsThroughAnHTTPAPIHandler(t *testing.T) {
 	failWith := 0 // the handler's status after its write, when set
 	api, err := httpapi.WrapAPIGatewayV2(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		n := runs.Add(1)
-		var in payment
+		var in paytest.Payment
 		if err := json.Unmarshal([]byte(req.Body), &in); err != nil {
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest}, nil
 		}
@@ -468,7 +469,7 @@ func TestTransactionsThroughAnHTTPAPIHandler(t *testing.T) {
 			Headers: map[string]string{"Content-Type": "application/json"}}, nil
 	}, store, idempotency.WithTransactions(), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
-	post := func(key string, p payment) events.APIGatewayV2HTTPResponse {
+	post := func(key string, p paytest.Payment) events.APIGatewayV2HTTPResponse {
 		t.Helper()
 		body, err := json.Marshal(p)
 		require.NoError(t, err)
@@ -479,7 +480,7 @@ func TestTransactionsThroughAnHTTPAPIHandler(t *testing.T) {
 		return resp
 	}
 
-	p := newPayment()
+	p := paytest.New()
 	first := post("key-1", p)
 	require.Equal(t, http.StatusCreated, first.StatusCode, first.Body)
 	again := post("key-1", p)
@@ -488,7 +489,7 @@ func TestTransactionsThroughAnHTTPAPIHandler(t *testing.T) {
 	assert.Equal(t, "true", header(again.Headers, httpapi.HeaderReplayed))
 	assert.Len(t, paymentsOf(t, pool, p.OrderID), 1)
 
-	q := newPayment()
+	q := paytest.New()
 	failWith = http.StatusBadGateway
 	assert.Equal(t, http.StatusBadGateway, post("key-2", q).StatusCode)
 	assert.Empty(t, paymentsOf(t, pool, q.OrderID), "a 5xx releases the key, and rolls the handler's writes back")
@@ -497,7 +498,7 @@ func TestTransactionsThroughAnHTTPAPIHandler(t *testing.T) {
 	assert.Len(t, paymentsOf(t, pool, q.OrderID), 1)
 
 	refuseAtCommit(t, pool, "payments", "40001")
-	r := newPayment()
+	r := paytest.New()
 	refused := post("key-3", r)
 	assert.Equal(t, http.StatusServiceUnavailable, refused.StatusCode, refused.Body)
 	assert.Equal(t, "1", header(refused.Headers, "Retry-After"))

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
@@ -32,6 +33,23 @@ func charge(t *testing.T, tx pgx.Tx) string {
 	return id
 }
 
+// reservedTx reserves a new key in a store on a database with a ledger
+// table, and begins a transaction with the handler's write in it: a call
+// that completes its key with CompleteTx, before it does. The
+// transaction is rolled back when t ends, unless it has ended.
+func reservedTx(t *testing.T) (*pgxpool.Pool, *postgres.Store, *persistence.Record, pgx.Tx) {
+	t.Helper()
+	pool, store := ledgerSetup(t)
+	now := testNow()
+	rec := recordtest.InProgress(newKey(), now)
+	require.NoError(t, store.Put(t.Context(), rec, now))
+	tx, err := pool.Begin(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	charge(t, tx)
+	return pool, store, rec, tx
+}
+
 func charges(t *testing.T, db postgres.DB) int {
 	t.Helper()
 	var n int
@@ -42,16 +60,8 @@ func charges(t *testing.T, db postgres.DB) int {
 // TestCompleteTxCommitsWithTheHandlersWrites: the handler's INSERT and the
 // completion commit together; until then, others see neither.
 func TestCompleteTxCommitsWithTheHandlersWrites(t *testing.T) {
-	pool, store := ledgerSetup(t)
+	pool, store, rec, tx := reservedTx(t)
 	ctx := t.Context()
-	now := testNow()
-	rec := inProgress(newKey(), now)
-	require.NoError(t, store.Put(ctx, rec, now))
-
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	charge(t, tx)
 	done := completed(rec, `{"charge":"ok"}`)
 	require.NoError(t, store.CompleteTx(ctx, tx, done))
 
@@ -85,16 +95,8 @@ func TestCompleteTxCommitsWithTheHandlersWrites(t *testing.T) {
 // handler's write is still in the transaction, which goes on), and the
 // caller's rollback leaves the record as it was.
 func TestCompleteTxFenced(t *testing.T) {
-	pool, store := ledgerSetup(t)
+	pool, store, rec, tx := reservedTx(t)
 	ctx := t.Context()
-	now := testNow()
-	rec := inProgress(newKey(), now)
-	require.NoError(t, store.Put(ctx, rec, now))
-
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	charge(t, tx)
 	intruder := completed(rec, `"late"`)
 	intruder.Token = rand.Text()
 	require.ErrorIs(t, store.CompleteTx(ctx, tx, intruder), persistence.ErrFenced)
@@ -110,22 +112,15 @@ func TestCompleteTxFenced(t *testing.T) {
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background())
-	require.ErrorIs(t, store.CompleteTx(ctx, tx, completed(inProgress(newKey(), now), `"x"`)), persistence.ErrFenced)
+	require.ErrorIs(t, store.CompleteTx(ctx, tx, completed(recordtest.InProgress(newKey(), testNow()), `"x"`)), persistence.ErrFenced)
 }
 
 // TestCompleteTxRollback: a completion that applied in a transaction that
 // is rolled back leaves the record in progress, as its reservation wrote
 // it; the owner can still complete it.
 func TestCompleteTxRollback(t *testing.T) {
-	pool, store := ledgerSetup(t)
+	pool, store, rec, tx := reservedTx(t)
 	ctx := t.Context()
-	now := testNow()
-	rec := inProgress(newKey(), now)
-	require.NoError(t, store.Put(ctx, rec, now))
-
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	charge(t, tx)
 	require.NoError(t, store.CompleteTx(ctx, tx, completed(rec, `"rolled back"`)))
 	require.NoError(t, tx.Rollback(ctx))
 
@@ -144,16 +139,8 @@ func TestCompleteTxRollback(t *testing.T) {
 // an open transaction gets the transaction's outcome, committed: a
 // conflict with the completed record.
 func TestCompleteTxHoldsTheKey(t *testing.T) {
-	pool, store := ledgerSetup(t)
+	_, store, rec, tx := reservedTx(t)
 	ctx := t.Context()
-	now := testNow()
-	rec := inProgress(newKey(), now)
-	require.NoError(t, store.Put(ctx, rec, now))
-
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	charge(t, tx)
 	done := completed(rec, `"held"`)
 	require.NoError(t, store.CompleteTx(ctx, tx, done))
 
@@ -161,7 +148,7 @@ func TestCompleteTxHoldsTheKey(t *testing.T) {
 	// completion, a takeover.
 	later := rec.InProgressExpiresAt.Add(1)
 	result := make(chan error, 1)
-	go func() { result <- store.Put(ctx, inProgress(rec.Key, later), later) }()
+	go func() { result <- store.Put(ctx, recordtest.InProgress(rec.Key, later), later) }()
 	require.NoError(t, tx.Commit(ctx))
 	var conflict *persistence.ConflictError
 	require.ErrorAs(t, <-result, &conflict)
@@ -176,6 +163,6 @@ func TestCompleteTxRefusesRenewals(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background())
-	require.ErrorContains(t, store.CompleteTx(ctx, tx, inProgress(newKey(), testNow())), "want COMPLETED")
-	require.ErrorContains(t, store.CompleteTx(ctx, nil, completed(inProgress(newKey(), testNow()), "")), "nil transaction")
+	require.ErrorContains(t, store.CompleteTx(ctx, tx, recordtest.InProgress(newKey(), testNow())), "want COMPLETED")
+	require.ErrorContains(t, store.CompleteTx(ctx, nil, completed(recordtest.InProgress(newKey(), testNow()), "")), "nil transaction")
 }

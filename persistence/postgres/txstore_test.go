@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
@@ -28,7 +29,7 @@ import (
 func begin(t *testing.T, store *postgres.Store) (*persistence.Record, context.Context, persistence.Tx) {
 	t.Helper()
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 	require.NoError(t, store.Put(t.Context(), rec, now))
 	ctx, tx, err := store.BeginTx(t.Context(), rec)
 	require.NoError(t, err)
@@ -126,7 +127,7 @@ func TestTxCommitFenced(t *testing.T) {
 		rec, ctx, tx := begin(t, store)
 		handlerCharge(t, ctx)
 		later := rec.InProgressExpiresAt.Add(time.Millisecond)
-		other := inProgress(rec.Key, later)
+		other := recordtest.InProgress(rec.Key, later)
 		require.NoError(t, store.Put(t.Context(), other, later), "the lapsed reservation is taken over")
 
 		err := tx.Commit(t.Context(), completed(rec, `"late"`))
@@ -338,7 +339,7 @@ func TestBeginTxNeedsAPool(t *testing.T) {
 	defer conn.Close(context.Background())
 	require.NoError(t, postgres.CreateTable(t.Context(), conn, "idempotency"))
 	now := testNow()
-	rec := inProgress(newKey(), now)
+	rec := recordtest.InProgress(newKey(), now)
 
 	onConn := newStore(t, conn)
 	_, _, err = onConn.BeginTx(t.Context(), rec)

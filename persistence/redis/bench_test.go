@@ -8,12 +8,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
+	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
+
+// response is the benchmarks' response, an API Gateway proxy response.
+const response = `{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`
+
+// benchStore starts a redis-server for b, and returns a client and a
+// store on it, the prefix of the benchmark's keys, and a completed record
+// holding response. The server also holds response as the plain value of
+// the key "plain".
+func benchStore(b *testing.B, name string) (*redis.Client, *redisstore.Store, string, *persistence.Record) {
+	b.Helper()
+	client := redisserver.Start(b).NewClient()
+	store := newStore(b, client)
+	now := testNow()
+	prefix := name + "#" + rand.Text() + "#"
+	require.NoError(b, client.Set(b.Context(), "plain", response, 0).Err())
+	done := completed(recordtest.InProgress(prefix+"done", now), response)
+	require.NoError(b, store.Put(b.Context(), done, now))
+	require.NoError(b, store.Update(b.Context(), done))
+	return client, store, prefix, done
+}
 
 // measure runs op once per benchmark iteration, timing each call, and
 // reports the median and 99th percentile next to ns/op.
@@ -49,18 +72,9 @@ func reportPercentiles(b *testing.B, prefix string, durations []time.Duration) {
 // completed invocation costs (a Put that conflicts and returns the record:
 // one round trip).
 func BenchmarkStore(b *testing.B) {
-	srv := redisserver.Start(b)
-	client := srv.NewClient()
-	store := newStore(b, client)
+	client, store, prefix, done := benchStore(b, "bench")
 	ctx := b.Context()
 	now := testNow()
-	response := []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)
-	prefix := "bench#" + rand.Text() + "#"
-
-	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
-	done := completed(inProgress(prefix+"done", now), string(response))
-	require.NoError(b, store.Put(ctx, done, now))
-	require.NoError(b, store.Update(ctx, done))
 
 	b.Run("GET", func(b *testing.B) {
 		measure(b, func(int) {
@@ -72,15 +86,15 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("PutNew", func(b *testing.B) {
 		base := prefix + "new-" + rand.Text() + "-"
 		measure(b, func(i int) {
-			if err := store.Put(ctx, inProgress(base+strconv.Itoa(i), now), now); err != nil {
+			if err := store.Put(ctx, recordtest.InProgress(base+strconv.Itoa(i), now), now); err != nil {
 				b.Fatal(err)
 			}
 		})
 	})
 	b.Run("Update", func(b *testing.B) {
-		rec := inProgress(prefix+"update-"+rand.Text(), now)
+		rec := recordtest.InProgress(prefix+"update-"+rand.Text(), now)
 		require.NoError(b, store.Put(ctx, rec, now))
-		next := completed(rec, string(response))
+		next := completed(rec, response)
 		measure(b, func(int) {
 			if err := store.Update(ctx, next); err != nil {
 				b.Fatal(err)
@@ -90,17 +104,17 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("FirstCall", func(b *testing.B) {
 		base := prefix + "first-" + rand.Text() + "-"
 		measure(b, func(i int) {
-			rec := inProgress(base+strconv.Itoa(i), now)
+			rec := recordtest.InProgress(base+strconv.Itoa(i), now)
 			if err := store.Put(ctx, rec, now); err != nil {
 				b.Fatal(err)
 			}
-			if err := store.Update(ctx, completed(rec, string(response))); err != nil {
+			if err := store.Update(ctx, completed(rec, response)); err != nil {
 				b.Fatal(err)
 			}
 		})
 	})
 	b.Run("Replay", func(b *testing.B) {
-		probe := inProgress(done.Key, now)
+		probe := recordtest.InProgress(done.Key, now)
 		measure(b, func(int) {
 			var conflict *persistence.ConflictError
 			if err := store.Put(ctx, probe, now); !errors.As(err, &conflict) || conflict.Existing.Status != persistence.StatusCompleted {
@@ -123,49 +137,52 @@ func BenchmarkStore(b *testing.B) {
 // so that the three see the same load on a noisy machine. It reports the
 // median and 99th percentile of each; ns/op is the sum of the three.
 func BenchmarkInterleaved(b *testing.B) {
-	srv := redisserver.Start(b)
-	client := srv.NewClient()
-	store := newStore(b, client)
+	client, store, prefix, done := benchStore(b, "interleaved")
 	ctx := b.Context()
 	now := testNow()
-	response := []byte(`{"statusCode":201,"body":"{\"id\":\"p_1\"}","headers":{"Content-Type":"application/json"}}`)
-	prefix := "interleaved#" + rand.Text() + "#"
-
-	require.NoError(b, client.Set(ctx, "plain", response, 0).Err())
-	done := completed(inProgress(prefix+"done", now), string(response))
-	require.NoError(b, store.Put(ctx, done, now))
-	require.NoError(b, store.Update(ctx, done))
-	probe := inProgress(done.Key, now)
-
-	var get, first, replay []time.Duration
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		start := time.Now()
-		if err := client.Get(ctx, "plain").Err(); err != nil {
-			b.Fatal(err)
-		}
-		get = append(get, time.Since(start))
-
-		start = time.Now()
-		rec := inProgress(prefix+strconv.Itoa(i), now)
+	probe := recordtest.InProgress(done.Key, now)
+	interleave(b, client, func(i int) {
+		rec := recordtest.InProgress(prefix+strconv.Itoa(i), now)
 		if err := store.Put(ctx, rec, now); err != nil {
 			b.Fatal(err)
 		}
-		if err := store.Update(ctx, completed(rec, string(response))); err != nil {
+		if err := store.Update(ctx, completed(rec, response)); err != nil {
 			b.Fatal(err)
 		}
-		first = append(first, time.Since(start))
-
-		start = time.Now()
+	}, func() {
 		var conflict *persistence.ConflictError
 		if err := store.Put(ctx, probe, now); !errors.As(err, &conflict) {
 			b.Fatalf("Put over a completed record: %v", err)
 		}
-		replay = append(replay, time.Since(start))
+	})
+}
+
+// interleave times, in every iteration of b, a plain GET of the key
+// "plain" with client, then first(i) and replay(), one after the other,
+// so that the three see the same load, and reports the median and 99th
+// percentile of each.
+func interleave(b *testing.B, client *redis.Client, first func(i int), replay func()) {
+	b.Helper()
+	var gets, firsts, replays []time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		if err := client.Get(b.Context(), "plain").Err(); err != nil {
+			b.Fatal(err)
+		}
+		gets = append(gets, time.Since(start))
+
+		start = time.Now()
+		first(i)
+		firsts = append(firsts, time.Since(start))
+
+		start = time.Now()
+		replay()
+		replays = append(replays, time.Since(start))
 	}
-	reportPercentiles(b, "get-", get)
-	reportPercentiles(b, "first-", first)
-	reportPercentiles(b, "replay-", replay)
+	reportPercentiles(b, "get-", gets)
+	reportPercentiles(b, "first-", firsts)
+	reportPercentiles(b, "replay-", replays)
 }
 
 // BenchmarkWrapInterleaved is BenchmarkInterleaved through idempotency.Wrap:
@@ -185,33 +202,18 @@ func BenchmarkWrapInterleaved(b *testing.B) {
 	require.NoError(b, err)
 	base := rand.Text()
 
-	var get, first, replay []time.Duration
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		start := time.Now()
-		if err := client.Get(ctx, "plain").Err(); err != nil {
-			b.Fatal(err)
-		}
-		get = append(get, time.Since(start))
-
-		start = time.Now()
+	interleave(b, client, func(i int) {
 		if _, err := h(ctx, order{OrderID: base + strconv.Itoa(i), Amount: i}); err != nil {
 			b.Fatal(err)
 		}
-		first = append(first, time.Since(start))
-
-		start = time.Now()
+	}, func() {
 		if _, err := h(ctx, done); err != nil {
 			b.Fatal(err)
 		}
-		replay = append(replay, time.Since(start))
-	}
+	})
 	if runs := c.runs.Load(); runs != int64(b.N)+1 {
 		b.Fatalf("the handler ran %d times, want %d", runs, b.N+1)
 	}
-	reportPercentiles(b, "get-", get)
-	reportPercentiles(b, "first-", first)
-	reportPercentiles(b, "replay-", replay)
 }
 
 // BenchmarkWaitReplicas measures a first call's writes (Put and Update) on
@@ -228,7 +230,7 @@ func BenchmarkWaitReplicas(b *testing.B) {
 		b.Run("FirstCall/wait_"+strconv.Itoa(replicas), func(b *testing.B) {
 			base := "wait#" + rand.Text() + "-"
 			measure(b, func(i int) {
-				rec := inProgress(base+strconv.Itoa(i), now)
+				rec := recordtest.InProgress(base+strconv.Itoa(i), now)
 				if err := store.Put(ctx, rec, now); err != nil {
 					b.Fatal(err)
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/storetest"
@@ -73,7 +74,7 @@ func TestClusterReadsGoToThePrimary(t *testing.T) {
 	now := testNow()
 
 	for i := range 10 {
-		rec := inProgress(fmt.Sprintf("cluster-%d#%s", i, rand.Text()), now)
+		rec := recordtest.InProgress(fmt.Sprintf("cluster-%d#%s", i, rand.Text()), now)
 		require.NoError(t, store.Put(ctx, rec, now))
 		got, err := store.Get(ctx, rec.Key)
 		require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestClusterReadsGoToThePrimary(t *testing.T) {
 		done := completed(rec, `"ok"`)
 		require.NoError(t, store.Update(ctx, done))
 		var conflict *persistence.ConflictError
-		require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+		require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(rec.Key, now), now), &conflict)
 		requireRecord(t, done, conflict.Existing)
 		require.ErrorIs(t, store.Delete(ctx, rec.Key, rec.Token), persistence.ErrFenced, "a release must not delete a result")
 

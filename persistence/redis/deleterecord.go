@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -54,13 +52,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 //
 // It returns 1 when it deleted the record, 0 when there is no record, and
 // -1 when the record differs.
-var deleteRecordScript = redis.NewScript(`
-local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
-end
-redis.call('HDEL', key, ARGV[1])
+var deleteRecordScript = recordScript(`
 if kind == 'none' then
   return 0
 end

@@ -68,6 +68,7 @@
 //	error_type              a recorded handler error's type (absent if none)
 //	error_message           a recorded handler error's message (absent if none)
 //	response_omitted        "1" when the response was too large to keep (see Options.MaxResponseSize)
+//	held                    "1" on a reservation that keeps its key when it lapses (absent otherwise)
 //
 // The first five are the Powertools attribute names; Options.Fields renames
 // any of them.

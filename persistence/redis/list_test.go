@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
@@ -37,7 +38,7 @@ func listed(t *testing.T, store *redisstore.Store, prefix string, pageSize int) 
 func putRecords(t *testing.T, store *redisstore.Store, now time.Time, keys ...string) {
 	t.Helper()
 	for i, key := range keys {
-		rec := inProgress(key, now)
+		rec := recordtest.InProgress(key, now)
 		require.NoError(t, store.Put(t.Context(), rec, now))
 		if i%2 == 0 {
 			require.NoError(t, store.Update(t.Context(), completed(rec, `{"receipt":1}`)))
@@ -55,7 +56,7 @@ func TestList(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, client.HSet(ctx, "idem:cart", "items", "3").Err())
 	require.NoError(t, client.Set(ctx, "idem:counter", "7", 0).Err())
-	require.NoError(t, newStore(t, client, withPrefix("other:")).Put(ctx, inProgress("orders#9", now), now))
+	require.NoError(t, newStore(t, client, withPrefix("other:")).Put(ctx, recordtest.InProgress("orders#9", now), now))
 
 	keys, recs := listed(t, store, "", 2)
 	require.Equal(t, []string{"orders#1", "orders#2", "orders[x]#3", "refunds#1"}, keys)
@@ -85,7 +86,7 @@ func TestDeleteRecord(t *testing.T) {
 	store := newStore(t, redisserver.Start(t).NewClient())
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress("orders#1", now)
+	rec := recordtest.InProgress("orders#1", now)
 	require.NoError(t, store.Put(ctx, rec, now))
 	seen, err := store.Get(ctx, rec.Key)
 	require.NoError(t, err)
@@ -107,7 +108,7 @@ func TestDeleteRecord(t *testing.T) {
 	require.ErrorIs(t, store.DeleteRecord(ctx, done), persistence.ErrNotFound)
 
 	// A record without an in-progress expiry.
-	rec = inProgress("orders#2", now)
+	rec = recordtest.InProgress("orders#2", now)
 	rec.InProgressExpiresAt = time.Time{}
 	require.NoError(t, store.Put(ctx, rec, now))
 	seen, err = store.Get(ctx, rec.Key)

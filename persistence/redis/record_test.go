@@ -1,12 +1,11 @@
 package redis
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
-	"github.com/retrysafe/retrysafe/persistence/storetest"
 )
 
 func defaultFields(t testing.TB) Fields {
@@ -66,7 +65,7 @@ func FuzzRecordEncoding(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", rec, err)
 		}
-		if diff := storetest.Diff(got, rec); diff != "" {
+		if diff := recordtest.Diff(got, rec); diff != "" {
 			t.Fatalf("decode(encode(%+v)) differs:\n%s", rec, diff)
 		}
 	})
@@ -101,28 +100,4 @@ func TestDecodeRejects(t *testing.T) {
 			t.Errorf("%s: decode(%q) = %+v, want an error", name, reply, rec)
 		}
 	}
-}
-
-// FuzzCeilMilli checks the rounding the scripts rely on: for a stored time
-// a in whole milliseconds, a is before now exactly when a < ceilMilli(now).
-func FuzzCeilMilli(f *testing.F) {
-	f.Add(int64(1_800_000_000_000), int64(1_800_000_000_000_000_000))
-	f.Add(int64(1_800_000_000_000), int64(1_800_000_000_000_000_001))
-	f.Add(int64(1_800_000_000_001), int64(1_800_000_000_000_999_999))
-	f.Add(int64(-1), int64(-1))
-	f.Add(int64(-1), int64(-1_000_000))
-	f.Fuzz(func(t *testing.T, stored, nowNanos int64) {
-		if stored < -1e15 || stored > 1e15 {
-			t.Skip()
-		}
-		now := time.Unix(0, nowNanos)
-		ceil, err := strconv.ParseInt(ceilMilli(now), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if before, less := time.UnixMilli(stored).Before(now), stored < ceil; before != less {
-			t.Fatalf("stored %d ms, now %v (%d ns): Before = %v, stored < ceilMilli(now) = %d: %v",
-				stored, now, nowNanos, before, ceil, less)
-		}
-	})
 }

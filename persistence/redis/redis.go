@@ -9,22 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrysafe/retrysafe/internal/epoch"
 	"github.com/retrysafe/retrysafe/persistence"
-)
-
-// Default hash field names. The first five are the attribute names of the
-// Powertools DynamoDB and Redis layers.
-const (
-	DefaultStatusField               = "status"
-	DefaultExpirationField           = "expiration"
-	DefaultInProgressExpirationField = "in_progress_expiration"
-	DefaultValidationField           = "validation"
-	DefaultDataField                 = "data"
-	DefaultTokenField                = "owner_token"
-	DefaultErrorTypeField            = "error_type"
-	DefaultErrorMessageField         = "error_message"
-	DefaultResponseOmittedField      = "response_omitted"
-	DefaultHeldField                 = "held"
 )
 
 // guardField is the hash field the scripts delete to make a read-only
@@ -32,30 +18,36 @@ const (
 const guardField = "retrysafe:primary-check"
 
 // Fields names the fields of the hash that holds a record. An empty name
-// takes its default (the Default*Field constants).
+// takes its default, given with each field. The defaults of the first
+// five are the attribute names of the Powertools DynamoDB and Redis
+// layers.
 type Fields struct {
-	// Status holds the record's status, INPROGRESS or COMPLETED.
+	// Status holds the record's status, INPROGRESS or COMPLETED. Default
+	// "status".
 	Status string
-	// Expiration holds ExpiresAt in epoch seconds.
+	// Expiration holds ExpiresAt in epoch seconds. Default "expiration".
 	Expiration string
 	// InProgressExpiration holds InProgressExpiresAt in epoch milliseconds;
-	// absent when there is none.
+	// absent when there is none. Default "in_progress_expiration".
 	InProgressExpiration string
-	// Validation holds the payload hash; absent when empty.
+	// Validation holds the payload hash; absent when empty. Default
+	// "validation".
 	Validation string
 	// Data holds the response bytes, as they are; absent when empty.
+	// Default "data".
 	Data string
 	// Token holds the token of the invocation that wrote the record.
+	// Default "owner_token".
 	Token string
 	// ErrorType and ErrorMessage hold a recorded handler error; absent when
-	// empty.
+	// empty. Defaults "error_type" and "error_message".
 	ErrorType    string
 	ErrorMessage string
 	// ResponseOmitted is "1" when the response was too large to keep; absent
-	// otherwise.
+	// otherwise. Default "response_omitted".
 	ResponseOmitted string
 	// Held is "1" on a reservation that keeps its key when it lapses
-	// (persistence.Record.Held); absent otherwise.
+	// (persistence.Record.Held); absent otherwise. Default "held".
 	Held string
 }
 
@@ -163,16 +155,16 @@ func (f Fields) resolve() (Fields, error) {
 		p    *string
 		def  string
 	}{
-		{"Status", &f.Status, DefaultStatusField},
-		{"Expiration", &f.Expiration, DefaultExpirationField},
-		{"InProgressExpiration", &f.InProgressExpiration, DefaultInProgressExpirationField},
-		{"Validation", &f.Validation, DefaultValidationField},
-		{"Data", &f.Data, DefaultDataField},
-		{"Token", &f.Token, DefaultTokenField},
-		{"ErrorType", &f.ErrorType, DefaultErrorTypeField},
-		{"ErrorMessage", &f.ErrorMessage, DefaultErrorMessageField},
-		{"ResponseOmitted", &f.ResponseOmitted, DefaultResponseOmittedField},
-		{"Held", &f.Held, DefaultHeldField},
+		{"Status", &f.Status, "status"},
+		{"Expiration", &f.Expiration, "expiration"},
+		{"InProgressExpiration", &f.InProgressExpiration, "in_progress_expiration"},
+		{"Validation", &f.Validation, "validation"},
+		{"Data", &f.Data, "data"},
+		{"Token", &f.Token, "owner_token"},
+		{"ErrorType", &f.ErrorType, "error_type"},
+		{"ErrorMessage", &f.ErrorMessage, "error_message"},
+		{"ResponseOmitted", &f.ResponseOmitted, "response_omitted"},
+		{"Held", &f.Held, "held"},
 	} {
 		if *field.p == "" {
 			*field.p = field.def
@@ -206,11 +198,11 @@ func (s *Store) RedisKey(key string) string { return s.prefix + key }
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	args := make([]any, 0, 10+18)
 	args = append(args,
-		ceilMilli(now),
+		guardField,
+		strconv.FormatInt(epoch.CeilMillis(now), 10),
 		rec.ExpiresAt.UnixMilli(),
 		string(persistence.StatusInProgress),
 		s.fields.Status, s.fields.Expiration, s.fields.InProgressExpiration,
-		guardField,
 		s.fields.Token, rec.Token,
 		s.fields.Held,
 	)
@@ -288,8 +280,8 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 		renewsTo = strconv.FormatInt(rec.InProgressExpiresAt.UnixMilli(), 10)
 	}
 	args := make([]any, 0, 9+18)
-	args = append(args, rec.Token, rec.ExpiresAt.UnixMilli(), s.fields.Token, guardField,
-		s.fields.Status, string(persistence.StatusInProgress), completes,
+	args = append(args, guardField, rec.Token, s.fields.Token, s.fields.Status,
+		string(persistence.StatusInProgress), completes, rec.ExpiresAt.UnixMilli(),
 		s.fields.InProgressExpiration, renewsTo)
 	args = append(args, s.fields.encode(rec, response, omitted)...)
 	reply, acks, err := s.runScript(ctx, updateScript, rec.Key, args...)
@@ -318,7 +310,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 // succeeds when there is none, and returns persistence.ErrFenced
 // otherwise.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
-	reply, acks, err := s.runScript(ctx, deleteScript, key, token, s.fields.Token, guardField,
+	reply, acks, err := s.runScript(ctx, deleteScript, key, guardField, token, s.fields.Token,
 		s.fields.Status, string(persistence.StatusInProgress))
 	if err != nil {
 		return s.opError("delete", key, err)
@@ -339,13 +331,4 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 // *net.OpError, a redis.Error such as READONLY).
 func (s *Store) opError(op, key string, err error) error {
 	return fmt.Errorf("persistence/redis: %s %q: %w", op, key, err)
-}
-
-// ceilMilli returns t in epoch milliseconds, rounded up.
-func ceilMilli(t time.Time) string {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	return strconv.FormatInt(ms, 10)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
@@ -31,19 +32,12 @@ func withPrefix(prefix string) func(*redisstore.Options) {
 	return func(o *redisstore.Options) { o.KeyPrefix = prefix }
 }
 
+// tokenField is the default name of the hash field of the owner token
+// (Fields.Token).
+const tokenField = "owner_token"
+
 // testNow is a whole second, as the idempotency package sets ExpiresAt.
 func testNow() time.Time { return time.Now().Truncate(time.Second) }
-
-func inProgress(key string, now time.Time) *persistence.Record {
-	return &persistence.Record{
-		Key:                 key,
-		Status:              persistence.StatusInProgress,
-		ExpiresAt:           now.Add(time.Hour),
-		InProgressExpiresAt: now.Add(30*time.Second + 250*time.Millisecond),
-		PayloadHash:         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-		Token:               rand.Text(),
-	}
-}
 
 func completed(rec *persistence.Record, response string) *persistence.Record {
 	c := *rec
@@ -55,7 +49,7 @@ func completed(rec *persistence.Record, response string) *persistence.Record {
 func requireRecord(t *testing.T, want, got *persistence.Record) {
 	t.Helper()
 	require.NotNil(t, got)
-	if diff := storetest.Diff(got, want); diff != "" {
+	if diff := recordtest.Diff(got, want); diff != "" {
 		t.Fatalf("record differs:\n%s", diff)
 	}
 }
@@ -194,7 +188,7 @@ func TestKeyExpiry(t *testing.T) {
 		require.Equal(t, rec.ExpiresAt.UnixMilli(), at.Milliseconds())
 	}
 
-	rec := inProgress("expiry#"+rand.Text(), now)
+	rec := recordtest.InProgress("expiry#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 	requireExpiry(t, rec)
 
@@ -205,7 +199,7 @@ func TestKeyExpiry(t *testing.T) {
 
 	// A Put over an expired record sets the new record's expiry.
 	later := now.Add(3 * time.Hour)
-	next := inProgress(rec.Key, later)
+	next := recordtest.InProgress(rec.Key, later)
 	require.NoError(t, store.Put(ctx, next, later))
 	requireExpiry(t, next)
 }
@@ -250,11 +244,11 @@ func TestLivenessBoundaries(t *testing.T) {
 		{ipAfterExpiry, base.Add(time.Nanosecond)},
 	}
 	for i, tc := range cases {
-		rec := inProgress("live#"+rand.Text(), base)
+		rec := recordtest.InProgress("live#"+rand.Text(), base)
 		rec.Status, rec.ExpiresAt, rec.InProgressExpiresAt = tc.held.status, tc.held.expires, tc.held.ipExpires
 		require.NoError(t, store.Put(ctx, rec, base.Add(-time.Hour)))
 
-		probe := inProgress(rec.Key, tc.now)
+		probe := recordtest.InProgress(rec.Key, tc.now)
 		probe.ExpiresAt = base.Add(2 * time.Hour)
 		err := store.Put(ctx, probe, tc.now)
 		if rec.Live(tc.now) {
@@ -276,7 +270,7 @@ func TestPastExpiryIsEvicted(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 	for _, expires := range []time.Time{{}, now.Add(-time.Hour)} {
-		rec := inProgress("past#"+rand.Text(), now)
+		rec := recordtest.InProgress("past#"+rand.Text(), now)
 		rec.ExpiresAt = expires
 		require.NoError(t, store.Put(ctx, rec, now))
 		_, err := store.Get(ctx, rec.Key)
@@ -300,7 +294,7 @@ func TestParallelPutsSeparateClients(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
-		records[i] = inProgress(key, now)
+		records[i] = recordtest.InProgress(key, now)
 		wg.Go(func() {
 			<-start
 			errs[i] = stores[i].Put(t.Context(), records[i], now)
@@ -338,7 +332,7 @@ func TestServerRestartBetweenPutAndUpdate(t *testing.T) {
 	store := newStore(t, srv.NewClient())
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress("restart#"+rand.Text(), now)
+	rec := recordtest.InProgress("restart#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 
 	srv.Restart()
@@ -351,7 +345,7 @@ func TestServerRestartBetweenPutAndUpdate(t *testing.T) {
 	require.ErrorIs(t, err, persistence.ErrNotFound)
 
 	// The key is free again.
-	again := inProgress(rec.Key, now)
+	again := recordtest.InProgress(rec.Key, now)
 	require.NoError(t, store.Put(ctx, again, now))
 	got, err := store.Get(ctx, rec.Key)
 	require.NoError(t, err)
@@ -373,7 +367,7 @@ func TestScriptFlush(t *testing.T) {
 		rt.reset()
 	}
 
-	rec := inProgress("flush#"+rand.Text(), now)
+	rec := recordtest.InProgress("flush#"+rand.Text(), now)
 	flush()
 	require.NoError(t, store.Put(ctx, rec, now))
 	rt.require(t, "Put after SCRIPT FLUSH", "evalsha", "eval")
@@ -391,12 +385,12 @@ func TestScriptFlush(t *testing.T) {
 
 	flush()
 	var conflict *persistence.ConflictError
-	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+	require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, done, conflict.Existing)
 	rt.require(t, "conflicting Put after SCRIPT FLUSH", "evalsha", "eval")
 
 	// A release applies to a reservation: a new key's.
-	held := inProgress("flush#"+rand.Text(), now)
+	held := recordtest.InProgress("flush#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, held, now))
 	flush()
 	require.NoError(t, store.Delete(ctx, held.Key, held.Token))
@@ -418,21 +412,21 @@ func TestRoundTrips(t *testing.T) {
 	now := testNow()
 
 	// Load the scripts once, so that the counts are the steady state.
-	warm := inProgress("warm#"+rand.Text(), now)
+	warm := recordtest.InProgress("warm#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, warm, now))
 	_, _ = store.Get(ctx, warm.Key)
 	require.NoError(t, store.Delete(ctx, warm.Key, warm.Token))
 	require.NoError(t, store.Put(ctx, warm, now))
 	require.NoError(t, store.Update(ctx, completed(warm, "1")))
 
-	rec := inProgress("rt#"+rand.Text(), now)
+	rec := recordtest.InProgress("rt#"+rand.Text(), now)
 	rt.reset()
 	require.NoError(t, store.Put(ctx, rec, now))
 	rt.require(t, "Put of a new key", "evalsha")
 
 	rt.reset()
 	var conflict *persistence.ConflictError
-	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+	require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, rec, conflict.Existing)
 	rt.require(t, "Put over a live record", "evalsha")
 
@@ -442,7 +436,7 @@ func TestRoundTrips(t *testing.T) {
 	rt.require(t, "Update", "evalsha")
 
 	rt.reset()
-	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+	require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, done, conflict.Existing)
 	rt.require(t, "Put over a completed record (a replay)", "evalsha")
 
@@ -558,17 +552,17 @@ func TestConnectionRefused(t *testing.T) {
 	}))
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress("refused#"+rand.Text(), now)
+	rec := recordtest.InProgress("refused#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 	require.NoError(t, noRetry.Delete(ctx, "refused#connect", "t"))
 	srv.Stop()
 
-	err := store.Put(ctx, inProgress(rec.Key, now), now)
+	err := store.Put(ctx, recordtest.InProgress(rec.Key, now), now)
 	requireFailure(t, err)
 	var opErr *net.OpError
 	require.ErrorAs(t, err, &opErr, "Put: %v", err)
 
-	requireFailure(t, noRetry.Put(ctx, inProgress(rec.Key, now), now))
+	requireFailure(t, noRetry.Put(ctx, recordtest.InProgress(rec.Key, now), now))
 	_, err = noRetry.Get(ctx, rec.Key)
 	requireFailure(t, err)
 	requireFailure(t, noRetry.Update(ctx, completed(rec, "1")))
@@ -617,7 +611,7 @@ func TestTimeout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newStore(t, srv.NewClient(tc.opts))
-			rec := inProgress("timeout#"+rand.Text(), now)
+			rec := recordtest.InProgress("timeout#"+rand.Text(), now)
 			// Connect and load the script first, so that the frozen server
 			// is met by EVALSHA on an open connection.
 			_, err := store.Get(t.Context(), rec.Key)
@@ -633,7 +627,7 @@ func TestTimeout(t *testing.T) {
 			// lost): the key then holds rec until its in-progress expiry. A
 			// reservation after that expiry succeeds whichever came first.
 			later := rec.InProgressExpiresAt.Add(time.Millisecond)
-			next := inProgress(rec.Key, later)
+			next := recordtest.InProgress(rec.Key, later)
 			require.NoError(t, store.Put(t.Context(), next, later))
 			got, err := store.Get(t.Context(), rec.Key)
 			require.NoError(t, err)
@@ -652,7 +646,7 @@ func TestReadOnlyReplica(t *testing.T) {
 	now := testNow()
 
 	onPrimary := newStore(t, primary.NewClient())
-	held := inProgress("replica#held-"+rand.Text(), now)
+	held := recordtest.InProgress("replica#held-"+rand.Text(), now)
 	require.NoError(t, onPrimary.Put(ctx, held, now))
 
 	replicaClient := replica.NewClient()
@@ -672,9 +666,9 @@ func TestReadOnlyReplica(t *testing.T) {
 		require.True(t, redis.IsReadOnlyError(err), "%v is not READONLY", err)
 	}
 
-	fresh := inProgress("replica#fresh-"+rand.Text(), now)
+	fresh := recordtest.InProgress("replica#fresh-"+rand.Text(), now)
 	requireReadOnly(t, onReplica.Put(ctx, fresh, now))
-	requireReadOnly(t, onReplica.Put(ctx, inProgress(held.Key, now), now))
+	requireReadOnly(t, onReplica.Put(ctx, recordtest.InProgress(held.Key, now), now))
 	_, err := onReplica.Get(ctx, held.Key)
 	requireReadOnly(t, err)
 	_, err = onReplica.Get(ctx, fresh.Key)
@@ -707,17 +701,17 @@ func TestForeignKeys(t *testing.T) {
 	require.NoError(t, client.HSet(ctx, "hash", "name", "v").Err())
 	for _, key := range []string{"string", "hash"} {
 		t.Run(key, func(t *testing.T) {
-			err := store.Put(ctx, inProgress(key, now), now)
+			err := store.Put(ctx, recordtest.InProgress(key, now), now)
 			requireFailure(t, err)
 			require.Contains(t, err.Error(), "WRONGTYPE")
 			_, err = store.Get(ctx, key)
 			requireFailure(t, err)
 			if key == "string" {
-				requireFailure(t, store.Update(ctx, inProgress(key, now)))
+				requireFailure(t, store.Update(ctx, recordtest.InProgress(key, now)))
 				requireFailure(t, store.Delete(ctx, key, "t"))
 			} else {
 				// A hash without our token is someone else's record.
-				require.ErrorIs(t, store.Update(ctx, inProgress(key, now)), persistence.ErrFenced)
+				require.ErrorIs(t, store.Update(ctx, recordtest.InProgress(key, now)), persistence.ErrFenced)
 				require.ErrorIs(t, store.Delete(ctx, key, "t"), persistence.ErrFenced)
 			}
 		})
@@ -736,11 +730,11 @@ func TestMaxResponseSize(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 
-	small := inProgress("max#"+rand.Text(), now)
+	small := recordtest.InProgress("max#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, small, now))
 	require.NoError(t, store.Update(ctx, completed(small, "12345678")))
 
-	big := inProgress("max#"+rand.Text(), now)
+	big := recordtest.InProgress("max#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, big, now))
 	err := store.Update(ctx, completed(big, "123456789"))
 	require.ErrorIs(t, err, persistence.ErrResponseOmitted)

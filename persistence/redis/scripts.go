@@ -2,30 +2,44 @@ package redis
 
 import "github.com/redis/go-redis/v9"
 
-// The store's four operations are Lua scripts, each touching only KEYS[1], so
+// The store's operations are Lua scripts, each touching only KEYS[1], so
 // each is atomic, runs on the primary that owns the key's slot, and costs one
 // round trip (EVALSHA; EVAL once more after the server lost its script cache).
 //
 // Scripts are written for Lua 5.1 as embedded in Redis 2.6 and later and in
 // Valkey, without the Redis 7 shebang, so they run unchanged on Redis 6.
 //
-// Guard: a script that would answer without writing (a conflict, a fenced
-// update or delete, a read) first runs HDEL of a field no record has. It
-// changes nothing and is not replicated, but a read-only replica refuses it
-// with READONLY, as it refuses the writes on the other paths. So every
-// operation sent to a replica fails with READONLY instead of answering from a
-// copy that may be stale.
+// Guard: every script first runs HDEL of a field no record has (ARGV[1],
+// guardField). It changes nothing and is not replicated, but a read-only
+// replica refuses it with READONLY, as it refuses the writes. So every
+// operation sent to a replica fails with READONLY, including those that
+// would answer without writing (a conflict, a fenced update or delete, a
+// read), instead of answering from a copy that may be stale.
+
+// recordScript returns the script that runs body after the prelude every
+// script shares. The prelude names KEYS[1] key and its type kind, fails
+// unless it holds a hash or nothing, and runs the guard, ARGV[1].
+func recordScript(body string) *redis.Script {
+	return redis.NewScript(`
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind ~= 'hash' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
+end
+redis.call('HDEL', key, ARGV[1])
+` + body)
+}
 
 // putScript reserves KEYS[1] unless a live record holds it
 // (docs/protocol.md: reserve, which applies over no record or one that is
 // not live, and is a conflict otherwise).
 //
-//	ARGV[1]    now, in epoch milliseconds rounded up
-//	ARGV[2]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
-//	ARGV[3]    the in-progress status value
-//	ARGV[4..6] field names: status, expiration (epoch seconds),
+//	ARGV[1]    the guard field
+//	ARGV[2]    now, in epoch milliseconds rounded up
+//	ARGV[3]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
+//	ARGV[4]    the in-progress status value
+//	ARGV[5..7] field names: status, expiration (epoch seconds),
 //	           in_progress_expiration (epoch milliseconds)
-//	ARGV[7]    the guard field
 //	ARGV[8]    the token field name
 //	ARGV[9]    the caller's token
 //	ARGV[10]   the held field name
@@ -47,18 +61,16 @@ import "github.com/redis/go-redis/v9"
 // not held, and in_progress_expiration < now: persistence.Record.Live. With integers
 // a and the caller's exact time t, a < t exactly when a < ceil(t), so the
 // caller rounds now up to the millisecond and the comparison is exact.
-var putScript = redis.NewScript(`
-local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
+var putScript = recordScript(`
 if kind == 'hash' then
-  local f = redis.call('HMGET', key, ARGV[4], ARGV[5], ARGV[6], ARGV[10])
+  local f = redis.call('HMGET', key, ARGV[5], ARGV[6], ARGV[7], ARGV[10])
   local expires = tonumber(f[2])
   if not f[1] or not expires then
     return redis.error_reply('WRONGTYPE key holds a hash that is not an idempotency record (no status or expiration field)')
   end
-  local now = tonumber(ARGV[1])
+  local now = tonumber(ARGV[2])
   local live = expires * 1000 >= now
-  if live and f[1] == ARGV[3] and f[3] and not f[4] then
+  if live and f[1] == ARGV[4] and f[3] and not f[4] then
     local until_ms = tonumber(f[3])
     if not until_ms then
       return redis.error_reply('WRONGTYPE key holds a record with a malformed in-progress expiration')
@@ -68,32 +80,48 @@ if kind == 'hash' then
   if live then
     if redis.call('HGET', key, ARGV[8]) == ARGV[9] then
       redis.call('HSET', key, ARGV[8], ARGV[9])
-    else
-      redis.call('HDEL', key, ARGV[7])
     end
     return redis.call('HGETALL', key)
   end
   redis.call('DEL', key)
-elseif kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
 end
 redis.call('HSET', key, unpack(ARGV, 11))
-redis.call('PEXPIREAT', key, ARGV[2])
+redis.call('PEXPIREAT', key, ARGV[3])
 return 1
 `)
 
+// ownScript returns the script that runs body on the caller's own record
+// at KEYS[1], the one that carries the caller's token: after the prelude
+// (see recordScript), it returns 0 when there is no record and -1 when the
+// record carries another token. body has the record's status in local
+// status.
+//
+//	ARGV[1] the guard field
+//	ARGV[2] the caller's token
+//	ARGV[3] the token field name
+//	ARGV[4] the status field name
+//	ARGV[5] the in-progress status value
+func ownScript(body string) *redis.Script {
+	return recordScript(`
+if kind == 'none' then
+  return 0
+end
+local f = redis.call('HMGET', key, ARGV[3], ARGV[4])
+if f[1] ~= ARGV[2] then
+  return -1
+end
+local status = f[2]
+` + body)
+}
+
 // updateScript replaces the record at KEYS[1] if it is the caller's own
 // reservation: it carries the caller's token and is in progress
-// (docs/protocol.md: renew, complete, record an error).
+// (docs/protocol.md: renew, complete, record an error). Its first
+// arguments are those of ownScript.
 //
-//	ARGV[1]    the caller's token
-//	ARGV[2]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
-//	ARGV[3]    the token field name
-//	ARGV[4]    the guard field
-//	ARGV[5]    the status field name
-//	ARGV[6]    the in-progress status value
-//	ARGV[7]    the completed status value when the write completes the
+//	ARGV[6]    the completed status value when the write completes the
 //	           record, "" when it renews it
+//	ARGV[7]    the new record's expiry, in epoch milliseconds, for PEXPIREAT
 //	ARGV[8]    the in-progress expiration field name
 //	ARGV[9]    a renewal's in-progress expiry, in epoch milliseconds; ""
 //	           for a completion
@@ -109,68 +137,37 @@ return 1
 // 1. On 2 and 3 it writes the token field with the value it has, which
 // changes nothing but is replicated, so that a WAIT after the script
 // covers the earlier write (see putScript).
-var updateScript = redis.NewScript(`
-local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
-end
-if kind == 'none' then
-  redis.call('HDEL', key, ARGV[4])
-  return 0
-end
-local f = redis.call('HMGET', key, ARGV[3], ARGV[5], ARGV[8])
-if f[1] ~= ARGV[1] then
-  redis.call('HDEL', key, ARGV[4])
-  return -1
-end
-if f[2] ~= ARGV[6] then
-  if ARGV[7] ~= '' and f[2] == ARGV[7] then
-    redis.call('HSET', key, ARGV[3], ARGV[1])
+var updateScript = ownScript(`
+if status ~= ARGV[5] then
+  if ARGV[6] ~= '' and status == ARGV[6] then
+    redis.call('HSET', key, ARGV[3], ARGV[2])
     return 2
   end
-  redis.call('HDEL', key, ARGV[4])
   return -2
 end
-if ARGV[9] ~= '' and f[3] and tonumber(f[3]) and tonumber(f[3]) > tonumber(ARGV[9]) then
-  redis.call('HSET', key, ARGV[3], ARGV[1])
-  return 3
+if ARGV[9] ~= '' then
+  local until_ms = tonumber(redis.call('HGET', key, ARGV[8]))
+  if until_ms and until_ms > tonumber(ARGV[9]) then
+    redis.call('HSET', key, ARGV[3], ARGV[2])
+    return 3
+  end
 end
 redis.call('DEL', key)
 redis.call('HSET', key, unpack(ARGV, 10))
-redis.call('PEXPIREAT', key, ARGV[2])
+redis.call('PEXPIREAT', key, ARGV[7])
 return 1
 `)
 
 // deleteScript deletes the record at KEYS[1] if it is the caller's own
 // reservation: it carries the caller's token and is in progress
-// (docs/protocol.md: release).
-//
-//	ARGV[1] the caller's token
-//	ARGV[2] the token field name
-//	ARGV[3] the guard field
-//	ARGV[4] the status field name
-//	ARGV[5] the in-progress status value
+// (docs/protocol.md: release). Its arguments are those of ownScript.
 //
 // It returns 1 when it deleted the record, 0 when there is no record, -1
 // when the record carries another token, and -2 when it is the caller's
 // but not in progress (completed: a release applied late must not delete
 // the result).
-var deleteScript = redis.NewScript(`
-local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
-end
-redis.call('HDEL', key, ARGV[3])
-if kind == 'none' then
-  return 0
-end
-local f = redis.call('HMGET', key, ARGV[2], ARGV[4])
-if f[1] ~= ARGV[1] then
-  return -1
-end
-if f[2] ~= ARGV[5] then
+var deleteScript = ownScript(`
+if status ~= ARGV[5] then
   return -2
 end
 redis.call('DEL', key)
@@ -183,12 +180,6 @@ return 1
 //
 // It returns the record's fields and values (as HGETALL), none when there is
 // no record.
-var getScript = redis.NewScript(`
-local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not an idempotency record')
-end
-redis.call('HDEL', key, ARGV[1])
+var getScript = recordScript(`
 return redis.call('HGETALL', key)
 `)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
@@ -29,11 +30,11 @@ func TestSentinelFailover(t *testing.T) {
 	rt := countRoundTrips(t, client)
 	store := newStore(t, client)
 
-	rec := inProgress("failover#"+rand.Text(), now)
+	rec := recordtest.InProgress("failover#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 	replicaClient := replica.NewClient()
 	require.Eventually(t, func() bool {
-		token, err := replicaClient.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+		token, err := replicaClient.HGet(ctx, rec.Key, tokenField).Result()
 		return err == nil && token == rec.Token
 	}, 30*time.Second, 10*time.Millisecond, "the record did not reach the replica")
 
@@ -54,7 +55,7 @@ func TestSentinelFailover(t *testing.T) {
 	require.Equal(t, string(persistence.StatusCompleted), onNewPrimary)
 
 	var conflict *persistence.ConflictError
-	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+	require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, done, conflict.Existing)
 }
 
@@ -75,13 +76,13 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 	both := newStore(t, client, withWait(2, 0))
 	one := newStore(t, client, withWait(1, 4*time.Second))
 
-	rec := inProgress("failover-wait#"+rand.Text(), now)
+	rec := recordtest.InProgress("failover-wait#"+rand.Text(), now)
 	require.NoError(t, both.Put(ctx, rec, now))
 	primary.Stop()
 
 	promoted := awaitPromotion(t, sentinel, replicas...)
 
-	token, err := promoted.NewClient().HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := promoted.NewClient().HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err, "the acknowledged reservation was lost in the failover")
 	require.Equal(t, rec.Token, token)
 	got, err := both.Get(ctx, rec.Key)

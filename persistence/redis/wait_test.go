@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/persistence"
 	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
@@ -48,16 +49,16 @@ func TestWaitReplicas(t *testing.T) {
 	now := testNow()
 
 	// The first run of each script loads it (NOSCRIPT, then EVAL).
-	warm := inProgress("warm#"+rand.Text(), now)
+	warm := recordtest.InProgress("warm#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, warm, now))
 	require.NoError(t, store.Delete(ctx, warm.Key, warm.Token))
 	require.NoError(t, store.Put(ctx, warm, now))
 	require.NoError(t, store.Update(ctx, completed(warm, `"ok"`)))
 	rt.reset()
-	rec := inProgress("wait#"+rand.Text(), now)
+	rec := recordtest.InProgress("wait#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
 	rt.require(t, "Put", "pipeline")
-	token, err := onReplica.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := onReplica.HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token)
 
@@ -71,16 +72,16 @@ func TestWaitReplicas(t *testing.T) {
 
 	// A conflict writes nothing; it is answered as without WaitReplicas.
 	var conflict *persistence.ConflictError
-	require.ErrorAs(t, store.Put(ctx, inProgress(rec.Key, now), now), &conflict)
+	require.ErrorAs(t, store.Put(ctx, recordtest.InProgress(rec.Key, now), now), &conflict)
 	requireRecord(t, done, conflict.Existing)
 
 	// A release applies to a reservation only.
-	held := inProgress("wait#"+rand.Text(), now)
+	held := recordtest.InProgress("wait#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, held, now))
 	rt.reset()
 	require.NoError(t, store.Delete(ctx, held.Key, held.Token))
 	rt.require(t, "Delete", "pipeline")
-	require.ErrorIs(t, onReplica.HGet(ctx, held.Key, redisstore.DefaultTokenField).Err(), redis.Nil)
+	require.ErrorIs(t, onReplica.HGet(ctx, held.Key, tokenField).Err(), redis.Nil)
 }
 
 // TestWaitReplicasUnacknowledged freezes the replica: every write is
@@ -92,13 +93,13 @@ func TestWaitReplicasUnacknowledged(t *testing.T) {
 	store := newStore(t, client, withWait(1, 100*time.Millisecond))
 	ctx := t.Context()
 	now := testNow()
-	rec := inProgress("unacknowledged#"+rand.Text(), now)
+	rec := recordtest.InProgress("unacknowledged#"+rand.Text(), now)
 
 	replica.Freeze()
 	err := store.Put(ctx, rec, now)
 	require.ErrorIs(t, err, redisstore.ErrNotReplicated)
 	require.ErrorContains(t, err, `put "`+rec.Key+`": applied on the primary, but acknowledged by 0 of 1 replicas`)
-	token, err := client.HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := client.HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token, "the reservation is not on the primary")
 
@@ -120,7 +121,7 @@ func TestWaitReplicasUnacknowledged(t *testing.T) {
 	// Once the replica has caught up, writes are acknowledged again, and a
 	// repeated Put finds its own replicated reservation.
 	patient := newStore(t, client, withWait(1, 4*time.Second))
-	again := inProgress("acknowledged#"+rand.Text(), now)
+	again := recordtest.InProgress("acknowledged#"+rand.Text(), now)
 	require.NoError(t, patient.Put(ctx, again, now))
 	var conflict *persistence.ConflictError
 	require.ErrorAs(t, patient.Put(ctx, again, now), &conflict)
@@ -166,11 +167,11 @@ func TestWaitReplicasScriptFlush(t *testing.T) {
 	ctx := t.Context()
 	now := testNow()
 
-	require.NoError(t, store.Put(ctx, inProgress("warm#"+rand.Text(), now), now))
+	require.NoError(t, store.Put(ctx, recordtest.InProgress("warm#"+rand.Text(), now), now))
 	require.NoError(t, client.ScriptFlush(ctx).Err())
-	rec := inProgress("flushed#"+rand.Text(), now)
+	rec := recordtest.InProgress("flushed#"+rand.Text(), now)
 	require.NoError(t, store.Put(ctx, rec, now))
-	token, err := replica.NewClient().HGet(ctx, rec.Key, redisstore.DefaultTokenField).Result()
+	token, err := replica.NewClient().HGet(ctx, rec.Key, tokenField).Result()
 	require.NoError(t, err)
 	require.Equal(t, rec.Token, token)
 }
@@ -213,12 +214,12 @@ func TestWaitTimeoutFollowsTheDeadline(t *testing.T) {
 	store := newStore(t, client, withWait(1, 2*time.Second))
 	now := testNow()
 
-	require.NoError(t, store.Put(t.Context(), inProgress("timeout#"+rand.Text(), now), now))
+	require.NoError(t, store.Put(t.Context(), recordtest.InProgress("timeout#"+rand.Text(), now), now))
 	require.Equal(t, []any{"wait", 1, int64(2000)}, seen.last())
 
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	require.NoError(t, store.Put(ctx, inProgress("deadline#"+rand.Text(), now), now))
+	require.NoError(t, store.Put(ctx, recordtest.InProgress("deadline#"+rand.Text(), now), now))
 	args := seen.last()
 	require.Equal(t, []any{"wait", 1}, args[:2])
 	ms := args[2].(int64)
@@ -246,7 +247,7 @@ func TestWaitReplicasCluster(t *testing.T) {
 		now := testNow()
 		cluster.Replicas[0].Freeze()
 		defer cluster.Replicas[0].Thaw()
-		err := store.Put(t.Context(), inProgress("cluster-wait#"+rand.Text(), now), now)
+		err := store.Put(t.Context(), recordtest.InProgress("cluster-wait#"+rand.Text(), now), now)
 		require.ErrorIs(t, err, redisstore.ErrNotReplicated)
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testing/teststeps"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -56,32 +57,6 @@ func wrap(t *testing.T, c *charger, store persistence.Store, opts ...idempotency
 	h, err := idempotency.Wrap(c.handle, store, opts...)
 	require.NoError(t, err)
 	return h
-}
-
-// events records the kinds of event the state machine reports.
-type events struct {
-	mu    sync.Mutex
-	kinds []idempotency.EventKind
-}
-
-// Observe records the steps of the state machine, leaving out the events
-// that time them.
-func (e *events) Observe(_ context.Context, ev idempotency.Event) {
-	switch ev.Kind {
-	case idempotency.EventStoreRequest, idempotency.EventRan, idempotency.EventCallEnded:
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.kinds = append(e.kinds, ev.Kind)
-}
-
-func (e *events) take() []idempotency.EventKind {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := e.kinds
-	e.kinds = nil
-	return k
 }
 
 func newOrder() order { return order{OrderID: rand.Text(), Amount: 4200} }
@@ -297,7 +272,7 @@ func TestWrapServerFrozen(t *testing.T) {
 func TestWrapRestartBetweenReservationAndCompletion(t *testing.T) {
 	srv := redisserver.Start(t)
 	store := newStore(t, srv.NewClient())
-	var ev events
+	var ev teststeps.Log
 	c := &charger{}
 	restarted := false
 	c.during = func(context.Context, order) error {
@@ -314,18 +289,18 @@ func TestWrapRestartBetweenReservationAndCompletion(t *testing.T) {
 	first, err := h(ctx, o)
 	require.NoError(t, err)
 	require.Equal(t, "ch_"+o.OrderID+"_1", first.ChargeID)
-	require.Equal(t, []idempotency.EventKind{idempotency.EventReserved, idempotency.EventFencedOut}, ev.take())
+	require.Equal(t, []string{"reserved", "complete fenced", "fenced_out"}, ev.Take())
 
 	second, err := h(ctx, o)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, c.runs.Load())
-	require.Equal(t, []idempotency.EventKind{idempotency.EventReserved, idempotency.EventCompleted}, ev.take())
+	require.Equal(t, []string{"reserved", "complete", "new"}, ev.Take())
 
 	third, err := h(ctx, o)
 	require.NoError(t, err)
 	require.Equal(t, second, third)
 	require.EqualValues(t, 2, c.runs.Load())
-	require.Equal(t, []idempotency.EventKind{idempotency.EventReplayed}, ev.take())
+	require.Equal(t, []string{"replay"}, ev.Take())
 }
 
 // TestConcurrentReplays: calls of a completed key that arrive together in

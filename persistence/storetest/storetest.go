@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/core"
+	"github.com/retrysafe/retrysafe/internal/testing/recordtest"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -42,9 +43,9 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	runProtocol(t, newStore)
 }
 
-// ParallelPuts is the number of concurrent reservations of one key in the
+// parallelPuts is the number of concurrent reservations of one key in the
 // "ParallelPutsOneWinner" case.
-const ParallelPuts = 50
+const parallelPuts = 50
 
 var cases = []struct {
 	name string
@@ -137,66 +138,9 @@ func mustGet(t *testing.T, s persistence.Store, key string) *persistence.Record 
 // checkRecord reports how got differs from want, field by field.
 func checkRecord(t *testing.T, what string, got, want *persistence.Record) {
 	t.Helper()
-	if diff := Diff(got, want); diff != "" {
+	if diff := recordtest.Diff(got, want); diff != "" {
 		t.Errorf("%s: record differs from what was written:\n%s", what, diff)
 	}
-}
-
-// Diff describes how record got differs from want, or returns "" when they
-// are equal as a store must round-trip them: times equal to the millisecond
-// (ExpiresAt to the second), and an empty Response equal to a nil one.
-func Diff(got, want *persistence.Record) string {
-	if got == nil || want == nil {
-		if got == want {
-			return ""
-		}
-		return fmt.Sprintf("got %v, want %v", got, want)
-	}
-	var b strings.Builder
-	field := func(name string, g, w any) {
-		fmt.Fprintf(&b, "  %s: got %v, want %v\n", name, g, w)
-	}
-	if got.Key != want.Key {
-		field("Key", got.Key, want.Key)
-	}
-	if got.Status != want.Status {
-		field("Status", got.Status, want.Status)
-	}
-	if got.ExpiresAt.Unix() != want.ExpiresAt.Unix() {
-		field("ExpiresAt", got.ExpiresAt, want.ExpiresAt)
-	}
-	if got.InProgressExpiresAt.UnixMilli() != want.InProgressExpiresAt.UnixMilli() {
-		field("InProgressExpiresAt", got.InProgressExpiresAt, want.InProgressExpiresAt)
-	}
-	if got.PayloadHash != want.PayloadHash {
-		field("PayloadHash", got.PayloadHash, want.PayloadHash)
-	}
-	if got.Token != want.Token {
-		field("Token", got.Token, want.Token)
-	}
-	if !bytes.Equal(got.Response, want.Response) {
-		field("Response", describe(got.Response), describe(want.Response))
-	}
-	if got.ResponseOmitted != want.ResponseOmitted {
-		field("ResponseOmitted", got.ResponseOmitted, want.ResponseOmitted)
-	}
-	if got.Held != want.Held {
-		field("Held", got.Held, want.Held)
-	}
-	if got.ErrorType != want.ErrorType {
-		field("ErrorType", got.ErrorType, want.ErrorType)
-	}
-	if got.ErrorMessage != want.ErrorMessage {
-		field("ErrorMessage", got.ErrorMessage, want.ErrorMessage)
-	}
-	return b.String()
-}
-
-func describe(b []byte) string {
-	if len(b) > 64 {
-		return fmt.Sprintf("%d bytes starting %q", len(b), b[:64])
-	}
-	return fmt.Sprintf("%q", b)
 }
 
 // checkConflict checks that err is a conflict, and that the existing record
@@ -293,11 +237,11 @@ func testCompletedIgnoresInProgressExpiry(t *testing.T, s persistence.Store) {
 	checkConflict(t, s.Put(ctx(t), inProgress(first.Key, later), later), done)
 }
 
-// LateWrites is the number of reservations of other keys that the
+// lateWrites is the number of reservations of other keys that the
 // "LateCompletionWithoutTakeover" case makes while a record is past its
 // in-progress expiry: enough to set off the housekeeping of a store that
 // drops records as it takes new ones.
-const LateWrites = 64
+const lateWrites = 64
 
 // testLateCompletionWithoutTakeover: a record past its in-progress expiry
 // but not its expiry stays in the store, however much traffic other keys
@@ -311,7 +255,7 @@ func testLateCompletionWithoutTakeover(t *testing.T, s persistence.Store) {
 	mustPut(t, s, rec, now)
 
 	later := now.Add(5 * time.Second)
-	for i := range LateWrites {
+	for i := range lateWrites {
 		mustPut(t, s, inProgress(fmt.Sprintf("%s-other-%d", rec.Key, i), later), later)
 	}
 	checkRecord(t, "Get of a lapsed reservation after other keys' traffic", mustGet(t, s, rec.Key), rec)
@@ -611,7 +555,7 @@ func testParallelPuts(t *testing.T, s persistence.Store) {
 		winners []*persistence.Record
 		others  []error
 	)
-	for range ParallelPuts {
+	for range parallelPuts {
 		rec := inProgress(key, now)
 		wg.Go(func() {
 			err := s.Put(ctx(t), rec, now)
@@ -626,7 +570,7 @@ func testParallelPuts(t *testing.T, s persistence.Store) {
 	}
 	wg.Wait()
 	if len(winners) != 1 {
-		t.Fatalf("%d concurrent Puts of one key: %d succeeded, want exactly 1", ParallelPuts, len(winners))
+		t.Fatalf("%d concurrent Puts of one key: %d succeeded, want exactly 1", parallelPuts, len(winners))
 	}
 	for _, err := range others {
 		if !errors.Is(err, persistence.ErrConflict) {

@@ -1,12 +1,13 @@
 // Package orderserver is the orders service of the gRPC example: its
 // CreateOrder creates an order once per AIP-155 request_id, behind
-// grpcidempotency's server interceptor.
+// the server interceptor of grpcidempotency's package grpcgo.
 package orderserver
 
 import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/grpcorders/ordersv1"
 	"github.com/retrysafe/retrysafe/grpcidempotency"
+	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/persistence"
 )
@@ -36,7 +38,7 @@ func (s *Service) CreateOrder(ctx context.Context, req *ordersv1.CreateOrderRequ
 	if req.GetCustomer() == "" || req.GetItem() == "" || req.GetQuantity() <= 0 {
 		// Nothing happened: the client may fix the request and send it
 		// again with its request_id.
-		grpcidempotency.MarkNotExecuted(ctx)
+		idempotency.MarkNotExecuted(ctx)
 		return nil, status.Error(codes.InvalidArgument, "customer, item and a positive quantity are required")
 	}
 	s.mu.Lock()
@@ -73,10 +75,10 @@ func (s *Service) Len() int {
 // request_id and runs once per request_id, over store. Keys are kept for a
 // day under the prefix "orders".
 func NewServer(svc ordersv1.OrdersServer, store persistence.Store, opts ...grpc.ServerOption) (*grpc.Server, error) {
-	idem, err := grpcidempotency.NewServerInterceptor(store,
+	idem, err := grpcgo.NewServerInterceptor(store,
 		grpcidempotency.WithGuardOptions(
 			idempotency.WithKeyPrefix("orders"),
-			idempotency.WithExpiry(idempotency.DefaultHTTPExpiry),
+			idempotency.WithExpiry(24*time.Hour),
 		),
 		grpcidempotency.WithMethodPolicy(ordersv1.Orders_CreateOrder_FullMethodName, grpcidempotency.Policy{RequireKey: true}),
 	)

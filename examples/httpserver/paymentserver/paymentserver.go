@@ -100,7 +100,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Nothing happened: the client may correct the body and send it again
 	// with the same key.
-	httpapi.MarkNotExecuted(r.Context())
+	idempotency.MarkNotExecuted(r.Context())
 	writeProblem(w, payment.InvalidPayment(err))
 }
 

@@ -73,7 +73,7 @@ func TestProtocol(t *testing.T) {
 	fixed := send(t, url, "POST", "order-2", body)
 	assert.Equal(t, http.StatusCreated, fixed.Status, "the invalid body did not use the key up")
 
-	large := send(t, url, "POST", "order-3", `{"customer":"`+strings.Repeat("x", httpapi.DefaultMaxBodySize)+`"}`)
+	large := send(t, url, "POST", "order-3", `{"customer":"`+strings.Repeat("x", 1<<20)+`"}`)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, large.Status)
 	assert.Equal(t, httpapi.ProblemBodyTooLarge, large.Problem(t).Type)
 

@@ -136,8 +136,8 @@ type Config struct {
 	Options []idempotency.GuardOption
 }
 
-// maxBody is the largest body read, as the middleware's default.
-const maxBody = httpapi.DefaultMaxBodySize
+// maxBody is the largest body read: 1 MiB, the middleware's default.
+const maxBody = 1 << 20
 
 // New returns the server's handler: POST /payments, whose ledger row
 // commits with the completion of its key, with a 24-hour expiry and the

@@ -103,7 +103,7 @@ func TestProtocol(t *testing.T) {
 	fixed := s.send(t, "order-2", body)
 	assert.Equal(t, http.StatusCreated, fixed.Status, "the invalid body did not use the key up")
 
-	large := s.send(t, "order-3", `{"customer":"`+strings.Repeat("x", httpapi.DefaultMaxBodySize)+`"}`)
+	large := s.send(t, "order-3", `{"customer":"`+strings.Repeat("x", 1<<20)+`"}`)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, large.Status)
 
 	charges := s.charges(t)

@@ -72,7 +72,7 @@ const HeaderDemoDelayAfterLedger = "X-Demo-Delay-After-Ledger"
 
 // Expiry is how long a key is remembered: a retry within 24 hours gets
 // the first response. It is the HTTP adapter's default.
-const Expiry = idempotency.DefaultHTTPExpiry
+const Expiry = httpapi.DefaultExpiry
 
 // KeyPrefix is the prefix of the idempotency records of this API.
 const KeyPrefix = "payments"
@@ -195,7 +195,7 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		// Validated before, so not reached; should it be, the refusal is
 		// not stored, and the client may correct the body and send it
 		// again with the same key.
-		httpapi.MarkNotExecuted(ctx)
+		idempotency.MarkNotExecuted(ctx)
 		return invalid(err), nil
 	}
 	if h.cfg.DemoDelay {

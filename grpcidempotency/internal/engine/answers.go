@@ -15,7 +15,7 @@ import (
 )
 
 // The reasons of the google.rpc.ErrorInfo of the interceptors' own
-// answers, in ErrorDomain; the public packages export them, and
+// answers, in ErrorDomain; package grpcidempotency exports them, and
 // docs/grpc.md says when each happens.
 const (
 	ReasonMissingKey        = "MISSING_KEY"

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -18,15 +19,24 @@ type Keyed struct {
 	Metadata bool
 }
 
+type contextKey struct{}
+
+// ContextWithKey returns a context whose calls the client interceptors
+// send with key (grpcidempotency.ContextWithKey).
+func ContextWithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, contextKey{}, key)
+}
+
 // Prepare gives the call of method with req a key, as the client
 // interceptors do: the key already in its key field, or in its metadata
-// (md, the values of the metadata key), or else chosen (ctxKey, when the
-// caller chose one, or a new UUID) and set in the key field of a copy of
-// req, or in the metadata when req has no key field. Calls whose request
-// has no key field, without a key in the metadata, a key chosen by the
-// caller, or a method in c.Methods, get none: ok is false, and they are
-// sent as they are, once.
-func (c *ClientConfig) Prepare(method string, req proto.Message, md []string, ctxKey string) (k Keyed, ok bool, err error) {
+// (md, the values of the metadata key), or else chosen (the key of
+// ContextWithKey in ctx, when the caller chose one, or a new UUID) and
+// set in the key field of a copy of req, or in the metadata when req has
+// no key field. Calls whose request has no key field, without a key in
+// the metadata, a key chosen by the caller, or a method in c.Methods, get
+// none: ok is false, and they are sent as they are, once.
+func (c *ClientConfig) Prepare(ctx context.Context, method string, req proto.Message, md []string) (k Keyed, ok bool, err error) {
+	ctxKey, _ := ctx.Value(contextKey{}).(string)
 	var fd protoreflect.FieldDescriptor
 	if req != nil {
 		fd = KeyField(req.ProtoReflect().Descriptor(), c.KeyField)

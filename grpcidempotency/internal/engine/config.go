@@ -1,4 +1,5 @@
-// Package engine is what the gRPC and Connect interceptors share: the
+// Package engine is what the gRPC and Connect interceptors share: their
+// configuration (which the options of package grpcidempotency write), the
 // server's path of a call through an idempotency.Guard (keys,
 // fingerprints, which results are stored, the answers), the stored form
 // of a result, and the client's retries. It speaks protocol buffers and
@@ -7,6 +8,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,7 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 )
 
-// Defaults shared by both adapters; the public packages export them.
+// Defaults shared by both adapters; package grpcidempotency exports them.
 const (
 	DefaultKeyField      = "request_id"
 	DefaultMetadataKey   = "idempotency-key"
@@ -38,7 +40,7 @@ var ErrNoScope = errors.New("idempotency: the call does not identify its caller"
 // when a call carries both.
 type KeySource int
 
-// The key sources; the public packages export them.
+// The key sources; package grpcidempotency exports them.
 const (
 	FieldFirst KeySource = iota
 	MetadataFirst
@@ -55,12 +57,21 @@ type Policy struct {
 	Skip       bool
 }
 
+// KeyPlace is where calls carry their key: the request field, else the
+// metadata key.
+type KeyPlace struct {
+	KeyField    protoreflect.Name
+	MetadataKey string
+}
+
 // Config is the resolved configuration of a server interceptor.
 type Config struct {
-	GuardOptions      []idempotency.GuardOption
-	KeyField          protoreflect.Name
-	KeyFunc           func(proto.Message) string
-	MetadataKey       string
+	KeyPlace
+	GuardOptions []idempotency.GuardOption
+	KeyFunc      func(proto.Message) string
+	// Scope returns the caller's scope; nil when callers share one key
+	// space.
+	Scope             func(context.Context) (string, error)
 	Default           Policy
 	Methods           map[string]*Policy
 	StoreServerErrors bool
@@ -77,8 +88,7 @@ func (c *Config) policy(method string) Policy {
 
 // ClientConfig is the resolved configuration of a client interceptor.
 type ClientConfig struct {
-	KeyField    protoreflect.Name
-	MetadataKey string
+	KeyPlace
 	// Methods get a key in the metadata when their requests have no key
 	// field.
 	Methods map[string]bool
@@ -87,16 +97,16 @@ type ClientConfig struct {
 
 // Options records the options of one entry point as they are applied:
 // which were given, and what was wrong with them. The option
-// constructors of the public packages write it.
+// constructors of package grpcidempotency write it.
 type Options struct {
 	name  string
 	given map[string]bool
 	errs  []error
 }
 
-// NewOptions starts the options of the entry point named name
-// ("grpcidempotency: NewServerInterceptor").
-func NewOptions(name string) *Options { return &Options{name: name, given: map[string]bool{}} }
+// newOptions starts the options of the entry point named name
+// ("grpcgo: NewServerInterceptor").
+func newOptions(name string) Options { return Options{name: name, given: map[string]bool{}} }
 
 // Use records that the option named name was given; only repeatable
 // options may be given twice.
@@ -122,6 +132,67 @@ func (o *Options) Err() error {
 		errs[i] = fmt.Errorf("%s: %w", o.name, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Server is what the options of a server interceptor write: its
+// configuration, and the record of the options.
+type Server struct {
+	Options
+	Config
+}
+
+// Client is what the options of a client interceptor write.
+type Client struct {
+	Options
+	ClientConfig
+}
+
+// ServerOption is grpcidempotency.ServerOption, as the engine sees it.
+type ServerOption interface{ ApplyServer(*Server) }
+
+// ClientOption is grpcidempotency.ClientOption, as the engine sees it.
+type ClientOption interface{ ApplyClient(*Client) }
+
+// NewConfig returns the configuration of a server interceptor: the
+// defaults, with opts applied in order. Its error reports every problem of
+// opts, after the entry point's name.
+func NewConfig[O ServerOption](name string, opts []O) (*Config, error) {
+	s := &Server{Options: newOptions(name), Config: Config{
+		KeyPlace:      KeyPlace{KeyField: DefaultKeyField, MetadataKey: DefaultMetadataKey},
+		MaxRetryDelay: DefaultMaxRetryDelay,
+	}}
+	for _, opt := range opts {
+		if any(opt) == nil {
+			s.Fail("nil option")
+			continue
+		}
+		opt.ApplyServer(s)
+	}
+	if s.Given("WithKeyField") && s.Given("WithKeyFunc") {
+		s.Fail("WithKeyField and WithKeyFunc both say where the key is; give one")
+	}
+	return &s.Config, s.Err()
+}
+
+// NewClientConfig returns the configuration of a client interceptor, as
+// NewConfig does for a server's, its RetryPolicy resolved.
+func NewClientConfig[O ClientOption](name string, opts []O) (*ClientConfig, error) {
+	c := &Client{Options: newOptions(name), ClientConfig: ClientConfig{
+		KeyPlace: KeyPlace{KeyField: DefaultKeyField, MetadataKey: DefaultMetadataKey},
+	}}
+	for _, opt := range opts {
+		if any(opt) == nil {
+			c.Fail("nil option")
+			continue
+		}
+		opt.ApplyClient(c)
+	}
+	retry, err := c.Retry.Resolve()
+	if err != nil {
+		c.Fail("grpcidempotency.WithRetry: %v", err)
+	}
+	c.Retry = retry
+	return &c.ClientConfig, c.Err()
 }
 
 // ValidField checks a key field's name.

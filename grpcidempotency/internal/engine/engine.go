@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -22,15 +21,17 @@ type Engine struct {
 	// statusOf returns the status an error of the adapter's framework
 	// carries, if any.
 	statusOf func(error) (*spb.Status, bool)
-	// took is a moving average of the handler's durations, in
-	// nanoseconds, the estimate behind the retry delay of ABORTED; 0 until
-	// the handler has run.
-	took atomic.Int64
 }
 
-// New returns the engine of cfg over store. statusOf returns the status
+// New returns the engine of a server interceptor over store, configured
+// by opts (see NewConfig). name is the interceptor's constructor, for
+// errors ("grpcgo: NewServerInterceptor"); statusOf returns the status
 // that an error of the adapter's framework carries.
-func New(name string, store persistence.Store, cfg *Config, statusOf func(error) (*spb.Status, bool)) (*Engine, error) {
+func New[O ServerOption](name string, store persistence.Store, opts []O, statusOf func(error) (*spb.Status, bool)) (*Engine, error) {
+	cfg, err := NewConfig(name, opts)
+	if err != nil {
+		return nil, err
+	}
 	if store == nil {
 		return nil, fmt.Errorf("%s: nil persistence.Store", name)
 	}
@@ -41,6 +42,9 @@ func New(name string, store persistence.Store, cfg *Config, statusOf func(error)
 	return &Engine{cfg: cfg, guard: guard, statusOf: statusOf}, nil
 }
 
+// MetadataKey returns the metadata key that carries keys.
+func (e *Engine) MetadataKey() string { return e.cfg.MetadataKey }
+
 // Call is a call as the server interceptor sees it.
 type Call struct {
 	// Method is the full method name, "/package.Service/Method".
@@ -49,8 +53,6 @@ type Call struct {
 	Request proto.Message
 	// Metadata are the values of the key's metadata key in the request.
 	Metadata []string
-	// Scope returns the caller's scope; nil when there is none.
-	Scope func(context.Context) (string, error)
 }
 
 // Reply is an answer of the engine's: a stored result to replay, or the
@@ -73,24 +75,6 @@ type Verdict struct {
 	Answer *Reply
 }
 
-// released is the error with which the engine gives Guard.Do a result
-// that is not stored: Do releases the key and returns it.
-type released struct {
-	code  code.Code
-	cause error
-}
-
-func (e *released) Error() string {
-	if e.cause != nil {
-		return fmt.Sprintf("idempotency: a result with code %s releases the key: %v", e.code, e.cause)
-	}
-	return fmt.Sprintf("idempotency: a result with code %s releases the key", e.code)
-}
-
-// Unwrap returns the handler's error, so that a classifier of
-// idempotency.WithPermanentErrors sees it.
-func (e *released) Unwrap() error { return e.cause }
-
 // Serve answers call. run runs the handler, as the holder of the call's
 // key, with the context it is given, and returns what it answered.
 func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context) *Result) Verdict {
@@ -108,8 +92,8 @@ func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context
 		return e.refuse(e.invalidKey(from, reason))
 	}
 	var scope *string
-	if call.Scope != nil {
-		s, err := call.Scope(ctx)
+	if e.cfg.Scope != nil {
+		s, err := e.cfg.Scope(ctx)
 		if err == nil && s == "" {
 			err = fmt.Errorf("%w: the scope function returned an empty scope", ErrNoScope)
 		}
@@ -131,17 +115,24 @@ func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context
 	}
 
 	res, err := e.guard.Do(ctx, material(scope, key), payload, func(ctx context.Context) ([]byte, error) {
-		mark := new(atomic.Bool)
-		start := time.Now()
-		r := run(context.WithValue(ctx, notExecutedKey{}, mark))
-		e.ran(time.Since(start))
-		if c := r.code(); mark.Load() || !Stores(c, e.cfg.StoreServerErrors) {
-			return nil, &released{code: c, cause: r.Cause}
+		r := run(ctx)
+		if !Stores(r.code(), e.cfg.StoreServerErrors) {
+			// Released, as the handler's error: unless it is permanent
+			// (idempotency.Permanent, WithPermanentErrors), which records
+			// it.
+			return nil, r.Cause
 		}
 		return encode(r)
 	})
+	return e.answer(res, err, from)
+}
+
+// answer translates how the Guard's call ended into the call's answer: the
+// handler's own, a replay, or a refusal. from is where the call's key
+// came from.
+func (e *Engine) answer(res idempotency.Result, err error, from source) Verdict {
 	switch res.Outcome {
-	case idempotency.OutcomeNew, idempotency.OutcomeHandlerError, idempotency.OutcomeFencedOut, idempotency.OutcomeCompletionFailed:
+	case idempotency.OutcomeNew, idempotency.OutcomeNotExecuted, idempotency.OutcomeHandlerError, idempotency.OutcomeFencedOut, idempotency.OutcomeCompletionFailed:
 		// The handler ran: its own answer, stored or not.
 		return Verdict{Own: true}
 	case idempotency.OutcomeReplay:
@@ -191,13 +182,11 @@ func (e *Engine) Serve(ctx context.Context, call *Call, run func(context.Context
 		return Verdict{Answer: &Reply{Status: &spb.Status{Code: int32(c), Message: err.Error()}}}
 	}
 	// In progress.
-	var until time.Time
-	if inProgress := (*idempotency.InProgressError)(nil); errors.As(err, &inProgress) {
-		until = inProgress.Until
-	}
+	var inProgress *idempotency.InProgressError
+	errors.As(err, &inProgress)
 	return e.refuse(newStatus(code.Code_ABORTED, ReasonKeyInUse,
 		"A call with the same idempotency key is still being processed. Retry after the delay in its google.rpc.RetryInfo to get its response.",
-		retryInfo(e.retryDelay(until))))
+		retryInfo(e.retryDelay(inProgress))))
 }
 
 func (e *Engine) refuse(st *spb.Status) Verdict { return Verdict{Answer: &Reply{Status: st}} }
@@ -211,45 +200,15 @@ const storeRetryDelay = time.Second
 // duplicates of a fast handler do not spin.
 const minRetryDelay = 10 * time.Millisecond
 
-// ran adds a duration of the handler to the estimate behind the retry
-// delay: an exponentially weighted moving average that gives the latest
-// run a weight of 1/8, as the HTTP adapters' Retry-After does.
-func (e *Engine) ran(d time.Duration) {
-	for {
-		old := e.took.Load()
-		avg := int64(d)
-		if old != 0 {
-			avg = old + (int64(d)-old)/8
-		}
-		if e.took.CompareAndSwap(old, max(avg, 1)) {
-			return
-		}
-	}
-}
-
-// retryDelay returns the retry delay of ABORTED: how long the handler
-// usually takes (the cap until it has run), at most the cap and the time
-// until the holder's reservation lapses at until, at least minRetryDelay.
-func (e *Engine) retryDelay(until time.Time) time.Duration {
+// retryDelay returns the retry delay of ABORTED: when a retry most likely
+// gets the other call's result (the error's RetryAfter: how long the
+// handler usually takes, at most until the reservation lapses; the cap
+// before the handler has run here), at most the cap, at least
+// minRetryDelay.
+func (e *Engine) retryDelay(inProgress *idempotency.InProgressError) time.Duration {
 	d := e.cfg.MaxRetryDelay
-	if took := time.Duration(e.took.Load()); took > 0 {
-		d = min(d, took)
-	}
-	if !until.IsZero() {
-		d = min(d, time.Until(until))
+	if inProgress != nil && inProgress.RetryAfter > 0 {
+		d = min(d, inProgress.RetryAfter)
 	}
 	return max(d, minRetryDelay)
-}
-
-type notExecutedKey struct{}
-
-// MarkNotExecuted marks the result that the handler running with ctx is
-// about to return as one of a call that did not execute; it reports
-// whether ctx is such a handler's.
-func MarkNotExecuted(ctx context.Context) bool {
-	mark, ok := ctx.Value(notExecutedKey{}).(*atomic.Bool)
-	if ok {
-		mark.Store(true)
-	}
-	return ok
 }

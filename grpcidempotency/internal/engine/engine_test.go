@@ -77,7 +77,7 @@ func TestStoredFormRoundTrips(t *testing.T) {
 
 // Keys are read by the policy's sources, in its order, and checked.
 func TestKeyOf(t *testing.T) {
-	cfg := &Config{KeyField: DefaultKeyField, MetadataKey: DefaultMetadataKey}
+	cfg := &Config{KeyPlace: KeyPlace{KeyField: DefaultKeyField, MetadataKey: DefaultMetadataKey}}
 	withField := &testpb.CreateOrderRequest{RequestId: "f"}
 	for _, tc := range []struct {
 		keys     KeySource

@@ -17,7 +17,7 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 )
 
-// Defaults of the client's retries; the public packages export them.
+// Defaults of the client's retries; package grpcidempotency exports them.
 const (
 	DefaultMaxAttempts = 5
 	DefaultMaxElapsed  = time.Minute

@@ -263,7 +263,7 @@ func (t *probeTx) Commit(ctx context.Context, rec *persistence.Record) error {
 // too: it stands for the connection that closes when a process dies.
 func (t *probeTx) Rollback(ctx context.Context) error { return t.inner.Rollback(ctx) }
 
-// Unwrap implements persistence.Unwrapper.
+// Unwrap returns the store the probe decorates (persistence.Commits).
 func (p *probe) Unwrap() persistence.Store { return p.inner }
 
 // dispatch sends each call through the fault injector of the invocation it
@@ -318,7 +318,7 @@ func (d dispatch) BeginTx(ctx context.Context, rec *persistence.Record) (context
 	return txStore.BeginTx(ctx, rec)
 }
 
-// Unwrap implements persistence.Unwrapper: the backend's store.
+// Unwrap returns the backend's store (persistence.Commits).
 func (d dispatch) Unwrap() persistence.Store { return d.backend }
 
 // httpFaults injects HTTP-level faults into the requests of an invocation,

@@ -104,32 +104,19 @@ type Server struct {
 
 var servers = &dynalite.Servers[*Server]{Name: "DynamoDB Local", StartContext: StartContext, Unavailable: ErrUnavailable}
 
-// Start starts a server for the test tb and stops it when tb ends. If Java
-// or DynamoDB Local is not installed, it skips tb (fails it when
-// IDEMPOTENCY_REQUIRE_INTEGRATION=1). Any other failure to start fails tb.
-func Start(tb testenv.TB) *Server {
-	tb.Helper()
-	return servers.Start(tb)
-}
-
-// Shared returns a server shared by every test of the test binary, starting
-// it on first use. Call Main from TestMain so that it is stopped when the
-// tests end; the server also exits by itself when the test binary does.
-// Missing Java or DynamoDB Local is handled as in Start.
-func Shared(tb testenv.TB) *Server {
-	tb.Helper()
-	return servers.Shared(tb)
-}
-
-// Main runs the tests of m and then stops the server that Shared started, if
-// any, and exits. Call it from TestMain:
+// Start, Shared, Main and StopShared are those of [dynalite.Servers], for
+// DynamoDB Local: a server for one test, or one shared by the tests of the
+// test binary, which Main stops. Without Java or DynamoDB Local, they skip
+// the test (fail it when IDEMPOTENCY_REQUIRE_INTEGRATION=1). Call Main
+// from TestMain:
 //
-//	func TestMain(m testenv.M) { dynamodblocal.Main(m) }
-func Main(m testenv.M) { servers.Main(m) }
-
-// StopShared stops the server that Shared started, if any: Main's end,
-// for a TestMain that also stops other servers.
-func StopShared() { servers.StopShared() }
+//	func TestMain(m *testing.M) { dynamodblocal.Main(m) }
+var (
+	Start      = servers.Start
+	Shared     = servers.Shared
+	Main       = servers.Main
+	StopShared = servers.StopShared
+)
 
 // installDir returns the folder DynamoDB Local is installed in: the value of DirEnv,
 // or .dynamodb-local at the module root.

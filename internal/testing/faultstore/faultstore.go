@@ -86,9 +86,14 @@ type Store struct {
 	// held writes.
 	OnHold func(ctx context.Context, h *Held)
 
-	mu    sync.Mutex
-	calls map[Op]int
-	held  []*Held
+	// KeepUpdates makes the Store keep a copy of the record of every
+	// Update call, whatever its fault, which Updates returns.
+	KeepUpdates bool
+
+	mu      sync.Mutex
+	calls   map[Op]int
+	held    []*Held
+	updates []persistence.Record
 }
 
 // Held is a write that ApplyLate held back: it reaches the inner store
@@ -166,11 +171,18 @@ var (
 	_ persistence.Store     = (*Store)(nil)
 	_ persistence.Committer = (*Store)(nil)
 	_ persistence.TxStore   = (*Store)(nil)
-	_ persistence.Unwrapper = (*Store)(nil)
 )
 
 // New returns a Store over inner that injects nothing until Fault is set.
 func New(inner persistence.Store) *Store { return &Store{Inner: inner} }
+
+// Updates returns the records of the Update calls the Store has received,
+// in their order, when KeepUpdates is set.
+func (s *Store) Updates() []persistence.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.updates)
+}
 
 // Calls returns how many calls of op the Store has received.
 func (s *Store) Calls(op Op) int {
@@ -244,6 +256,11 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 
 // Update implements persistence.Store.
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
+	if s.KeepUpdates {
+		s.mu.Lock()
+		s.updates = append(s.updates, *snapshot(rec))
+		s.mu.Unlock()
+	}
 	fault := s.start(OpUpdate, rec.Key)
 	if fault == ApplyLate {
 		snap := snapshot(rec)
