@@ -34,22 +34,17 @@ Responses are shown decompressed; -o json prints the record for scripts.`,
 			if len(args) != 1 {
 				return usageError("give one key (see 'retrysafe key'), not %d arguments", len(args))
 			}
-			ctx, cancel := sf.deadline(ctx)
-			defer cancel()
-			st, err := sf.open(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rec, err := readRecord(ctx, st, args[0])
-			if err != nil {
-				return err
-			}
-			now := e.now()
-			if out.json {
-				return writeJSON(e.stdout, toJSON(rec, now, time.Time{}).withResponse(rec))
-			}
-			return showRecord(e, out, rec, now)
+			return sf.use(ctx, e, func(ctx context.Context, st *store) error {
+				rec, err := readRecord(ctx, st, args[0])
+				if err != nil {
+					return err
+				}
+				now := e.now()
+				if out.json {
+					return writeJSON(e.stdout, toJSON(rec, now, time.Time{}).withResponse(rec))
+				}
+				return showRecord(e, out, rec, now)
+			})
 		}
 	},
 }

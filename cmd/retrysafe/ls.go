@@ -54,14 +54,9 @@ call did and runs release.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := sf.deadline(ctx)
-			defer cancel()
-			st, err := sf.open(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return l.run(ctx, e, out, st, scan, match)
+			return sf.use(ctx, e, func(ctx context.Context, st *store) error {
+				return l.run(ctx, e, out, st, scan, match)
+			})
 		}
 	},
 }

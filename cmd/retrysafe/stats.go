@@ -32,14 +32,9 @@ terminal. The age of the oldest record in progress is its expiry less
 			if err := scan.check(); err != nil {
 				return err
 			}
-			ctx, cancel := sf.deadline(ctx)
-			defer cancel()
-			st, err := sf.open(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return stats(ctx, e, out, st, scan)
+			return sf.use(ctx, e, func(ctx context.Context, st *store) error {
+				return stats(ctx, e, out, st, scan)
+			})
 		}
 	},
 }

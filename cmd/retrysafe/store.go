@@ -229,6 +229,19 @@ func (s *storeFlags) open(ctx context.Context, e *env) (*store, error) {
 	return nil, usageError("no store: give --table (or set IDEMPOTENCY_TABLE), --redis or --postgres")
 }
 
+// use opens the store and runs fn with it, under the deadline of
+// --timeout, and closes the store when fn returns.
+func (s *storeFlags) use(ctx context.Context, e *env, fn func(context.Context, *store) error) error {
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	st, err := s.open(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(ctx, st)
+}
+
 // deadline returns ctx with the deadline of --timeout: the time the
 // store's requests may take in all, from now.
 func (s *storeFlags) deadline(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -56,14 +56,9 @@ nothing.`,
 			case sw.rate < 0:
 				return usageError("--rate %v: want 0 (no limit) or more", sw.rate)
 			}
-			ctx, cancel := sf.deadline(ctx)
-			defer cancel()
-			st, err := sf.open(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			return sw.run(ctx, e, out, st)
+			return sf.use(ctx, e, func(ctx context.Context, st *store) error {
+				return sw.run(ctx, e, out, st)
+			})
 		}
 	},
 }
