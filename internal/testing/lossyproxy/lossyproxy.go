@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/retrysafe/retrysafe/internal/testing/relay"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
@@ -54,16 +55,10 @@ type Proxy struct {
 	// URL is "http://" + Addr.
 	URL string
 
-	upstream string
-	decide   func(n int) Fault
-	ln       net.Listener
+	decide func(n int) Fault
+	relay  *relay.Relay
 
-	requests, conns, lostRequests, lostReplies atomic.Int64
-
-	mu     sync.Mutex
-	open   map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	requests, lostRequests, lostReplies atomic.Int64
 }
 
 // Start starts a proxy to the TCP address upstream ("127.0.0.1:8080") for
@@ -83,23 +78,22 @@ func Start(tb testenv.TB, upstream string, decide func(n int) Fault) *Proxy {
 // New starts a proxy to upstream on a free port of 127.0.0.1; the caller
 // must Close it.
 func New(upstream string, decide func(n int) Fault) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	if decide == nil {
 		decide = func(int) Fault { return Pass }
 	}
-	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, decide: decide, ln: ln, open: map[net.Conn]struct{}{}}
-	p.URL = "http://" + p.Addr
-	p.wg.Go(p.accept)
+	p := &Proxy{decide: decide}
+	r, err := relay.Start(upstream, p.serve)
+	if err != nil {
+		return nil, err
+	}
+	p.relay, p.Addr, p.URL = r, r.Addr, "http://"+r.Addr
 	return p, nil
 }
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
 	return Stats{
-		Connections:  p.conns.Load(),
+		Connections:  p.relay.Connections(),
 		Requests:     p.requests.Load(),
 		LostRequests: p.lostRequests.Load(),
 		LostReplies:  p.lostReplies.Load(),
@@ -108,55 +102,7 @@ func (p *Proxy) Stats() Stats {
 
 // Close stops the proxy and closes its connections. It may be called more
 // than once.
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	err := p.ln.Close()
-	for c := range p.open {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-	return err
-}
-
-// track adds c to the open connections, or closes it and reports false
-// when the proxy is closed.
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		c.Close()
-		return false
-	}
-	p.open[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.open, c)
-	p.mu.Unlock()
-	c.Close()
-}
-
-func (p *Proxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.conns.Add(1)
-		if !p.track(client) {
-			return
-		}
-		p.wg.Go(func() { p.serve(client) })
-	}
-}
+func (p *Proxy) Close() error { return p.relay.Close() }
 
 // conn is the state of one proxied connection.
 type conn struct {
@@ -170,16 +116,7 @@ type conn struct {
 	fault     Fault // the current request's
 }
 
-func (p *Proxy) serve(client net.Conn) {
-	defer p.untrack(client)
-	server, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		return
-	}
-	if !p.track(server) {
-		return
-	}
-	defer p.untrack(server)
+func (p *Proxy) serve(client, server net.Conn) {
 	c := &conn{p: p, client: client, server: server, answering: true}
 	var wg sync.WaitGroup
 	wg.Go(func() { c.pump(client, server, c.fromClient) })

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/retrysafe/retrysafe/internal/testing/relay"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
@@ -113,16 +114,10 @@ type Proxy struct {
 	// URL is "http://" + Addr.
 	URL string
 
-	upstream string
-	decide   func(n int) Cut
-	ln       net.Listener
+	decide func(n int) Cut
+	relay  *relay.Relay
 
-	conns, replies, cuts atomic.Int64
-
-	mu     sync.Mutex
-	open   map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	replies, cuts atomic.Int64
 }
 
 // Start starts a proxy to the TCP address upstream for the test tb, and
@@ -130,16 +125,16 @@ type Proxy struct {
 // is called concurrently, and nil passes every reply.
 func Start(tb testenv.TB, upstream string, decide func(n int) Cut) *Proxy {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	if decide == nil {
 		decide = func(int) Cut { return Cut{} }
 	}
-	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, decide: decide, ln: ln, open: map[net.Conn]struct{}{}}
+	p := &Proxy{decide: decide}
+	r, err := relay.Start(upstream, p.serve)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.relay, p.Addr = r, r.Addr
 	p.URL = "http://" + p.Addr
-	p.wg.Go(p.accept)
 	tb.Cleanup(p.Close)
 	return p
 }
@@ -157,72 +152,18 @@ func First(c Cut) func(n int) Cut {
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
-	return Stats{Connections: p.conns.Load(), Replies: p.replies.Load(), Cuts: p.cuts.Load()}
+	return Stats{Connections: p.relay.Connections(), Replies: p.replies.Load(), Cuts: p.cuts.Load()}
 }
 
 // Close stops the proxy and closes its connections.
-func (p *Proxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	_ = p.ln.Close()
-	for c := range p.open {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		c.Close()
-		return false
-	}
-	p.open[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.open, c)
-	p.mu.Unlock()
-	c.Close()
-}
-
-func (p *Proxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.track(client) {
-			return
-		}
-		p.conns.Add(1)
-		p.wg.Go(func() { p.serve(client) })
-	}
-}
+func (p *Proxy) Close() { _ = p.relay.Close() }
 
 // preface is the client's first bytes on an HTTP/2 connection.
 const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // serve proxies one connection: the client's bytes as they come, the
 // server's replies as their fates say.
-func (p *Proxy) serve(client net.Conn) {
-	defer p.untrack(client)
-	server, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		return
-	}
-	if !p.track(server) {
-		return
-	}
-	defer p.untrack(server)
+func (p *Proxy) serve(client, server net.Conn) {
 	// A request line and its headers are longer than the preface.
 	first := make([]byte, len(preface))
 	if _, err := io.ReadFull(client, first); err != nil {

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 
 	"github.com/retrysafe/retrysafe/internal/testing/lossyproxy"
+	"github.com/retrysafe/retrysafe/internal/testing/relay"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
 )
 
@@ -35,16 +36,10 @@ type Proxy struct {
 	// Addr is the proxy's address, "127.0.0.1:<port>".
 	Addr string
 
-	upstream string
-	decide   func(n int) lossyproxy.Fault
-	ln       net.Listener
+	decide func(n int) lossyproxy.Fault
+	relay  *relay.Relay
 
-	calls, conns, lostCalls, lostReplies atomic.Int64
-
-	mu     sync.Mutex
-	open   map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	calls, lostCalls, lostReplies atomic.Int64
 }
 
 // Start starts a proxy to upstream for the test tb, and closes it when tb
@@ -53,83 +48,29 @@ type Proxy struct {
 // reply. nil passes every call.
 func Start(tb testenv.TB, upstream string, decide func(n int) lossyproxy.Fault) *Proxy {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	if decide == nil {
 		decide = func(int) lossyproxy.Fault { return lossyproxy.Pass }
 	}
-	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, decide: decide, ln: ln, open: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
+	p := &Proxy{decide: decide}
+	r, err := relay.Start(upstream, p.serve)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.relay, p.Addr = r, r.Addr
 	tb.Cleanup(p.Close)
 	return p
 }
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
-	return Stats{Connections: p.conns.Load(), Calls: p.calls.Load(), LostCalls: p.lostCalls.Load(), LostReplies: p.lostReplies.Load()}
+	return Stats{Connections: p.relay.Connections(), Calls: p.calls.Load(), LostCalls: p.lostCalls.Load(), LostReplies: p.lostReplies.Load()}
 }
 
 // Close stops the proxy and closes its connections.
-func (p *Proxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	_ = p.ln.Close()
-	for c := range p.open {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		c.Close()
-		return false
-	}
-	p.open[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.open, c)
-	p.mu.Unlock()
-	c.Close()
-}
-
-func (p *Proxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.track(client) {
-			return
-		}
-		p.conns.Add(1)
-		p.wg.Go(func() { p.serve(client) })
-	}
-}
+func (p *Proxy) Close() { _ = p.relay.Close() }
 
 // serve proxies one connection.
-func (p *Proxy) serve(client net.Conn) {
-	defer p.untrack(client)
-	server, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		return
-	}
-	if !p.track(server) {
-		return
-	}
-	defer p.untrack(server)
+func (p *Proxy) serve(client, server net.Conn) {
 	var (
 		mu   sync.Mutex
 		lose = map[uint32]bool{} // streams whose reply is lost
