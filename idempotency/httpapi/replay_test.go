@@ -27,18 +27,11 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			MultiValueHeaders: map[string][]string{"Set-Cookie": {"a=1; Path=/", "b=2; Path=/; Secure"}, "Vary": {"Accept", "Origin"}},
 			Body:              richBody,
 		}
+		req := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"Idempotency-Key": "k"}}
 		h := idempotency.Must(httpapi.WrapAPIGateway(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 			return want, nil
 		}, memory.New()))
-		req := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"Idempotency-Key": "k"}}
-		first, err := h(t.Context(), req)
-		require.NoError(t, err)
-		replay, err := h(t.Context(), req)
-		require.NoError(t, err)
-		assert.Equal(t, want, first)
-		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
-		delete(replay.Headers, httpapi.HeaderReplayed)
-		assertSameJSON(t, first, replay)
+		assertReplayIsByteIdentical(t, h, req, want, func(r events.APIGatewayProxyResponse) map[string]string { return r.Headers })
 	})
 	t.Run("HTTPv2", func(t *testing.T) {
 		want := events.APIGatewayV2HTTPResponse{
@@ -47,19 +40,12 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			Cookies:    []string{"a=1; Path=/", "b=2"},
 			Body:       richBody,
 		}
+		req := events.APIGatewayV2HTTPRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
+		req.RequestContext.HTTP.Method = "POST"
 		h := idempotency.Must(httpapi.WrapAPIGatewayV2(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			return want, nil
 		}, memory.New()))
-		req := events.APIGatewayV2HTTPRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
-		req.RequestContext.HTTP.Method = "POST"
-		first, err := h(t.Context(), req)
-		require.NoError(t, err)
-		replay, err := h(t.Context(), req)
-		require.NoError(t, err)
-		assert.Equal(t, want, first)
-		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
-		delete(replay.Headers, httpapi.HeaderReplayed)
-		assertSameJSON(t, first, replay)
+		assertReplayIsByteIdentical(t, h, req, want, func(r events.APIGatewayV2HTTPResponse) map[string]string { return r.Headers })
 	})
 	t.Run("FunctionURL", func(t *testing.T) {
 		want := events.LambdaFunctionURLResponse{
@@ -69,19 +55,12 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			Body:            "JVBERi0xLjcKJcfsj6IK",
 			IsBase64Encoded: true,
 		}
+		req := events.LambdaFunctionURLRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
+		req.RequestContext.HTTP.Method = "PATCH"
 		h := idempotency.Must(httpapi.WrapFunctionURL(func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 			return want, nil
 		}, memory.New()))
-		req := events.LambdaFunctionURLRequest{RawPath: "/", Headers: map[string]string{"idempotency-key": "k"}}
-		req.RequestContext.HTTP.Method = "PATCH"
-		first, err := h(t.Context(), req)
-		require.NoError(t, err)
-		replay, err := h(t.Context(), req)
-		require.NoError(t, err)
-		assert.Equal(t, want, first)
-		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
-		delete(replay.Headers, httpapi.HeaderReplayed)
-		assertSameJSON(t, first, replay)
+		assertReplayIsByteIdentical(t, h, req, want, func(r events.LambdaFunctionURLResponse) map[string]string { return r.Headers })
 	})
 	t.Run("ALB", func(t *testing.T) {
 		want := events.ALBTargetGroupResponse{
@@ -90,19 +69,27 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			Headers:           map[string]string{"Content-Type": "text/html"},
 			Body:              "<p>created</p>",
 		}
+		req := events.ALBTargetGroupRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"idempotency-key": "k"}}
 		h := idempotency.Must(httpapi.WrapALB(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
 			return want, nil
 		}, memory.New()))
-		req := events.ALBTargetGroupRequest{HTTPMethod: "POST", Path: "/", Headers: map[string]string{"idempotency-key": "k"}}
-		first, err := h(t.Context(), req)
-		require.NoError(t, err)
-		replay, err := h(t.Context(), req)
-		require.NoError(t, err)
-		assert.Equal(t, want, first)
-		assert.Equal(t, "true", replay.Headers[httpapi.HeaderReplayed])
-		delete(replay.Headers, httpapi.HeaderReplayed)
-		assertSameJSON(t, first, replay)
+		assertReplayIsByteIdentical(t, h, req, want, func(r events.ALBTargetGroupResponse) map[string]string { return r.Headers })
 	})
+}
+
+// assertReplayIsByteIdentical calls h twice with req. The first answer
+// must be want, exactly; the second, want's JSON encoding once
+// headersOf's Idempotent-Replayed header is taken out.
+func assertReplayIsByteIdentical[Req, Res any](t *testing.T, h func(context.Context, Req) (Res, error), req Req, want Res, headersOf func(Res) map[string]string) {
+	t.Helper()
+	first, err := h(t.Context(), req)
+	require.NoError(t, err)
+	replay, err := h(t.Context(), req)
+	require.NoError(t, err)
+	assert.Equal(t, want, first)
+	assert.Equal(t, "true", headersOf(replay)[httpapi.HeaderReplayed])
+	delete(headersOf(replay), httpapi.HeaderReplayed)
+	assertSameJSON(t, first, replay)
 }
 
 func assertSameJSON(t *testing.T, want, got any) {
