@@ -231,12 +231,7 @@ func sqsHarness(fifo bool) harness {
 					event.Records = append(event.Records, m)
 				}
 				resp, err := handler(ctx, event)
-				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
-				out := make([]string, len(resp.BatchItemFailures))
-				for i, f := range resp.BatchItemFailures {
-					out[i] = f.ItemIdentifier
-				}
-				return out, err
+				return failedIDs(t, resp.BatchItemFailures, func(f events.SQSBatchItemFailure) string { return f.ItemIdentifier }), err
 			}
 		},
 	}
@@ -266,12 +261,7 @@ func kinesisHarness() harness {
 					event.Records = append(event.Records, r)
 				}
 				resp, err := handler(ctx, event)
-				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
-				out := make([]string, len(resp.BatchItemFailures))
-				for i, f := range resp.BatchItemFailures {
-					out[i] = f.ItemIdentifier
-				}
-				return out, err
+				return failedIDs(t, resp.BatchItemFailures, func(f events.KinesisBatchItemFailure) string { return f.ItemIdentifier }), err
 			}
 		},
 	}
@@ -305,12 +295,7 @@ func dynamoDBHarness() harness {
 					event.Records = append(event.Records, r)
 				}
 				resp, err := handler(ctx, event)
-				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
-				out := make([]string, len(resp.BatchItemFailures))
-				for i, f := range resp.BatchItemFailures {
-					out[i] = f.ItemIdentifier
-				}
-				return out, err
+				return failedIDs(t, resp.BatchItemFailures, func(f events.DynamoDBBatchItemFailure) string { return f.ItemIdentifier }), err
 			}
 		},
 	}
@@ -383,12 +368,7 @@ func kafkaHarness() harness {
 					event.Records[tp] = append(event.Records[tp], r)
 				}
 				resp, err := handler(ctx, event)
-				require.NotNil(t, resp.BatchItemFailures, "an empty list, never null")
-				out := make([]string, len(resp.BatchItemFailures))
-				for i, f := range resp.BatchItemFailures {
-					out[i] = fmt.Sprintf("%s@%d", f.ItemIdentifier.Partition, f.ItemIdentifier.Offset)
-				}
-				return out, err
+				return failedIDs(t, resp.BatchItemFailures, func(f batch.KafkaBatchItemFailure) string { return fmt.Sprintf("%s@%d", f.ItemIdentifier.Partition, f.ItemIdentifier.Offset) }), err
 			}
 		},
 	}
@@ -463,6 +443,17 @@ func failedByReason(t testing.TB, logs *testlog.Buffer, reason string) []string 
 		if m["reason"] == reason {
 			out = append(out, m["item_identifier"].(string))
 		}
+	}
+	return out
+}
+
+// failedIDs returns the identifiers of a batch response's failures, as id
+// reads them. The adapters answer an empty list, never null.
+func failedIDs[F any](t testing.TB, failures []F, id func(F) string) []string {
+	require.NotNil(t, failures, "an empty list, never null")
+	out := make([]string, len(failures))
+	for i, f := range failures {
+		out[i] = id(f)
 	}
 	return out
 }
