@@ -368,7 +368,9 @@ func kafkaHarness() harness {
 					event.Records[tp] = append(event.Records[tp], r)
 				}
 				resp, err := handler(ctx, event)
-				return failedIDs(t, resp.BatchItemFailures, func(f batch.KafkaBatchItemFailure) string { return fmt.Sprintf("%s@%d", f.ItemIdentifier.Partition, f.ItemIdentifier.Offset) }), err
+				return failedIDs(t, resp.BatchItemFailures, func(f batch.KafkaBatchItemFailure) string {
+					return fmt.Sprintf("%s@%d", f.ItemIdentifier.Partition, f.ItemIdentifier.Offset)
+				}), err
 			}
 		},
 	}
