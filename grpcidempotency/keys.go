@@ -5,6 +5,7 @@ import (
 	"net/textproto"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/engine"
+	"github.com/retrysafe/retrysafe/internal/uuid"
 )
 
 // Where keys go, and how long they may be.
@@ -27,7 +28,7 @@ const (
 
 // NewKey returns a new key: a random (version 4) UUID, from crypto/rand,
 // as AIP-155 recommends.
-func NewKey() string { return engine.NewKey() }
+func NewKey() string { return uuid.New() }
 
 // ContextWithKey returns a context that makes the client interceptor send
 // the call made with it with key, unless the call carries one: keep the

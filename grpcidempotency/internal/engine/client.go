@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/retrysafe/retrysafe/internal/uuid"
 )
 
 // Keyed is how a client sends a call with a key.
@@ -54,7 +56,7 @@ func (c *ClientConfig) Prepare(ctx context.Context, method string, req proto.Mes
 	}
 	key := ctxKey
 	if key == "" {
-		key = NewKey()
+		key = uuid.New()
 	} else if err := CheckClientKey(key, fd == nil); err != nil {
 		return Keyed{}, false, fmt.Errorf("the key of ContextWithKey: %w", err)
 	}

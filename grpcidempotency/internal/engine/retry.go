@@ -3,8 +3,6 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
@@ -120,23 +118,6 @@ func (p RetryPolicy) backoff(attempt int) time.Duration {
 		d = p.BaseDelay << shift
 	}
 	return d - mathrand.N(d/2+1)
-}
-
-// NewKey returns a new key: a random (version 4) UUID, from crypto/rand,
-// as AIP-155 recommends.
-func NewKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])  // never fails (crypto/rand)
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	hex.Encode(s[9:13], b[4:6])
-	hex.Encode(s[14:18], b[6:8])
-	hex.Encode(s[19:23], b[8:10])
-	hex.Encode(s[24:], b[10:])
-	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
-	return string(s[:])
 }
 
 // CheckClientKey returns why a key that a client chose is not valid, or
