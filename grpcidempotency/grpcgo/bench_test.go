@@ -3,15 +3,14 @@ package grpcgo_test
 import (
 	"context"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
 	"github.com/retrysafe/retrysafe/grpcidempotency/grpcgo"
 	"github.com/retrysafe/retrysafe/grpcidempotency/internal/testing/testpb"
+	"github.com/retrysafe/retrysafe/internal/testing/cpubench"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -63,16 +62,10 @@ func BenchmarkServerInterceptor(b *testing.B) {
 		{"replay", idem, func(int) string { return "replay" }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			cpu := cpuTime()
-			for b.Loop() {
-				i++
-				if _, err := bc.interceptor(b.Context(), benchRequest(bc.key(i)), info, handler); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+			loop(b, func(i int) error {
+				_, err := bc.interceptor(b.Context(), benchRequest(bc.key(i)), info, handler)
+				return err
+			})
 		})
 	}
 }
@@ -92,25 +85,25 @@ func BenchmarkCall(b *testing.B) {
 		{"replay", guarded, func(int) string { return "replay" }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			cpu := cpuTime()
-			for b.Loop() {
-				i++
-				if _, err := bc.client.CreateOrder(b.Context(), benchRequest(bc.key(i))); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+			loop(b, func(i int) error {
+				_, err := bc.client.CreateOrder(b.Context(), benchRequest(bc.key(i)))
+				return err
+			})
 		})
 	}
 }
 
-// cpuTime returns the CPU time of the process so far, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+// loop runs op once per iteration of b, numbered from 1, and reports the
+// process's CPU time per op, which counts the server's goroutines too.
+func loop(b *testing.B, op func(i int) error) {
+	b.ReportAllocs()
+	i := 0
+	cpu := cpubench.ProcessCPU()
+	for b.Loop() {
+		i++
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(cpubench.ProcessCPU()-cpu)/float64(i), "cpu-ns/op")
 }
