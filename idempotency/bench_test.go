@@ -73,48 +73,38 @@ func BenchmarkWrap(b *testing.B) {
 	}
 }
 
-// TestWholeInputReplayAllocations holds a replay with the whole input as
-// its key on the memory store to at most 40 allocations: those of a replay
-// with a JMESPath key, and encoding/json's while it encodes the input (the
-// map of headers, two for each member).
-func TestWholeInputReplayAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	h := idempotency.Must(idempotency.Wrap(respond, memory.New()))
-	in := apiEvent("ord_1")
-	if _, err := h(t.Context(), in); err != nil {
-		t.Fatal(err)
-	}
-	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := h(t.Context(), in); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs > 40 {
-		t.Errorf("a replay allocates %.1f times, want at most 40", allocs)
-	}
-}
-
-// TestReplayAllocations holds a replay with a JMESPath key on the memory
-// store to at most 20 allocations. Most are encoding/json's: the value the
-// key expression reaches in the body, and the replayed response, its
-// header map and strings.
+// A replay on the memory store allocates at most 40 times with the whole
+// input as its key: those of a replay with a JMESPath key, and
+// encoding/json's while it encodes the input (the map of headers, two for
+// each member). With a JMESPath key it allocates at most 20 times. Most of
+// those are encoding/json's: the value the key expression reaches in the
+// body, and the replayed response, its header map and strings.
 func TestReplayAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	h := idempotency.Must(idempotency.Wrap(respond, memory.New(), idempotency.WithKey("powertools_json(body).order_id")))
-	in := apiEvent("ord_1")
-	if _, err := h(t.Context(), in); err != nil {
-		t.Fatal(err)
-	}
-	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := h(t.Context(), in); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs > 20 {
-		t.Errorf("a replay allocates %.1f times, want at most 20", allocs)
+	for _, tc := range []struct {
+		name string
+		opts []idempotency.WrapOption
+		max  float64
+	}{
+		{"whole input", nil, 40},
+		{"JMESPath key", []idempotency.WrapOption{idempotency.WithKey("powertools_json(body).order_id")}, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := idempotency.Must(idempotency.Wrap(respond, memory.New(), tc.opts...))
+			in := apiEvent("ord_1")
+			if _, err := h(t.Context(), in); err != nil {
+				t.Fatal(err)
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := h(t.Context(), in); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs > tc.max {
+				t.Errorf("a replay allocates %.1f times, want at most %.0f", allocs, tc.max)
+			}
+		})
 	}
 }
