@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -59,6 +60,25 @@ func putGolden(t *testing.T, f *fixture) {
 			require.NoError(t, f.store.Update(t.Context(), rec))
 		}
 	}
+}
+
+// requireSweptGolden checks the golden records after a sweep: the expired
+// one is gone, and the six others are kept, the stuck and the held ones
+// among them.
+func requireSweptGolden(t *testing.T, f *fixture) {
+	t.Helper()
+	r := runAt(t, goldenNow, "", f.with("get", goldenRecords[4].Key)...) // the expired one
+	require.Equal(t, exitNotFound, r.code, r.stderr)
+	r = runAt(t, goldenNow, "", f.with("stats", "-o", "json")...)
+	requireOK(t, r)
+	var stats struct {
+		Records int            `json:"records"`
+		ByState map[string]int `json:"by_state"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &stats))
+	require.Equal(t, 6, stats.Records)
+	require.Equal(t, 1, stats.ByState["stuck"], "a stuck record is kept")
+	require.Equal(t, 1, stats.ByState["held"], "and so is a held one")
 }
 
 // golden compares got with testdata/golden/name, or writes it there with

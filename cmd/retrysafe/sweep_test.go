@@ -193,18 +193,7 @@ func TestSweepDynamoDB(t *testing.T) {
 					require.Zero(t, proxy.calls("DescribeTimeToLive"), "an MRSC table has no time to live")
 				}
 
-				r = runAt(t, goldenNow, "", f.with("get", goldenRecords[4].Key)...) // the expired one
-				require.Equal(t, exitNotFound, r.code, r.stderr)
-				r = runAt(t, goldenNow, "", f.with("stats", "-o", "json")...)
-				requireOK(t, r)
-				var stats struct {
-					Records int            `json:"records"`
-					ByState map[string]int `json:"by_state"`
-				}
-				require.NoError(t, json.Unmarshal([]byte(r.stdout), &stats))
-				require.Equal(t, 6, stats.Records)
-				require.Equal(t, 1, stats.ByState["stuck"], "a stuck record is kept")
-				require.Equal(t, 1, stats.ByState["held"], "and so is a held one")
+				requireSweptGolden(t, f)
 
 				putExpiredAt(t, f, goldenNow, 25)
 				r = runAt(t, goldenNow, "", f.with("sweep", "--batch-size", "10", "--rate", "0", "-o", "json")...)
