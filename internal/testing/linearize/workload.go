@@ -28,6 +28,9 @@ type Workload struct {
 	// writes that time out and reach the store after their sender moved
 	// on.
 	Faults bool
+	// Disrupt, when set, is called before the clients of key k start,
+	// to inject a server's faults.
+	Disrupt func(k int)
 }
 
 // Stats counts what a run did.
@@ -58,6 +61,9 @@ func (w Workload) Run(ctx context.Context, open func() persistence.Store) (*Hist
 		wg.Go(func() {
 			for k := range keys {
 				key := fmt.Sprintf("%s#%d", w.Prefix, k)
+				if w.Disrupt != nil {
+					w.Disrupt(k)
+				}
 				script(ctx, h.Client(store), h.Client(store), key)
 				var clients sync.WaitGroup
 				for c := range w.Clients {
