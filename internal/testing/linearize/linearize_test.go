@@ -48,7 +48,7 @@ func TestStoresAreLinearizable(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			w := Workload{Prefix: "linearize." + t.Name(), Keys: 100, Clients: 3, Calls: 3, Workers: 4, Seed: uint64(time.Now().UnixNano()), Faults: true}
 			if long {
-				w.Keys, w.Calls, w.Workers = 2000, 4, 8
+				w.Keys, w.Calls, w.Workers = 3300, 4, 8
 			}
 			t.Logf("seed %d", w.Seed)
 			srv := b.start(t, w.Seed)
