@@ -60,7 +60,7 @@ func (h *History) since() int64 { return int64(time.Since(h.start)) }
 func (h *History) add(id int, in input, call int64, err error) {
 	ret := h.since()
 	out := outputOf(err)
-	in.Until = time.Now()
+	in.Until = time.Now().Add(skew)
 	if out.Outcome == unknown {
 		if in.Write == get {
 			return // a read that failed tells nothing
@@ -102,7 +102,7 @@ func (c *client) Get(ctx context.Context, key string) (*persistence.Record, erro
 func (h *History) addRead(id int, key string, call int64, rec *persistence.Record) {
 	ret := h.since()
 	r := recordOf(rec)
-	in := input{Key: key, Write: get, Until: time.Now()}
+	in := input{Key: key, Write: get, Until: time.Now().Add(skew)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: output{Outcome: ok, Rec: &r}, Return: ret})

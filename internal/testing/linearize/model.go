@@ -23,11 +23,18 @@ type input struct {
 	Token string         // the writer's token
 	Rec   record         // the record sent (reserve, renew, complete, record an error)
 	Now   time.Time      // the caller's time (reserve)
-	// Until is the latest time the call can have reached the store at:
-	// its return, or never for a call whose outcome is unknown. A store
-	// may delete a record that expired before then.
+	// Until is the latest time the call can have reached the store at,
+	// by the clock of any caller: its return plus skew, or never for a
+	// call whose outcome is unknown. A store may delete a record that
+	// expired before then.
 	Until time.Time
 }
+
+// skew is how far ahead of true time a caller's clock may be in a
+// [Workload]. A store that deletes expired records by its callers' clocks
+// (the memory store sweeps at a reservation's time) may delete a record
+// that much early.
+const skew = 150 * time.Millisecond
 
 // outcome is what a call returned.
 type outcome int
@@ -87,12 +94,15 @@ type record struct {
 }
 
 func recordOf(r *persistence.Record) record {
+	// Held matters only while the record is in progress: some stores
+	// keep it on a completion, others drop it.
+	held := r.Held && r.Status == persistence.StatusInProgress
 	var until int64
 	if !r.InProgressExpiresAt.IsZero() {
 		until = r.InProgressExpiresAt.UnixMilli()
 	}
 	return record{
-		Status: r.Status, Token: r.Token, Expires: r.ExpiresAt.Unix(), Until: until, Held: r.Held,
+		Status: r.Status, Token: r.Token, Expires: r.ExpiresAt.Unix(), Until: until, Held: held,
 		PayloadHash: r.PayloadHash, Response: string(r.Response), Omitted: r.ResponseOmitted,
 		ErrorType: r.ErrorType, ErrorMsg: r.ErrorMessage,
 	}
