@@ -52,7 +52,7 @@ func Check(h *History, timeout time.Duration, dir string) (Result, error) {
 	res := Result{}
 	for _, op := range h.operations() {
 		in := op.Input.(input)
-		keys[in.Key] = append(keys[in.Key], op)
+		keys[in.Key] = append(keys[in.Key], attempts(op)...)
 		res.Calls++
 		if op.Output.(output).Outcome == unknown {
 			res.Unknown++
@@ -96,6 +96,23 @@ func Check(h *History, timeout time.Duration, dir string) (Result, error) {
 		return res, fmt.Errorf("linearize: %d keys not decided within %v each (%s, ...): their histories are too large to check", len(undecided), timeout, undecided[0])
 	}
 	return res, nil
+}
+
+// attempts returns the write op with an earlier attempt of it: a client
+// may have sent it before, lost the reply, and sent it again (an SDK's
+// retry). The earlier attempt may have taken effect at any point of the
+// call, with other calls in between, and its reply is unknown. Where no
+// attempt was lost, the check places it right after the call, where it
+// changes nothing (every write is idempotent).
+func attempts(op porcupine.Operation) []porcupine.Operation {
+	in := op.Input.(input)
+	if in.Write == get || op.Output.(output).Outcome == unknown {
+		return []porcupine.Operation{op}
+	}
+	earlier := op
+	in.Attempt = true
+	earlier.Input, earlier.Output = in, output{Outcome: unknown}
+	return []porcupine.Operation{op, earlier}
 }
 
 // explain returns the Violation of key, whose history ops is not

@@ -28,6 +28,8 @@ type input struct {
 	// call whose outcome is unknown. A store may delete a record that
 	// expired before then.
 	Until time.Time
+	// Attempt marks an earlier attempt of a write (see attempts).
+	Attempt bool
 }
 
 // skew is how far ahead of true time a caller's clock may be in a
@@ -186,9 +188,7 @@ func apply(s state, in input) (outcome, state) {
 
 // step returns the states the call in, having returned out, can leave
 // s in; none when out is not a result the table allows. The store may
-// delete an expired record at any time before the call, and a write may
-// reach the store twice in a row (a client retried it after its reply
-// was lost): the reply is then the second attempt's.
+// delete an expired record at any time before the call.
 func step(s state, in input, out output) []state {
 	starts := []state{s}
 	if s.Present && time.Unix(s.Rec.Expires, 0).Before(in.Until) {
@@ -196,15 +196,8 @@ func step(s state, in input, out output) []state {
 	}
 	var next []state
 	for _, s := range starts {
-		tries := []state{s}
-		if in.Write != get {
-			_, once := apply(s, in)
-			tries = append(tries, once)
-		}
-		for _, s := range tries {
-			if got, after := apply(s, in); allowed(got, after, s, out) {
-				next = append(next, after)
-			}
+		if got, after := apply(s, in); allowed(got, after, s, out) {
+			next = append(next, after)
 		}
 	}
 	return next
@@ -261,6 +254,9 @@ func describe(in input, out output) string {
 		fmt.Fprintf(&b, " at %s: %s", millis(in.Now.UnixMilli()), in.Rec)
 	case protocol.Renew, protocol.Complete, protocol.RecordError:
 		fmt.Fprintf(&b, ": %s", in.Rec)
+	}
+	if in.Attempt {
+		b.WriteString(" (an earlier attempt)")
 	}
 	fmt.Fprintf(&b, " -> %s", outcomeNames[out.Outcome])
 	if out.Rec != nil {
