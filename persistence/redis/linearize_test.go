@@ -10,11 +10,10 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// TestLinearizeCatchesAScriptWithoutItsStatusCheck: with a release
-// script that deletes the caller's record whatever its status, a release
-// that arrives after the completion deletes the result, and the history
-// is not linearizable. The test swaps the script, so it does not run in
-// parallel with the others.
+// TestLinearizeCatchesAScriptWithoutItsStatusCheck: a release script
+// without its status check deletes a completed record. The history of a
+// release sent after the completion is then not linearizable. The test
+// swaps the script, so it does not run in parallel.
 func TestLinearizeCatchesAScriptWithoutItsStatusCheck(t *testing.T) {
 	// deleteScript without its first lines, which return -2 for a
 	// record that is not in progress.

@@ -98,12 +98,11 @@ func Check(h *History, timeout time.Duration, dir string) (Result, error) {
 	return res, nil
 }
 
-// attempts returns the write op with an earlier attempt of it: a client
-// may have sent it before, lost the reply, and sent it again (an SDK's
-// retry). The earlier attempt may have taken effect at any point of the
-// call, with other calls in between, and its reply is unknown. Where no
-// attempt was lost, the check places it right after the call, where it
-// changes nothing (every write is idempotent).
+// attempts returns the write op with an earlier attempt of it. A client
+// may have sent it, lost the reply, and sent it again (an SDK's retry).
+// The earlier attempt may take effect at any point of the call, and its
+// reply is unknown. Where no attempt was lost, the check can place it
+// right after the call, where it changes nothing.
 func attempts(op porcupine.Operation) []porcupine.Operation {
 	in := op.Input.(input)
 	if in.Write == get || op.Output.(output).Outcome == unknown {

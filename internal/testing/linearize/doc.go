@@ -5,12 +5,12 @@
 // Porcupine (github.com/anishathalye/porcupine).
 //
 // The model is one key's record. Its step function looks the write up in
-// the table, for the state the record is in as the writer sees it, and
-// only says what a write that applies leaves. Two freedoms of a real
-// store are in the model. A store may delete an expired record at any
-// time. A write may reach the store twice, when a client retried it
-// after losing its reply: the earlier attempt may take effect at any
-// point of the call, and the reply is the last attempt's. A call whose outcome the caller did not learn may take
+// the table, in the state the writer finds. It only says what a write
+// that applies leaves. Two freedoms of a real store are in the model. A
+// store may delete an expired record at any time. A write may reach the
+// store twice, when a client retried it after losing its reply. The
+// earlier attempt may take effect at any point of the call, and the reply
+// is the last attempt's. A call whose outcome the caller did not learn may take
 // effect at any time after it was made, or never.
 //
 // A [Workload] drives many keys with several clients each, as the

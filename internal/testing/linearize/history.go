@@ -22,8 +22,8 @@ type History struct {
 	clients int
 }
 
-// never is the return time of a call whose outcome is unknown: it may
-// take effect at any time after it was made, or not at all.
+// never is the return time of a call whose outcome is unknown. Such a
+// call may take effect at any time after it was made, or not at all.
 const never = math.MaxInt64
 
 // Client returns a store that records the calls it passes to s in h, as

@@ -107,7 +107,7 @@ func (s server) orNone() server {
 }
 
 // startRedis starts a redis-server that stalls (SIGSTOP) for 100ms
-// before every 20th key: requests time out, and some reach the server
+// before every 20th key. Requests time out, and some reach the server
 // after their client gave up.
 func startRedis(t *testing.T, _ uint64) server {
 	srv := redisserver.Start(t)
@@ -141,9 +141,9 @@ func startRedis(t *testing.T, _ uint64) server {
 	}
 }
 
-// dynamoServer opens stores on a new table of a DynamoDB server, whose
-// clients' HTTP attempts are refused, throttled, or lose their reply,
-// one or two before each key; the SDK retries them.
+// dynamoServer opens stores on a new table of a DynamoDB server. Before
+// each key, one or two HTTP attempts are refused, throttled, or lose
+// their reply, and the SDK retries them.
 func dynamoServer(t *testing.T, seed uint64,
 	newTable func(testenv.TB, func(context.Context, *awsdynamodb.Client, string) error) string,
 	newClient func(...func(*awsdynamodb.Options)) *awsdynamodb.Client) server {

@@ -24,9 +24,9 @@ type input struct {
 	Rec   record         // the record sent (reserve, renew, complete, record an error)
 	Now   time.Time      // the caller's time (reserve)
 	// Until is the latest time the call can have reached the store at,
-	// by the clock of any caller: its return plus skew, or never for a
-	// call whose outcome is unknown. A store may delete a record that
-	// expired before then.
+	// by any caller's clock. It is the return plus skew, or never when
+	// the outcome is unknown. A store may delete a record that expired
+	// before then.
 	Until time.Time
 	// Attempt marks an earlier attempt of a write (see attempts).
 	Attempt bool
@@ -219,9 +219,9 @@ func allowed(got outcome, after, before state, out output) bool {
 	return true
 }
 
-// model is the Porcupine model of one key's record: Porcupine checks
-// that a history of calls has a sequential order, within each call's
-// interval, in which every reply is what the table gives.
+// model is the Porcupine model of one key's record. Porcupine looks for
+// a sequential order of the calls, each within its interval. In it every
+// reply must be what the table gives.
 var model = (&porcupine.NondeterministicModel{
 	Init: func() []any { return []any{state{}} },
 	Step: func(s, in, out any) []any {

@@ -22,11 +22,10 @@ type Workload struct {
 	Calls   int // calls each client makes on its key
 	Workers int // keys driven at a time
 	Seed    uint64
-	// Faults injects the store-interface faults (faultstore) in each
-	// client's calls when set: failures before the store, lost replies,
-	// replies lost and retried, conflicts without their record, and
-	// writes that time out and reach the store after their sender moved
-	// on.
+	// Faults injects faults (faultstore) in each client's calls. They
+	// are failures before the store, lost replies, replies lost and
+	// retried, and conflicts without their record. Some writes time out
+	// and reach the store after their sender moved on.
 	Faults bool
 	// Disrupt, when set, is called before the clients of key k start,
 	// to inject a server's faults.
@@ -40,9 +39,9 @@ type Stats struct {
 }
 
 // Run drives w on the stores that open returns, one for each worker, and
-// returns the history of every call. Every key also gets, before its
-// clients start, a scripted sequence of late and duplicated writes that
-// each known bug of a store turns into a reply the table does not allow.
+// returns the history of every call. Before its clients start, each key
+// gets a [script] of late and duplicated writes. Each known bug of a
+// store answers one of them wrongly.
 func (w Workload) Run(ctx context.Context, open func() persistence.Store) (*History, Stats) {
 	h := &History{}
 	var (
@@ -90,11 +89,11 @@ func (w Workload) Run(ctx context.Context, open func() persistence.Store) (*Hist
 	return h, stats
 }
 
-// script sends, on key, the writes that the known bugs of stores answer
-// wrongly: a renewal older than one applied (a renewal that shortens the
-// lease), a release after a takeover (a release of another's record),
-// and a renewal and a release after the completion (a store fenced on
-// the token only). a and b are two clients' stores.
+// script sends on key the writes that known bugs answer wrongly. A stale
+// renewal catches a renewal that shortens the lease. A release after a
+// takeover catches a release of another's record. A renewal and a
+// release after the completion catch a store fenced on the token only.
+// a and b are two clients' stores.
 func script(ctx context.Context, a, b persistence.Store, key string) {
 	now := time.Now().Truncate(time.Millisecond)
 	ra := reservation(key, now, 40*time.Millisecond)
