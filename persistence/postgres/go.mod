@@ -5,11 +5,12 @@ go 1.25.0
 require (
 	github.com/aws/aws-lambda-go v1.54.0
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206170213-dec5b39a0540
+	github.com/retrysafe/retrysafe v0.0.0-20261206182524-a84e30102459
 	github.com/stretchr/testify v1.12.1
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
