@@ -139,17 +139,23 @@ func explain(key string, ops []porcupine.Operation, timeout time.Duration, dir s
 	slices.SortFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
 	_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 
+	// The history shows the calls, not their earlier attempts, which
+	// are in the visualization.
 	v := &Violation{Key: key}
 	index := map[int64]int{}
 	var b strings.Builder
 	first := ops[0].Call
-	for n, op := range ops {
-		index[op.Call] = n + 1
+	for _, op := range ops {
+		in := op.Input.(input)
+		if in.Attempt {
+			continue
+		}
+		index[op.Call] = len(index) + 1
 		end := "never"
 		if op.Return != never {
 			end = fmt.Sprintf("%8.3fms", float64(op.Return-first)/1e6)
 		}
-		fmt.Fprintf(&b, "  %2d  %8.3fms .. %s  client %d  %s\n", n+1, float64(op.Call-first)/1e6, end, op.ClientId, describe(op.Input.(input), op.Output.(output)))
+		fmt.Fprintf(&b, "  %2d  %8.3fms .. %s  client %d  %s\n", len(index), float64(op.Call-first)/1e6, end, op.ClientId, describe(in, op.Output.(output)))
 	}
 	v.History = strings.TrimSuffix(b.String(), "\n")
 	var longest []porcupine.Operation
@@ -160,9 +166,11 @@ func explain(key string, ops []porcupine.Operation, timeout time.Duration, dir s
 			}
 		}
 	}
-	nums := make([]string, len(longest))
-	for n, op := range longest {
-		nums[n] = fmt.Sprint(index[op.Call])
+	var nums []string
+	for _, op := range longest {
+		if !op.Input.(input).Attempt {
+			nums = append(nums, fmt.Sprint(index[op.Call]))
+		}
 	}
 	v.Longest = strings.Join(nums, ", ")
 
