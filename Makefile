@@ -191,7 +191,9 @@ fuzz: local-versions
 ## each store in CHAOS_STORES driven for CHAOS_DURATION, with the race
 ## detector; reports in .chaos/. The PostgreSQL stores (postgres,
 ## postgres-tx) run in the store's module, persistence/postgres, the others
-## in the library's. `make test` runs its short mode, in both.
+## in the library's. `make test` runs its short mode, in both. Then it
+## checks the stores' histories for linearizability, in their long runs
+## (internal/testing/linearize, docs/protocol.md#histories).
 CHAOS_DURATION ?= 10m
 CHAOS_STORES   ?= dynamodb,dynamodb-local,dynamodb-local-tx,redis,postgres,postgres-tx
 CHAOS_FLAGS    ?=
@@ -206,6 +208,8 @@ chaos: node-deps dynamodb-local local-versions
 	@mkdir -p .chaos
 	$(if $(CHAOS_ROOT_STORES),CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) $(CHAOS_TEST) ./internal/testing/chaos $(call CHAOS_ARGS,$(CHAOS_ROOT_STORES)))
 	$(if $(CHAOS_PG_STORES),CHAOS_REPORT_DIR=$(CURDIR)/.chaos $(GO) -C persistence/postgres $(CHAOS_TEST) . $(call CHAOS_ARGS,$(CHAOS_PG_STORES)))
+	LINEARIZE_LONG=1 LINEARIZE_DIR=$(CURDIR)/.chaos $(GO) test -race -count=1 -timeout 0 -v -run '^TestStoresAreLinearizable$$' ./internal/testing/linearize
+	LINEARIZE_LONG=1 LINEARIZE_DIR=$(CURDIR)/.chaos $(GO) -C persistence/postgres test -race -count=1 -timeout 0 -v -run '^TestLinearizable$$' .
 
 ## node-deps: the Node packages of the DynamoDB-compatible test server, from
 ## the lockfile, installed again whenever the lockfile changes.
