@@ -33,3 +33,7 @@ const (
 // ErrorCode exposes the search for an error's code that the store's
 // retryer makes without reflection.
 var ErrorCode = errorCode
+
+// ItemSize is the size DynamoDB counts for an item: its attribute names
+// and values.
+var ItemSize = attributesSize
