@@ -24,10 +24,10 @@ func ExpiryAttr(optFns ...func(*Options)) string {
 // DynamoDB's limits and the store's defaults, for the tests at their
 // edges.
 const (
-	MaxTransactionItems  = maxTransactionItems
-	MaxTransactionBytes  = maxTransactionBytes
-	MaxItemSize          = maxItemSize
-	DefaultCompressAbove = defaultCompressAbove
+	MaxTransactionItems = maxTransactionItems
+	MaxTransactionBytes = maxTransactionBytes
+	MaxItemSize         = maxItemSize
+	WriteUnit           = writeUnit
 )
 
 // ErrorCode exposes the search for an error's code that the store's
