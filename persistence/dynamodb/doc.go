@@ -139,7 +139,7 @@
 // # Response size
 //
 // DynamoDB items are limited to 400 KB, counted as the attribute names plus
-// their values, and a write costs a unit per KB of the item. A response is
+// their values. A write costs a unit per KB of the item. A response is
 // stored as a string attribute while it is valid UTF-8 and its item fits
 // in 1 KB (Options.CompressAbove). Larger responses are stored
 // gzip-compressed, as a binary attribute, with data_encoding "gzip", which

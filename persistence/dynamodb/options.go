@@ -80,9 +80,9 @@ type Options struct {
 	// CompressAbove is the response size, in bytes, above which responses are
 	// stored gzip-compressed (when that makes them smaller). By default a
 	// response is compressed when its item would be larger than 1 KB, the
-	// size of a write unit. Negative: never compress, so that DataAttr
-	// stays readable in the console; responses that do not fit are then
-	// omitted sooner.
+	// size of a write unit. A negative value turns compression off, so
+	// that DataAttr stays readable in the console. Responses that do not
+	// fit are then omitted sooner.
 	CompressAbove int
 
 	// MaxItemSize is the largest item, in bytes as DynamoDB counts them
