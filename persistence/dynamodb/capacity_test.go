@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math"
-	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
+	"github.com/retrysafe/retrysafe/internal/testing/testevents"
 	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
@@ -102,30 +102,6 @@ func (m *meter) last() (string, float64) {
 func writeUnits(bytes int) float64 { return max(1, math.Ceil(float64(bytes)/1024)) }
 func readUnits(bytes int) float64  { return max(1, math.Ceil(float64(bytes)/4096)) }
 
-// ordersResponse returns a JSON list of orders of about n bytes, as an
-// API returns it: random order IDs, customers and products from a
-// catalog, amounts and times that differ. It compresses as such responses
-// do (6.7 times with gzip at 8 KB), not as a run of one byte does.
-func ordersResponse(n int) []byte {
-	r := mrand.New(mrand.NewPCG(uint64(n), 47))
-	statuses := []string{"pending", "paid", "shipped", "delivered", "refunded"}
-	products := []string{"Espresso cups, set of 4", "Pour-over kettle", "Burr grinder", "Paper filters, 100", "Travel mug", "Milk jug", "Scale with timer", "Cleaning tablets"}
-	created := time.Date(2026, 11, 3, 8, 0, 0, 0, time.UTC)
-	var b strings.Builder
-	b.WriteString(`{"orders":[`)
-	for i := 0; b.Len() < n-2; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		p := r.IntN(len(products))
-		created = created.Add(time.Duration(r.IntN(600)) * time.Second)
-		fmt.Fprintf(&b, `{"id":"ord_%012x","customer":"cus_%04d","items":[{"sku":"SKU-%03d","name":%q,"quantity":%d,"unit_price":{"amount":%d,"currency":"EUR"}}],"status":%q,"created_at":%q}`,
-			r.Uint64()>>16, r.IntN(40), 100+p, products[p], 1+r.IntN(4), 500+p*250, statuses[r.IntN(len(statuses))], created.Format(time.RFC3339))
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
-
 // capacitySizes are the response sizes the capacity table reports.
 var capacitySizes = []struct {
 	name string
@@ -174,7 +150,7 @@ func measureCapacity(t *testing.T, srv server, optFns ...func(*dynamodb.Options)
 		rows[row].measured[col], rows[row].expected[col] = units, expected
 	}
 	for col, sz := range capacitySizes {
-		response := ordersResponse(sz.size)
+		response := testevents.OrdersResponse(sz.size)
 		now := wholeSecond()
 
 		rec := inProgress(now)
@@ -290,7 +266,7 @@ func TestCompressionSavesWriteUnits(t *testing.T) {
 
 	rec := inProgress(now)
 	require.NoError(t, store.Put(ctx, rec, now))
-	response := ordersResponse(8 << 10)
+	response := testevents.OrdersResponse(8 << 10)
 	require.NoError(t, store.Update(ctx, completed(rec, response)))
 	_, units := m.last()
 	assert.LessOrEqual(t, units, 2.0, "write units of the completion")
