@@ -213,12 +213,7 @@ func TestProxy(t *testing.T) {
 	srv := dynalite.Start(t)
 	require.NoError(t, createTable(t.Context(), srv.NewClient(), "proxied"))
 	for _, allOld := range []bool{false, true} {
-		px, err := newProxy(srv.Endpoint, []string{"id"}, allOld)
-		require.NoError(t, err)
-		defer px.Close()
-		cfg := srv.Config()
-		cfg.BaseEndpoint = aws.String(px.URL())
-		client := awsdynamodb.NewFromConfig(cfg)
+		px, client := proxied(t, srv.Endpoint, srv.Config(), allOld)
 
 		table := "proxied"
 		item := map[string]types.AttributeValue{
@@ -229,7 +224,7 @@ func TestProxy(t *testing.T) {
 		put := &awsdynamodb.PutItemInput{TableName: &table, Item: item, ConditionExpression: &cond,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 		before := px.Snapshot()
-		_, err = client.PutItem(t.Context(), put)
+		_, err := client.PutItem(t.Context(), put)
 		require.NoError(t, err)
 		_, err = client.PutItem(t.Context(), put)
 		var failed *types.ConditionalCheckFailedException
@@ -243,6 +238,17 @@ func TestProxy(t *testing.T) {
 		require.Equal(t, 2.0, total, "the proxy's own read is not counted")
 		require.Equal(t, map[string]float64{"PutItem": 2}, ops)
 	}
+}
+
+// proxied starts a proxy in front of endpoint, for the test t, and
+// returns it with a client of cfg that sends its requests through it.
+func proxied(t *testing.T, endpoint string, cfg aws.Config, allOld bool) (*proxy, *awsdynamodb.Client) {
+	t.Helper()
+	px, err := newProxy(endpoint, []string{"id"}, allOld)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	cfg.BaseEndpoint = aws.String(px.URL())
+	return px, awsdynamodb.NewFromConfig(cfg)
 }
 
 func TestGoDriver(t *testing.T) {
@@ -340,12 +346,7 @@ func TestProxyMetersCapacity(t *testing.T) {
 	require.NoError(t, err)
 	defer srv.Stop()
 	require.NoError(t, createTable(t.Context(), srv.NewClient(), "metered"))
-	px, err := newProxy(srv.Endpoint, []string{"id"}, false)
-	require.NoError(t, err)
-	defer px.Close()
-	cfg := srv.Config()
-	cfg.BaseEndpoint = aws.String(px.URL())
-	client := awsdynamodb.NewFromConfig(cfg)
+	px, client := proxied(t, srv.Endpoint, srv.Config(), false)
 
 	table := "metered"
 	item := map[string]types.AttributeValue{

@@ -280,3 +280,32 @@ func TestCompressionSavesWriteUnits(t *testing.T) {
 	_, units = m.last()
 	assert.Equal(t, 1.0, units, "read units of the replay")
 }
+
+// BenchmarkCompletionRequest builds the completion's request for
+// responses of each size, compressed by default and not at all
+// (CompressAbove -1): the CPU compression costs a call, against the bytes
+// of the response it stores (stored-B/op). TestCapacityUnits has the units.
+//
+//	go test -run '^$' -bench CompletionRequest ./persistence/dynamodb/
+func BenchmarkCompletionRequest(b *testing.B) {
+	for _, mode := range []struct {
+		name     string
+		compress int
+	}{{"default", 0}, {"uncompressed", -1}} {
+		store, err := dynamodb.New(&awsdynamodb.Client{}, "table", func(o *dynamodb.Options) { o.CompressAbove = mode.compress })
+		require.NoError(b, err)
+		for _, sz := range capacitySizes {
+			b.Run(mode.name+"/"+strings.ReplaceAll(sz.name, " ", ""), func(b *testing.B) {
+				rec := completed(inProgress(wholeSecond()), testevents.OrdersResponse(sz.size))
+				var in *awsdynamodb.UpdateItemInput
+				for b.Loop() {
+					if in, err = store.UpdateInput(rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+				data := map[string]types.AttributeValue{"": in.ExpressionAttributeValues[":d"]}
+				b.ReportMetric(float64(dynamodb.ItemSize(data)), "stored-B/op")
+			})
+		}
+	}
+}
