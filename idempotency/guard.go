@@ -293,10 +293,10 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 // is likely a retry (core.WithLikelyRetry), and returns it when it is
 // completed and live: the answer the reservation would have failed with.
 // Otherwise, or when the read fails, it returns nil and the reservation
-// decides. A read writes nothing, so the protocol is unchanged. A store in
-// the process has been read already.
+// decides. A read writes nothing, so the protocol is unchanged. Behind a
+// local cache that missed, the read reaches the store.
 func (g *Guard) readFirst(ctx context.Context, c *call) *persistence.Record {
-	if g.local != nil || !core.LikelyRetry(ctx) {
+	if !core.LikelyRetry(ctx) {
 		return nil
 	}
 	t := c.now()

@@ -99,6 +99,18 @@ func TestLikelyRetryReadsFirst(t *testing.T) {
 		assert.Equal(t, idempotency.OutcomeReplay, res.Outcome)
 		assert.Equal(t, 2, store.Calls(faultstore.OpPut))
 	})
+	t.Run("ALocalCacheThatMissesReadsTheStore", func(t *testing.T) {
+		store, g := setup(t)
+		_, err := g.Do(t.Context(), "k", "p", ok)
+		require.NoError(t, err)
+		// Another execution environment, whose cache has not seen the key.
+		cached, err := idempotency.NewGuard(memory.NewCache(store, 10), idempotency.WithKeyPrefix("readfirst"))
+		require.NoError(t, err)
+		res, err := cached.Do(retry(t), "k", "p", ok)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.OutcomeReplay, res.Outcome)
+		assert.Equal(t, map[faultstore.Op]int{faultstore.OpGet: 1, faultstore.OpPut: 1, faultstore.OpUpdate: 1}, calls(store))
+	})
 	t.Run("UnmarkedCallsWriteFirst", func(t *testing.T) {
 		store, g := setup(t)
 		for range 2 {

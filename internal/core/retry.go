@@ -8,7 +8,8 @@ type likelyRetryKey struct{}
 // retry of one that ran, as a trigger says (an SQS message received again).
 // The Guard then reads the record before it writes. A read of a completed
 // record costs a read unit per 4 KB, where the write that fails on it
-// costs a write unit per KB.
+// costs a write unit per KB. The function's own calls inherit the mark:
+// in a retry they likely ran too.
 func WithLikelyRetry(ctx context.Context) context.Context {
 	return context.WithValue(ctx, likelyRetryKey{}, true)
 }
