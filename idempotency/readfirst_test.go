@@ -31,16 +31,29 @@ func TestLikelyRetryReadsFirst(t *testing.T) {
 		return map[faultstore.Op]int{faultstore.OpGet: s.Calls(faultstore.OpGet), faultstore.OpPut: s.Calls(faultstore.OpPut), faultstore.OpUpdate: s.Calls(faultstore.OpUpdate)}
 	}
 	retry := func(t *testing.T) context.Context { return core.WithLikelyRetry(t.Context()) }
-
-	t.Run("CompletedIsAnsweredByTheRead", func(t *testing.T) {
+	// completedKey returns a store whose key "k" a call completed, and the
+	// Guard of that call.
+	completedKey := func(t *testing.T) (*faultstore.Store, *idempotency.Guard) {
+		t.Helper()
 		store, g := setup(t)
 		_, err := g.Do(t.Context(), "k", "p", ok)
 		require.NoError(t, err)
+		return store, g
+	}
+	// replaysByARead checks that a likely retry through g replays the
+	// stored result, and that the store saw the first call and one read.
+	replaysByARead := func(t *testing.T, store *faultstore.Store, g *idempotency.Guard) {
+		t.Helper()
 		res, err := g.Do(retry(t), "k", "p", func(context.Context) ([]byte, error) { t.Fatal("ran again"); return nil, nil })
 		require.NoError(t, err)
 		assert.Equal(t, idempotency.OutcomeReplay, res.Outcome)
 		assert.Equal(t, `"done"`, string(res.Response))
 		assert.Equal(t, map[faultstore.Op]int{faultstore.OpGet: 1, faultstore.OpPut: 1, faultstore.OpUpdate: 1}, calls(store))
+	}
+
+	t.Run("CompletedIsAnsweredByTheRead", func(t *testing.T) {
+		store, g := completedKey(t)
+		replaysByARead(t, store, g)
 	})
 	t.Run("NoRecordRuns", func(t *testing.T) {
 		store, g := setup(t)
@@ -50,9 +63,7 @@ func TestLikelyRetryReadsFirst(t *testing.T) {
 		assert.Equal(t, map[faultstore.Op]int{faultstore.OpGet: 1, faultstore.OpPut: 1, faultstore.OpUpdate: 1}, calls(store))
 	})
 	t.Run("OtherPayloadIsAMismatch", func(t *testing.T) {
-		store, g := setup(t)
-		_, err := g.Do(t.Context(), "k", "p", ok)
-		require.NoError(t, err)
+		store, g := completedKey(t)
 		res, err := g.Do(retry(t), "k", "other", ok)
 		var mismatch *idempotency.PayloadMismatchError
 		require.ErrorAs(t, err, &mismatch)
@@ -85,9 +96,7 @@ func TestLikelyRetryReadsFirst(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 	t.Run("AFailedReadGoesOnToTheReservation", func(t *testing.T) {
-		store, g := setup(t)
-		_, err := g.Do(t.Context(), "k", "p", ok)
-		require.NoError(t, err)
+		store, g := completedKey(t)
 		store.Fault = func(op faultstore.Op, _ string, _ int) faultstore.Fault {
 			if op == faultstore.OpGet {
 				return faultstore.FailBefore
@@ -100,16 +109,11 @@ func TestLikelyRetryReadsFirst(t *testing.T) {
 		assert.Equal(t, 2, store.Calls(faultstore.OpPut))
 	})
 	t.Run("ALocalCacheThatMissesReadsTheStore", func(t *testing.T) {
-		store, g := setup(t)
-		_, err := g.Do(t.Context(), "k", "p", ok)
-		require.NoError(t, err)
+		store, _ := completedKey(t)
 		// Another execution environment, whose cache has not seen the key.
 		cached, err := idempotency.NewGuard(memory.NewCache(store, 10), idempotency.WithKeyPrefix("readfirst"))
 		require.NoError(t, err)
-		res, err := cached.Do(retry(t), "k", "p", ok)
-		require.NoError(t, err)
-		assert.Equal(t, idempotency.OutcomeReplay, res.Outcome)
-		assert.Equal(t, map[faultstore.Op]int{faultstore.OpGet: 1, faultstore.OpPut: 1, faultstore.OpUpdate: 1}, calls(store))
+		replaysByARead(t, store, cached)
 	})
 	t.Run("UnmarkedCallsWriteFirst", func(t *testing.T) {
 		store, g := setup(t)
