@@ -24,7 +24,9 @@
 //     fails when a live record exists, so the function never runs twice at
 //     once for one key. A store that holds records in the process
 //     ([persistence.LocalReader]) answers a completed key before that,
-//     without the write. Calls of one Guard (one wrapped function) with
+//     without the write. So does a read of the record when the trigger
+//     says the call is likely a retry (an SQS message received again, in
+//     package batch). Calls of one Guard (one wrapped function) with
 //     one key share one reservation: the first asks the store, the others
 //     wait for its answer. A call that finds the key completed returns its stored
 //     result (or the recorded error, as a [*RecordedError]); one that finds

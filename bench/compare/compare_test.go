@@ -162,6 +162,7 @@ func TestReportTargets(t *testing.T) {
 
 func TestReportOutputs(t *testing.T) {
 	r := sampleReport()
+	r.Capacity = []capacityRow{{Size: 8 << 10, Ours: capacityUnits{First: 3, Replay: 2}, Theirs: capacityUnits{First: 10, Replay: 9}}}
 	r.check()
 	dir := t.TempDir()
 	require.NoError(t, r.write(dir))
@@ -171,6 +172,7 @@ func TestReportOutputs(t *testing.T) {
 	require.Contains(t, string(md), "| first call, in-memory store | **1.00 µs** | 30.0 µs | 30× |")
 	require.Contains(t, string(md), "| **1 (1 PutItem)** | 2 (1 GetItem, 1 PutItem) |")
 	require.Contains(t, string(md), "(compare.svg)")
+	require.Contains(t, string(md), "| 8 KB | **3** | 10 | **2** | 9 |")
 
 	svg, err := os.ReadFile(filepath.Join(dir, "compare.svg"))
 	require.NoError(t, err)
@@ -211,12 +213,7 @@ func TestProxy(t *testing.T) {
 	srv := dynalite.Start(t)
 	require.NoError(t, createTable(t.Context(), srv.NewClient(), "proxied"))
 	for _, allOld := range []bool{false, true} {
-		px, err := newProxy(srv.Endpoint, []string{"id"}, allOld)
-		require.NoError(t, err)
-		defer px.Close()
-		cfg := srv.Config()
-		cfg.BaseEndpoint = aws.String(px.URL())
-		client := awsdynamodb.NewFromConfig(cfg)
+		px, client := proxied(t, srv.Endpoint, srv.Config(), allOld)
 
 		table := "proxied"
 		item := map[string]types.AttributeValue{
@@ -227,7 +224,7 @@ func TestProxy(t *testing.T) {
 		put := &awsdynamodb.PutItemInput{TableName: &table, Item: item, ConditionExpression: &cond,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 		before := px.Snapshot()
-		_, err = client.PutItem(t.Context(), put)
+		_, err := client.PutItem(t.Context(), put)
 		require.NoError(t, err)
 		_, err = client.PutItem(t.Context(), put)
 		var failed *types.ConditionalCheckFailedException
@@ -243,6 +240,17 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// proxied starts a proxy in front of endpoint, for the test t, and
+// returns it with a client of cfg that sends its requests through it.
+func proxied(t *testing.T, endpoint string, cfg aws.Config, allOld bool) (*proxy, *awsdynamodb.Client) {
+	t.Helper()
+	px, err := newProxy(endpoint, []string{"id"}, allOld)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	cfg.BaseEndpoint = aws.String(px.URL())
+	return px, awsdynamodb.NewFromConfig(cfg)
+}
+
 func TestGoDriver(t *testing.T) {
 	event, err := os.ReadFile(filepath.Join("testdata", "event.json"))
 	require.NoError(t, err)
@@ -256,6 +264,7 @@ func TestGoDriver(t *testing.T) {
 		{Op: "run"},
 		{Op: "run"},
 		{Op: "prepare", phaseCmd: phaseCmd{Store: "redis"}},
+		{Op: "call", phaseCmd: phaseCmd{Store: "memory", Tag: "t3", Body: `{"payment_id":"pay_1"}`}},
 		{Op: "exit"},
 	} {
 		require.NoError(t, enc.Encode(c))
@@ -269,7 +278,8 @@ func TestGoDriver(t *testing.T) {
 		require.NoError(t, dec.Decode(&r))
 		replies = append(replies, r)
 	}
-	require.Len(t, replies, 7)
+	require.Len(t, replies, 8)
+	require.True(t, replies[7].OK, replies[7].Error)
 	require.True(t, replies[0].OK)
 	require.Contains(t, replies[0].Library, "retrysafe")
 	for _, r := range []reply{replies[2], replies[4]} {
@@ -311,6 +321,77 @@ func TestCompareDynamoDBLocal(t *testing.T) {
 	require.False(t, rep.AllOld, "the proxy emulates nothing")
 	require.Contains(t, rep.Rows[3].Name, "DynamoDB Local")
 	require.Equal(t, 1.0, rep.Rows[3].Ours.Requests, "a replay is the failed PutItem alone")
+
+	// Capacity units are deterministic: DynamoDB Local reports AWS's
+	// documented units, and the proxy adds a failed write's.
+	require.Len(t, rep.Capacity, len(capacitySizes))
+	small, eight := rep.Capacity[0], rep.Capacity[2]
+	require.Equal(t, capacityUnits{First: 2, Replay: 1}, small.Ours, "a reservation and a completion, then a failed reservation, a unit each")
+	require.Equal(t, 8<<10, eight.Size)
+	require.Equal(t, capacityUnits{First: 3, Replay: 2}, eight.Ours, "an 8 KB response, compressed, in 2 write units")
+	for _, c := range rep.Capacity {
+		require.Positive(t, c.Theirs.First, "Powertools, %d bytes", c.Size)
+		require.Positive(t, c.Theirs.Replay, "Powertools, %d bytes", c.Size)
+	}
+}
+
+// The proxy meters the capacity both sides consume: what the server
+// reports, and for a failed conditional write what AWS documents, a write
+// unit per KB of the existing item.
+func TestProxyMetersCapacity(t *testing.T) {
+	srv, err := dynamodblocal.StartContext(t.Context())
+	if errors.Is(err, dynamodblocal.ErrUnavailable) && !testenv.Required() {
+		t.Skipf("%v (set %s=1 to make this a failure)", err, testenv.RequireEnv)
+	}
+	require.NoError(t, err)
+	defer srv.Stop()
+	require.NoError(t, createTable(t.Context(), srv.NewClient(), "metered"))
+	px, client := proxied(t, srv.Endpoint, srv.Config(), false)
+
+	table := "metered"
+	item := map[string]types.AttributeValue{
+		"id":   &types.AttributeValueMemberS{Value: "k"},
+		"data": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"body": &types.AttributeValueMemberS{Value: strings.Repeat(`"`, 2000)}}},
+	}
+	cond := "attribute_not_exists(id)"
+	put := &awsdynamodb.PutItemInput{TableName: &table, Item: item, ConditionExpression: &cond,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+	_, err = client.PutItem(t.Context(), put)
+	require.NoError(t, err)
+	require.Zero(t, px.units(), "metering is off")
+
+	px.meter(true)
+	_, err = client.PutItem(t.Context(), &awsdynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "other"}}})
+	require.NoError(t, err)
+	require.Equal(t, 1.0, px.units(), "reported by the server")
+	_, err = client.PutItem(t.Context(), put)
+	var failed *types.ConditionalCheckFailedException
+	require.ErrorAs(t, err, &failed)
+	// id (2+1) + data (4) + a map of one element (3+1) + body (4) + 2000
+	// quotes, unescaped: 2015 bytes, 2 write units.
+	require.Equal(t, 3.0, px.units(), "the failed write, by the documented rule")
+}
+
+func TestItemSize(t *testing.T) {
+	var item map[string]map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(`{
+		"id": {"S": "orders#é"},
+		"expiration": {"N": "1700000000"},
+		"in_progress_expiration": {"N": "-1700000000123.50"},
+		"data": {"B": "AAEC"},
+		"held": {"BOOL": true},
+		"tags": {"SS": ["ab", "c"]},
+		"list": {"L": [{"S": "x"}, {"NULL": true}]}
+	}`), &item))
+	want := len("id") + len("orders#é") +
+		len("expiration") + 2 + // "17": 1 byte, plus 1
+		len("in_progress_expiration") + 8 + // 170000000012350 trimmed to 1700000000123 5: 14 digits, 7 bytes, plus 1
+		len("data") + 3 +
+		len("held") + 1 +
+		len("tags") + 3 +
+		len("list") + 3 + 2 + 1 + 1
+	require.Equal(t, want, itemSize(item))
 }
 
 func testCompare(t *testing.T, server string) *report {

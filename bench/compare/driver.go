@@ -41,6 +41,7 @@ import (
 //	{"op":"init", ...initCmd}      -> {"ok":true,"runtime":...,"library":...}
 //	{"op":"prepare", ...phaseCmd}  -> {"ok":true}
 //	{"op":"run"}                   -> runResult
+//	{"op":"call", ...phaseCmd}     -> {"ok":true}
 //	{"op":"exit"}
 //
 // prepare builds the phase's events and a fresh store and wrapped handler,
@@ -74,6 +75,10 @@ type phaseCmd struct {
 	// Turn is how many calls each side makes in its turn of the CPU loop
 	// (Go driver; 0: a chunk's).
 	Turn int `json:"turn,omitempty"`
+	// Body is what the handler of a call returns as its response's body
+	// (the call op: one call of a fresh wrapped handler on Store, with the
+	// order ID Tag, unmeasured, for the capacity it consumes).
+	Body string `json:"body,omitempty"`
 }
 
 // reply is a driver's answer: an acknowledgement, an error, or the result
@@ -236,8 +241,38 @@ func (d *goDriver) handle(cmd *command) (reply, error) {
 		}
 		res, err := d.run()
 		return reply{runResult: res}, err
+	case "call":
+		return reply{OK: true}, d.call(&cmd.phaseCmd)
 	}
 	return reply{}, fmt.Errorf("unknown op %q", cmd.Op)
+}
+
+// call makes one call of a fresh handler that returns cmd.Body, wrapped
+// as the phases' are, with the order ID cmd.Tag.
+func (d *goDriver) call(cmd *phaseCmd) error {
+	client, _ := d.client()
+	st, err := d.store(cmd.Store, client)
+	if err != nil {
+		return err
+	}
+	body := cmd.Body
+	wrapped, err := idempotency.Wrap(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		return events.APIGatewayProxyResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: body}, nil
+	}, st, idempotency.WithKey(key), idempotency.WithKeyPrefix("orders"))
+	if err != nil {
+		return err
+	}
+	var ev events.APIGatewayProxyRequest
+	if err := json.Unmarshal([]byte(strings.Replace(d.init.Event, "ORDER_ID", cmd.Tag, 1)), &ev); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	out, err := wrapped(ctx, ev)
+	if err == nil && out.Body != body {
+		err = fmt.Errorf("call %s: got a body of %d bytes, want %d", cmd.Tag, len(out.Body), len(body))
+	}
+	return err
 }
 
 func (d *goDriver) store(name string, client *awsdynamodb.Client) (persistence.Store, error) {

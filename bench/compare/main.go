@@ -50,6 +50,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
 	"github.com/retrysafe/retrysafe/internal/testing/dynamodblocal"
 	"github.com/retrysafe/retrysafe/internal/testing/testenv"
+	"github.com/retrysafe/retrysafe/internal/testing/testevents"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
@@ -293,7 +294,19 @@ func run(ctx context.Context, o options, logw io.Writer) (*report, error) {
 		}
 	}
 
+	// The capacity phase: each side's calls with responses of several
+	// sizes, metered by the proxy, unmeasured otherwise.
+	capacity, err := measureCapacity(px, sides, func(n int) string { return string(testevents.OrdersResponse(n)) })
+	if err != nil {
+		return nil, fmt.Errorf("capacity: %w", err)
+	}
+	for _, c := range capacity {
+		logger.Printf("capacity, %6d-byte response: retrysafe %g units first, %g replay; Powertools %g, %g",
+			c.Size, c.Ours.First, c.Ours.Replay, c.Theirs.First, c.Theirs.Replay)
+	}
+
 	rep := report{
+		Capacity:     capacity,
 		Date:         time.Now().UTC().Format(time.RFC3339),
 		Machine:      machine(),
 		Ours:         ours.info,

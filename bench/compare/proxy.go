@@ -34,6 +34,10 @@ type proxy struct {
 	mu     sync.Mutex
 	counts map[string]int
 	bytes  int // request bodies, every operation
+	// metering asks every request for its consumed capacity, and
+	// consumedUnits adds it up (capacity.go).
+	metering      bool
+	consumedUnits float64
 
 	srv *http.Server
 	ln  net.Listener
@@ -78,6 +82,20 @@ func (p *proxy) Snapshot() map[string]int {
 	return maps.Clone(p.counts)
 }
 
+// meter turns the metering of consumed capacity on or off.
+func (p *proxy) meter(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.metering = on
+}
+
+// units returns the capacity units consumed by the requests metered so far.
+func (p *proxy) units() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.consumedUnits
+}
+
 // Bytes returns the size of the request bodies forwarded so far: what the
 // clients sent, before the server answers.
 func (p *proxy) Bytes() int {
@@ -111,7 +129,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	p.bytes += len(body)
+	metering := p.metering
 	p.mu.Unlock()
+	if metering {
+		body = withConsumedCapacity(op, body)
+	}
 	status, header, respBody, err := p.forward(r.Method, r.URL.RequestURI(), r.Header, body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -122,6 +144,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			respBody = b
 			header.Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(b)), 10))
 		}
+	}
+	if metering {
+		units := consumed(status, respBody)
+		p.mu.Lock()
+		p.consumedUnits += units
+		p.mu.Unlock()
 	}
 	for k, vs := range header {
 		if k == "Content-Length" {

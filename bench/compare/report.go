@@ -31,6 +31,9 @@ type report struct {
 	EventBytes   int      `json:"event_bytes"`
 	Rows         []row    `json:"rows"`
 	Targets      []target `json:"targets"`
+	// Capacity is the capacity units of a first call and a replay, by
+	// response size (capacity.go).
+	Capacity []capacityRow `json:"capacity,omitempty"`
 }
 
 type row struct {
@@ -180,6 +183,14 @@ func (r *report) write(dir string) error {
 	return nil
 }
 
+// fmtBytes formats a size: "100 B", "8 KB".
+func fmtBytes(n int) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%d KB", n>>10)
+}
+
 // fmtNs formats a duration in nanoseconds with three significant digits.
 func fmtNs[T ~float64](v T) string {
 	ns := float64(v)
@@ -323,6 +334,16 @@ func (r *report) markdown() string {
 				fmtNearOne(w.ProtocolOverFloor.CPU), fmtSpread(*w.ProtocolOverFloor),
 				fmtNearOne(w.OverProtocolFloor.CPU), fmtSpread(*w.OverProtocolFloor),
 				w.ProtocolFloor.RequestBytes)
+		}
+	}
+	if len(r.Capacity) > 0 {
+		p("\nCapacity units per call, by the size of the response the handler returns (a JSON list of orders, as in the store's capacity test): " +
+			"what the server reports with `ReturnConsumedCapacity`, and for a failed conditional write, which reports none though DynamoDB charges it, " +
+			"a write unit per KB of the existing item (AWS's documented rule), from the item the failure returns. " +
+			"A first call is the reservation and the completion; a replay is the same call again.\n\n")
+		p("| Response | first call | | replay | |\n| ---: | ---: | ---: | ---: | ---: |\n| | **retrysafe** | Powertools | **retrysafe** | Powertools |\n")
+		for _, c := range r.Capacity {
+			p("| %s | **%g** | %g | **%g** | %g |\n", fmtBytes(c.Size), c.Ours.First, c.Theirs.First, c.Ours.Replay, c.Theirs.Replay)
 		}
 	}
 	p("\nTargets:\n\n")

@@ -80,7 +80,10 @@
 //
 //   - The function runs and succeeds: the key is completed; success.
 //   - The key was completed by an earlier delivery: the function does not
-//     run; success (the record is skipped).
+//     run; success (the record is skipped). An SQS message received before
+//     (ApproximateReceiveCount above 1) is likely such a record, so its key
+//     is read first. The read costs a read unit per 4 KB of the record, the
+//     reservation's failed write a write unit per KB.
 //   - The function returns an error or panics: failure, and the key is
 //     released, so the redelivered record runs again. An error marked
 //     idempotency.Permanent (or classified by idempotency.WithPermanentErrors)

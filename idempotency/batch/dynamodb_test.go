@@ -17,10 +17,11 @@ import (
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/idempotency/batch"
 	"github.com/retrysafe/retrysafe/internal/testing/dynalite"
+	"github.com/retrysafe/retrysafe/internal/testing/dynamotest"
 	"github.com/retrysafe/retrysafe/persistence/dynamodb"
 )
 
-func TestMain(m *testing.M) { dynalite.Main(m) }
+func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 // dynamoStores returns n stores over one fresh table on the shared server,
 // each with a client of its own.

@@ -44,6 +44,9 @@ type meta struct {
 	id      string // the item identifier Lambda expects in BatchItemFailures
 	group   string // the ordering group, when ordered
 	ordered bool   // whether later records of the group wait for this one
+	// redelivered is set on a record delivered before, whose key is then
+	// likely completed: the Guard reads it before it writes.
+	redelivered bool
 }
 
 // source describes one kind of batch event.
@@ -288,6 +291,9 @@ func (p *processor[R]) one(ctx context.Context, rec R, m meta) (res status) {
 	if err != nil {
 		return p.fail(ctx, slog.LevelError, "idempotency/batch: bad record: no idempotency key could be selected from it; the function did not run (the record will be redelivered, and reach the dead-letter queue or the retry limit if it keeps failing)",
 			m, ReasonBadRecord, err, slog.String("key_expression", p.key.String()))
+	}
+	if m.redelivered {
+		ctx = core.WithLikelyRetry(ctx)
 	}
 	r, err := p.guard.Do(ctx, key, payload, func(ctx context.Context) ([]byte, error) {
 		return emptyResult, p.fn(ctx, rec)

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -28,10 +29,12 @@ var sqsSource = source[events.SQSMessage]{
 	idName:     "messageId",
 	defaultKey: DefaultSQSKey,
 	describe: func(m *events.SQSMessage) meta {
+		// A message received before was likely processed then.
+		n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
 		if !strings.HasSuffix(m.EventSourceARN, ".fifo") {
-			return meta{id: m.MessageId}
+			return meta{id: m.MessageId, redelivered: n > 1}
 		}
-		return meta{id: m.MessageId, group: m.Attributes["MessageGroupId"], ordered: true}
+		return meta{id: m.MessageId, group: m.Attributes["MessageGroupId"], ordered: true, redelivered: n > 1}
 	},
 }
 

@@ -24,12 +24,16 @@ func ExpiryAttr(optFns ...func(*Options)) string {
 // DynamoDB's limits and the store's defaults, for the tests at their
 // edges.
 const (
-	MaxTransactionItems  = maxTransactionItems
-	MaxTransactionBytes  = maxTransactionBytes
-	MaxItemSize          = maxItemSize
-	DefaultCompressAbove = defaultCompressAbove
+	MaxTransactionItems = maxTransactionItems
+	MaxTransactionBytes = maxTransactionBytes
+	MaxItemSize         = maxItemSize
+	WriteUnit           = writeUnit
 )
 
 // ErrorCode exposes the search for an error's code that the store's
 // retryer makes without reflection.
 var ErrorCode = errorCode
+
+// ItemSize is the size DynamoDB counts for an item: its attribute names
+// and values.
+var ItemSize = attributesSize

@@ -83,8 +83,13 @@ const encodingGzip = "gzip"
 // function can return (6 MB).
 const maxInflated = 64 << 20
 
+// writeUnit is the item size DynamoDB bills one write request unit for.
+// By default a response is compressed when its item would be larger, since
+// a unit costs more than compressing a few KB.
+const writeUnit = 1 << 10
+
 // encode maps rec to attribute values, compressing the response if it is
-// larger than the CompressAbove option.
+// larger than a positive CompressAbove option (see fit for the default).
 func (s *Store) encode(rec *persistence.Record) values {
 	var v values
 	// ExpiresAt is a whole second by contract; InProgressExpiresAt is an
@@ -104,7 +109,7 @@ func (s *Store) encode(rec *persistence.Record) values {
 		v[attrInProgressExpiry] = number(epoch.CeilMillis(rec.InProgressExpiresAt))
 	}
 	if len(rec.Response) > 0 {
-		compressed := s.opts.CompressAbove >= 0 && len(rec.Response) > s.opts.CompressAbove && s.compress(&v, rec.Response)
+		compressed := s.opts.CompressAbove > 0 && len(rec.Response) > s.opts.CompressAbove && s.compress(&v, rec.Response)
 		switch {
 		case compressed:
 		case utf8.Valid(rec.Response):
@@ -155,18 +160,25 @@ var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 
 // fit makes v fit in an item of at most MaxItemSize bytes with the given key,
 // by compressing the response, or failing that by leaving it out. It returns
-// an error wrapping persistence.ErrResponseOmitted when it left it out.
+// an error wrapping persistence.ErrResponseOmitted when it left it out. By
+// default (CompressAbove 0) it also compresses the response of an item
+// over one write unit.
 func (s *Store) fit(v *values, key string, response []byte) error {
+	limit := s.opts.MaxItemSize
+	if s.opts.CompressAbove == 0 {
+		limit = min(limit, writeUnit)
+	}
 	size := s.itemSize(key, v)
-	if size <= s.opts.MaxItemSize || v[attrData] == nil {
+	if size <= limit || v[attrData] == nil {
 		return nil
 	}
 	compressed := v[attrDataEncoding] != nil
 	if !compressed && s.opts.CompressAbove >= 0 && s.compress(v, response) {
 		compressed = true
-		if size = s.itemSize(key, v); size <= s.opts.MaxItemSize {
-			return nil
-		}
+		size = s.itemSize(key, v)
+	}
+	if size <= s.opts.MaxItemSize {
+		return nil
 	}
 	stored := attrValueSize(v[attrData])
 	v[attrData], v[attrDataEncoding] = nil, nil

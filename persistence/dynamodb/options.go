@@ -78,10 +78,11 @@ type Options struct {
 	DataEncodingAttr string
 
 	// CompressAbove is the response size, in bytes, above which responses are
-	// stored gzip-compressed (when that makes them smaller). Default 16 KiB.
-	// Negative: never compress, so that
-	// DataAttr always stays readable; responses that do not fit are then
-	// omitted sooner.
+	// stored gzip-compressed (when that makes them smaller). By default a
+	// response is compressed when its item would be larger than 1 KB, the
+	// size of a write unit. A negative value turns compression off, so
+	// that DataAttr stays readable in the console. Responses that do not
+	// fit are then omitted sooner.
 	CompressAbove int
 
 	// MaxItemSize is the largest item, in bytes as DynamoDB counts them
@@ -102,9 +103,6 @@ type Options struct {
 }
 
 const (
-	// defaultCompressAbove is the default Options.CompressAbove.
-	defaultCompressAbove = 16 << 10
-
 	// maxItemSize is DynamoDB's item size limit, the default and largest
 	// Options.MaxItemSize.
 	maxItemSize = 400 << 10
@@ -138,9 +136,6 @@ func resolveOptions(optFns []func(*Options)) (Options, error) {
 		def(&o.StaticPKValue, "idempotency#"+os.Getenv("AWS_LAMBDA_FUNCTION_NAME"))
 	} else if o.StaticPKValue != "" {
 		return o, errors.New("persistence/dynamodb: Options.StaticPKValue is set but Options.SortKeyAttr is not; the static partition key value needs a sort key")
-	}
-	if o.CompressAbove == 0 {
-		o.CompressAbove = defaultCompressAbove
 	}
 	switch {
 	case o.MaxItemSize == 0:

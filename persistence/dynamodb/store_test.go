@@ -290,9 +290,23 @@ func TestResponseSizes(t *testing.T) {
 		}
 
 		t.Run("SmallTextIsAString", func(t *testing.T) {
-			response := bytes.Repeat([]byte("é"), dynamodb.DefaultCompressAbove/2)
+			// Readable in the console while the item fits in a write unit.
+			response := bytes.Repeat([]byte("é"), dynamodb.WriteUnit/4)
 			_, item := roundTrip(t, store, response)
 			require.IsType(t, &types.AttributeValueMemberS{}, item["data"])
+			require.NotContains(t, item, "data_encoding")
+			require.LessOrEqual(t, dynamodb.ItemSize(item), dynamodb.WriteUnit)
+		})
+		t.Run("TextOverAWriteUnitIsCompressed", func(t *testing.T) {
+			response := jsonResponse(2 * dynamodb.WriteUnit)
+			_, item := roundTrip(t, store, response)
+			require.Equal(t, &types.AttributeValueMemberS{Value: "gzip"}, item["data_encoding"])
+			require.LessOrEqual(t, dynamodb.ItemSize(item), dynamodb.WriteUnit)
+		})
+		t.Run("IncompressibleOverAWriteUnitIsAsIs", func(t *testing.T) {
+			response := randomBytes(2 * dynamodb.WriteUnit)
+			_, item := roundTrip(t, store, response)
+			require.Equal(t, &types.AttributeValueMemberB{Value: response}, item["data"])
 			require.NotContains(t, item, "data_encoding")
 		})
 		t.Run("SmallBinaryIsBinary", func(t *testing.T) {

@@ -184,6 +184,17 @@ async function run() {
   };
 }
 
+// call makes one call of a fresh handler that returns cmd.body, wrapped
+// as the phases' are, with the order ID cmd.tag: the capacity phase.
+async function call(cmd) {
+  const { layer } = persistence(cmd.store);
+  const config = new IdempotencyConfig({ eventKeyJmesPath: KEY });
+  const handler = async () => ({ statusCode: 201, headers: { 'Content-Type': 'application/json' }, body: cmd.body });
+  const wrapped = makeIdempotent(handler, { persistenceStore: layer, config, keyPrefix: 'orders' });
+  const out = await wrapped(decode(() => cmd.tag, 0, 1)[0], lambdaContext(Date.now() + 15 * 60 * 1000));
+  if (out.body !== cmd.body) throw new Error(`call ${cmd.tag}: got a body of ${out.body?.length} characters, want ${cmd.body.length}`);
+}
+
 async function handle(cmd) {
   switch (cmd.op) {
     case 'init': {
@@ -201,6 +212,9 @@ async function handle(cmd) {
       return { ok: true };
     case 'run':
       return run();
+    case 'call':
+      await call(cmd);
+      return { ok: true };
     case 'exit':
       process.exit(0);
   }
