@@ -9,11 +9,12 @@
 // There is one adapter per Lambda event type: [WrapAPIGateway] (REST APIs,
 // and HTTP APIs with payload format 1.0), [WrapAPIGatewayV2] (HTTP APIs),
 // [WrapFunctionURL] and [WrapALB]. [Middleware] is the same for net/http
-// servers, such as ECS, EKS, App Runner, Lambda Web Adapter, chi,
-// gorilla/mux and echo. The adapters run on an [idempotency.Guard]. So the
-// state machine and the store are those of package idempotency. They take
-// its options ([idempotency.WithExpiry], [idempotency.WithLogger], ...)
-// next to their own ([WithScope], [WithHeader], ...):
+// servers, such as those on ECS, EKS, App Runner or Lambda Web Adapter. It
+// also fits chi, gorilla/mux and echo. The adapters run on an
+// [idempotency.Guard]. So the state machine and the store are those of
+// package idempotency. They take its options ([idempotency.WithExpiry],
+// [idempotency.WithLogger], ...) next to their own ([WithScope],
+// [WithHeader], ...):
 //
 //	lambda.Start(idempotency.Must(httpapi.WrapAPIGatewayV2(createOrder, store,
 //		httpapi.WithScope(httpapi.ScopePrincipal()))))
@@ -154,8 +155,8 @@
 //
 // [Middleware] answers as the table above says, with the same rules. It
 // also has rules of its own, described below. It works for any Go HTTP
-// server, such as ECS, EKS, App Runner and Lambda Web Adapter. Chi,
-// gorilla/mux and echo take the same func(http.Handler) http.Handler.
+// server, such as those on ECS, EKS, App Runner and Lambda Web Adapter.
+// Chi, gorilla/mux and echo take the same func(http.Handler) http.Handler.
 // Without [idempotency.WithKeyPrefix], its prefix is "http".
 //
 // It takes the options of kind [idempotency.MiddlewareOption]. These are
