@@ -33,7 +33,7 @@ const (
 	// another request.
 	ReasonKeyReused = "KEY_REUSED"
 	// ReasonStoreUnavailable (UNAVAILABLE, with a google.rpc.RetryInfo):
-	// the store failed before the handler ran; nothing happened.
+	// the store failed before the handler ran. Nothing happened.
 	ReasonStoreUnavailable = "STORE_UNAVAILABLE"
 	// ReasonNotCommitted (UNAVAILABLE with a google.rpc.RetryInfo, or
 	// INTERNAL when the store has no transactions): the handler's writes

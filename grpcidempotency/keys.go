@@ -31,19 +31,21 @@ const (
 func NewKey() string { return uuid.New() }
 
 // ContextWithKey returns a context that makes the client interceptor send
-// the call made with it with key, unless the call carries one: keep the
-// key with the operation (in the database row of the order that the call
-// creates, say), so that the operation can be sent again with the same key
-// later, by a process that restarted. A key is 1 to [MaxKeyLength]
-// characters, printable ASCII when it goes in the metadata (a header);
-// the call fails with INVALID_ARGUMENT before it is sent if it is not.
+// the call made with it with key, unless the call carries one. Keep the
+// key with the operation, such as in the database row of the order that
+// the call creates. The operation can then be sent again with the same key
+// later, by a process that restarted.
+//
+// A key is 1 to [MaxKeyLength] characters. It must be printable ASCII when
+// it goes in the metadata (a header). If it is not, the call fails with
+// INVALID_ARGUMENT before it is sent.
 func ContextWithKey(ctx context.Context, key string) context.Context {
 	return engine.ContextWithKey(ctx, key)
 }
 
 // Replayed reports whether header, the response header of a call, marks
-// a replay: the stored answer to an earlier call with the same key, not
-// the answer of a run of this call. header is gRPC's metadata.MD
+// a replay. A replay is the stored answer to an earlier call with the same
+// key, not the answer of a run of this call. header is gRPC's metadata.MD
 // (grpc.Header) or Connect's http.Header (a response's Header, an error's
 // Meta).
 func Replayed(header map[string][]string) bool {

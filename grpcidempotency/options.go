@@ -133,9 +133,9 @@ func WithMetadataKey(key string) Option {
 }
 
 // WithKeyFunc sets the function that reads the key from a request message
-// in place of the key field: for a key in a nested message (AEP-155's
-// idempotency_key.key, say). An empty string means no key. It may not be
-// given with [WithKeyField].
+// in place of the key field. Use it for a key in a nested message, such as
+// AEP-155's idempotency_key.key. An empty string means no key. It may not
+// be given with [WithKeyField].
 func WithKeyFunc(key func(req proto.Message) string) ServerOption {
 	return serverOption(func(s *engine.Server) {
 		s.Use("WithKeyFunc", false)
@@ -148,10 +148,9 @@ func WithKeyFunc(key func(req proto.Message) string) ServerOption {
 }
 
 // WithGuardOptions passes options of package idempotency to the Guard
-// that the interceptor runs calls on: idempotency.WithKeyPrefix,
-// WithExpiry, WithWait, WithLease, WithObserver, WithTransactions and
-// the others of kind idempotency.GuardOption. It may be given more than
-// once.
+// that the interceptor runs calls on. These are [idempotency.WithKeyPrefix],
+// WithExpiry, WithWait, WithLease, WithObserver, WithTransactions and the
+// others of kind [idempotency.GuardOption]. It may be given more than once.
 func WithGuardOptions(opts ...idempotency.GuardOption) ServerOption {
 	return serverOption(func(s *engine.Server) {
 		s.Use("WithGuardOptions", true)
@@ -196,11 +195,11 @@ func WithMethodPolicy(fullMethod string, p Policy) ServerOption {
 	})
 }
 
-// WithScope sets the function that tells callers apart: it returns who
-// is calling, from what the server authenticated, or an error that wraps
+// WithScope sets the function that tells callers apart. It returns who is
+// calling, from what the server authenticated, or an error that wraps
 // [ErrNoScope]. The scope is part of the record's key, so callers in
 // different scopes never share a record. It is called only for calls with
-// a key. Without it, all callers share one key space, which is safe only
+// a key. Without it, all callers share one key space. That is safe only
 // when keys are unguessable and callers are trusted not to reuse each
 // other's.
 //
@@ -221,10 +220,10 @@ func WithScope(scope func(ctx context.Context) (string, error)) ServerOption {
 }
 
 // WithStoreServerErrors stores and replays results with the codes
-// INTERNAL, UNKNOWN and DATA_LOSS, as Stripe stores 5xx responses, instead
-// of releasing the key so that a retry runs the handler again. Use it when
-// such an error can follow a side effect that must not be repeated. The
-// codes that say the call did not execute are released all the same.
+// INTERNAL, UNKNOWN and DATA_LOSS, as Stripe stores 5xx responses. Without
+// it, the key is released so that a retry runs the handler again. Use it
+// when such an error can follow a side effect that must not be repeated.
+// The codes that say the call did not execute are released all the same.
 func WithStoreServerErrors() ServerOption {
 	return serverOption(func(s *engine.Server) {
 		s.Use("WithStoreServerErrors", false)
@@ -234,9 +233,10 @@ func WithStoreServerErrors() ServerOption {
 
 // WithMaxRetryDelay caps the delay of the google.rpc.RetryInfo of ABORTED,
 // the answer to a call whose key is held by another call still running.
-// The delay is how long the handler usually takes, measured over its
-// recent runs: at least 10 milliseconds, at most max, and never more than
-// the time until the other call's reservation lapses. Default 2 seconds.
+// The default cap is 2 seconds. The delay is how long the handler usually
+// takes, measured over its recent runs. It is at least 10 milliseconds and
+// at most max. It is never more than the time until the other call's
+// reservation lapses.
 func WithMaxRetryDelay(max time.Duration) ServerOption {
 	return serverOption(func(s *engine.Server) {
 		s.Use("WithMaxRetryDelay", false)

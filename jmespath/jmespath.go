@@ -1,8 +1,8 @@
 // Package jmespath compiles the JMESPath expressions that select idempotency
-// keys and validated payloads from an input, with the functions of
+// keys and validated payloads from an input. It registers the functions of
 // Powertools for AWS Lambda (powertools_json, powertools_base64,
-// powertools_base64_gzip) registered, so expressions written for Powertools
-// work unchanged.
+// powertools_base64_gzip). So expressions written for Powertools work
+// unchanged.
 //
 // It is built on github.com/jmespath-community/go-jmespath, the maintained
 // fork of go-jmespath that can register custom functions (the original
@@ -15,9 +15,10 @@
 // produces it. Numbers are exact: a number that a float64 cannot hold
 // exactly (a large integer ID, say) is a json.Number, others are float64.
 //
-// The expressions keys are made of, chains of members, indexes and
-// Powertools functions, and lists or hashes of them, are evaluated without
-// the interpreter and without converting the whole input: see plan.
+// Some expressions are evaluated without the interpreter and without
+// converting the whole input (see plan). They are the expressions keys are
+// made of: chains of members, indexes and Powertools functions, and lists
+// or hashes of them.
 package jmespath
 
 import (
@@ -81,10 +82,11 @@ func Compile(expression string) (*Expression, error) {
 }
 
 // OrderDependent reports whether the expression's result may depend on the
-// order of an object's members: it lists an object's values with a value
-// projection (headers.*, *.id) or calls keys(), values() or items(). Go maps
-// have no order, so such an expression can give different results for one
-// input, and must not be used to derive a key.
+// order of an object's members. That is so when it lists an object's
+// values with a value projection (headers.*, *.id). It is so too when it
+// calls keys(), values() or items(). Go maps have no order, so such an
+// expression can give different results for one input. It must not be
+// used to derive a key.
 func (e *Expression) OrderDependent() bool { return e.orderDependent }
 
 // orderedFunctions list object members in the object's order.
@@ -151,9 +153,10 @@ func (e *Expression) SearchJSON(doc []byte) (any, error) {
 
 // SearchValue evaluates the expression against v as encoding/json encodes
 // it: json.Marshal(v). A plan reads only the members on its paths, with
-// encoding/json's rules, and encodes only what they reach; so an error
-// that json.Marshal would report for a part of v that the expression does
-// not read (a NaN, a MarshalJSON method that fails) is not reported.
+// encoding/json's rules. It encodes only what they reach. So some errors
+// that json.Marshal would report are not reported. These are errors for a
+// part of v that the expression does not read, such as a NaN or a
+// MarshalJSON method that fails.
 func (e *Expression) SearchValue(v any) (any, error) {
 	if e.plan != nil {
 		result, err := e.plan.eval(e, input{goValue: v, isGo: true})

@@ -1,7 +1,8 @@
 // Package otelidempotency traces and measures idempotent calls with
-// OpenTelemetry: every call of a function made idempotent by
-// [idempotency.Wrap], an [idempotency.Guard], the HTTP adapters of package
-// httpapi or the batch handlers of package batch, through their observers
+// OpenTelemetry. It sees every call of a function made idempotent by
+// [idempotency.Wrap] or an [idempotency.Guard]. It also sees the calls of
+// the HTTP adapters of package httpapi and of the batch handlers of
+// package batch. It sees them through their observers
 // ([idempotency.WithObserver]):
 //
 //	obs, err := otelidempotency.New() // the global TracerProvider and MeterProvider
@@ -12,33 +13,46 @@
 //
 // Each call is a span, "idempotent <prefix>", a child of the caller's span
 // in the context. The function runs with the call's context, so its own
-// spans are children of the call's. The call's phases are child spans,
-// created from the events' times when each phase ends: "reserve" (the
-// reservation, all its attempts), "wait" (WithWait), "run" (the function:
-// its spans are the call's children, beside it, since it is created once
-// the function has returned), and the final write, named by what it did:
-// "complete" (an update with the result or a recorded error), "commit"
-// (the transaction of WithTransactions, committed or not) or "release"
-// (a delete). A write that another call fenced out keeps its name.
-// Store requests are span events, "store.<op>", with their duration and
-// result.
+// spans are children of the call's.
 //
-// The call span's attributes: retrysafe.outcome, retrysafe.key.prefix,
-// retrysafe.key.hash (the hash in the record's key: never the input, nor
-// the key material it is hashed from), retrysafe.tenant (the tenant ID
-// that scopes the key, in Lambda's tenant isolation mode; never on
-// metrics, where it would make a series per tenant), retrysafe.store and
-// retrysafe.replayed. retrysafe.store names the system, as
-// OpenTelemetry's db.system.name does: dynamodb, redis or memory
-// ([idempotency.Call]'s System). The call span's status is Error, with
-// the error recorded on it, when the call failed for a reason of the
-// system's or the function's (outcomes store_error, handler_error,
-// fenced_out, completion_failed, not_committed), or when the key is held
-// for an operator (held: a call ended without an outcome, and someone must
-// check it; the span has a held event): the final write's error
-// when it failed (the call may have returned its result all the same),
-// and the error the call returned. Refusals that are the caller's to handle (in_progress,
-// payload_mismatch, no_key) and replays are not errors.
+// The call's phases are child spans. They are created from the events'
+// times when each phase ends. The phases are:
+//   - "reserve", the reservation, with all its attempts;
+//   - "wait", with WithWait;
+//   - "run", the function. Its spans are the call's children, beside
+//     "run", since "run" is created once the function has returned.
+//   - the final write, named by what it did. It is "complete" for an update
+//     with the result or a recorded error. It is "commit" for the
+//     transaction of WithTransactions, committed or not. It is "release"
+//     for a delete.
+//
+// A write that another call fenced out keeps its name. Store requests are
+// span events, "store.<op>", with their duration and result.
+//
+// The call span has these attributes:
+//   - retrysafe.outcome;
+//   - retrysafe.key.prefix;
+//   - retrysafe.key.hash, the hash in the record's key. It is never the
+//     input, nor the key material it is hashed from.
+//   - retrysafe.tenant, the tenant ID that scopes the key, in Lambda's
+//     tenant isolation mode. It is never on metrics, where it would make a
+//     series per tenant.
+//   - retrysafe.store;
+//   - retrysafe.replayed.
+//
+// retrysafe.store names the system, as OpenTelemetry's db.system.name
+// does. It is dynamodb, redis or memory ([idempotency.Call]'s System).
+//
+// The call span's status is Error in two cases. One is when the call
+// failed for a reason of the system's or the function's. Those are the
+// outcomes store_error, handler_error, fenced_out, completion_failed and
+// not_committed. The other is when the key is held for an operator
+// (held). A call then ended without an outcome, and someone must check it.
+// The span has a held event. In both cases, the span records errors on
+// it. It records the final write's error when that write failed. The call
+// may have returned its result all the same. It records the error the call
+// returned too. Refusals that are the caller's to handle are not errors
+// (in_progress, payload_mismatch, no_key). Replays are not errors either.
 //
 // # Metrics
 //
@@ -48,35 +62,36 @@
 //	retrysafe.store.request.duration  histogram             s        retrysafe.store.operation, retrysafe.store.result, retrysafe.key.prefix, retrysafe.store
 //	retrysafe.wait.duration           histogram             s        retrysafe.wait.result, retrysafe.key.prefix, retrysafe.store
 //
-// retrysafe.outcome is one of idempotency's outcomes: new, replay,
-// recorded_error (a recorded error replayed), in_progress,
+// retrysafe.outcome is one of idempotency's outcomes. These are new,
+// replay, recorded_error (a recorded error replayed), in_progress,
 // payload_mismatch, no_key, store_error, handler_error, fenced_out,
-// completion_failed, not_committed, canceled, held. A call that waited for
-// another (WithWait) has an outcome of its own, what it got after the
-// wait, and retrysafe.waited true. retrysafe.store.operation is put, get,
-// update, delete or commit; retrysafe.store.result is ok, conflict,
-// fenced, not_found, response_omitted, canceled or error.
-// retrysafe.wait.result is done (the outcome came), timeout, canceled or
-// error.
+// completion_failed, not_committed, canceled and held. A call that waited
+// for another (WithWait) has an outcome of its own, what it got after the
+// wait. It also has retrysafe.waited true.
 //
-// The histograms' buckets resolve milliseconds to tens of seconds:
-// [DurationBuckets], the boundaries of OpenTelemetry's
-// http.server.request.duration with finer ones below 5ms for store
-// requests and wider ones up to a minute for calls and waits. A View of
-// the SDK's MeterProvider sets others.
+// retrysafe.store.operation is put, get, update, delete or commit.
+// retrysafe.store.result is ok, conflict, fenced, not_found,
+// response_omitted, canceled or error. retrysafe.wait.result is done (the
+// outcome came), timeout, canceled or error.
+//
+// The histograms' buckets resolve milliseconds to tens of seconds. They
+// are [DurationBuckets], the boundaries of OpenTelemetry's
+// http.server.request.duration with finer ones and wider ones. The finer
+// ones, below 5ms, are for store requests. The wider ones, up to a minute,
+// are for calls and waits. A View of the SDK's MeterProvider sets others.
 //
 // # Cost
 //
-// With no-op providers, or a trace sampled out while no instrument
-// measures, [Observer.BeginCall] starts the (non-recording) span and
+// Take no-op providers, or a trace sampled out while no instrument
+// measures. [Observer.BeginCall] then starts the (non-recording) span and
 // observes nothing more of the call. The span's start is what a replay
-// costs more: one allocation with the no-op providers of
-// go.opentelemetry.io/otel/trace/noop and metric/noop, three with the
-// global providers before an SDK is installed (New's default), whose
-// tracer allocates its non-recording span and cannot be asked beforehand
+// costs more. That is one allocation with the no-op providers of
+// go.opentelemetry.io/otel/trace/noop and metric/noop. It is three with
+// the global providers before an SDK is installed (New's default). Their
+// tracer allocates its non-recording span. It cannot be asked beforehand
 // whether it records. With the SDK, each call makes its spans and
-// measurements: about 7µs and 30 allocations on a replay, with the SDK's
-// own exporters and readers.
+// measurements. That is about 7µs and 30 allocations on a replay, with the
+// SDK's own exporters and readers.
 package otelidempotency
 
 import (
@@ -215,11 +230,11 @@ type call struct {
 	failed atomic.Pointer[error]
 }
 
-// BeginCall makes the Observer see each call begin: it starts the call's
-// span, and returns the call's own Observer. When the span does not
-// record and no instrument measures (no-op providers, or a trace sampled
-// out with metrics off), it returns ctx and no Observer: the call costs
-// no more.
+// BeginCall makes the Observer see each call begin. It starts the call's
+// span, and returns the call's own Observer. The span may not record while
+// no instrument measures. That is so with no-op providers, or with a trace
+// sampled out and metrics off. BeginCall then returns ctx and no Observer,
+// and the call costs no more.
 func (o *Observer) BeginCall(ctx context.Context, c idempotency.Call) (context.Context, idempotency.Observer) {
 	s := o.scope(c)
 	spanCtx, span := o.tracer.Start(ctx, s.name, s.startOpts...)

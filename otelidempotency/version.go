@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// Version returns the version of this module, the instrumentation scope's:
-// the one the Go build recorded, such as v0.4.0, a pseudo-version, or
-// (devel) when it is built in its own module.
+// Version returns the version of this module, the instrumentation
+// scope's. It is the one the Go build recorded, such as v0.4.0 or a
+// pseudo-version. It is (devel) when it is built in its own module.
 func Version() string { return version() }
 
 // version reads the build's record once: the scope name is the module's

@@ -18,10 +18,10 @@ import (
 )
 
 // NewClientInterceptor returns a Connect interceptor for clients that
-// gives each mutating unary call one idempotency key and sends it again,
-// with the same key, when the answer was lost or says to try again later
-// (see the package documentation, Clients). It fails if an option is
-// invalid.
+// gives each mutating unary call one idempotency key. It sends the call
+// again, with the same key, when the answer was lost or says to try again
+// later. The package documentation of grpcidempotency says more (Clients).
+// It fails if an option is invalid.
 //
 //	idem, err := connectgo.NewClientInterceptor()
 //	if err != nil {

@@ -18,8 +18,8 @@ import (
 
 // NewServerInterceptor returns a Connect interceptor for handlers that
 // runs each unary call with an idempotency key at most once per key over
-// store, and answers its retries with the first call's response (see the
-// package documentation). It fails if store is nil or an option is
+// store. It answers the call's retries with the first call's response (see
+// the package documentation). It fails if store is nil or an option is
 // invalid.
 //
 //	idem, err := connectgo.NewServerInterceptor(store,

@@ -14,9 +14,10 @@ import (
 )
 
 // NewClientInterceptor returns a unary client interceptor that gives each
-// mutating call one idempotency key and sends it again, with the same
-// key, when the answer was lost or says to try again later (see the
-// package documentation, Clients). It fails if an option is invalid.
+// mutating call one idempotency key. It sends the call again, with the
+// same key, when the answer was lost or says to try again later. The
+// package documentation of grpcidempotency says more (Clients). It fails
+// if an option is invalid.
 //
 //	idem, err := grpcgo.NewClientInterceptor()
 //	if err != nil {

@@ -16,10 +16,10 @@ import (
 
 // ScopePeerCertificate returns a scope function (see
 // [grpcidempotency.WithScope]) that scopes calls by the client certificate
-// that the server verified (mutual TLS): its issuer, subject and URI names
-// (a SPIFFE ID), which stay the same when the certificate is renewed. A
-// call without a verified client certificate fails with
-// [grpcidempotency.ErrNoScope].
+// that the server verified (mutual TLS). It uses the certificate's issuer,
+// subject and URI names (a SPIFFE ID). These stay the same when the
+// certificate is renewed. A call without a verified client certificate
+// fails with [grpcidempotency.ErrNoScope].
 func ScopePeerCertificate() func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
 		p, ok := peer.FromContext(ctx)
@@ -48,9 +48,10 @@ func ScopePeerCertificate() func(context.Context) (string, error) {
 // [grpcidempotency.ErrNoScope].
 //
 // Use it only for metadata that a trusted component sets and callers
-// cannot: a proxy that authenticates callers and replaces the key on every
-// call (Envoy's x-forwarded-client-cert, a JWT filter's payload header),
-// or an interceptor of your own before this one.
+// cannot. One is a proxy that authenticates callers and replaces the key
+// on every call. Examples are Envoy's x-forwarded-client-cert and a JWT
+// filter's payload header. Another is an interceptor of your own before
+// this one.
 func ScopeMetadata(key string) func(context.Context) (string, error) {
 	valid := engine.ValidMetadataKey(key)
 	return func(ctx context.Context) (string, error) {

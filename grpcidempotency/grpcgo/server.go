@@ -20,8 +20,8 @@ import (
 )
 
 // NewServerInterceptor returns a unary server interceptor that runs each
-// call with an idempotency key at most once per key over store, and
-// answers its retries with the first call's response (see the package
+// call with an idempotency key at most once per key over store. It answers
+// the call's retries with the first call's response (see the package
 // documentation). It fails if store is nil or an option is invalid.
 //
 //	idem, err := grpcgo.NewServerInterceptor(store,

@@ -18,15 +18,15 @@ type ALBHandler = func(context.Context, events.ALBTargetGroupRequest) (events.AL
 // it answers.
 //
 // When the target group has multi-value headers on, the request carries
-// multiValueHeaders and the load balancer reads only the multiValueHeaders
-// of the response: the adapter then puts the headers it adds there, and in
-// headers otherwise. Its own responses carry a statusDescription such as
-// "409 Conflict"; replays keep the handler's.
+// multiValueHeaders. The load balancer then reads only the
+// multiValueHeaders of the response, so the adapter puts the headers it
+// adds there. Otherwise it puts them in headers. Its own responses carry a
+// statusDescription such as "409 Conflict". Replays keep the handler's.
 //
 // It fails if h or store is nil or an option is invalid. When
-// POWERTOOLS_IDEMPOTENCY_DISABLED is true it only calls h (after
-// checking the options), whose errors reach the caller as h returns them,
-// without idempotency.Permanent's mark.
+// POWERTOOLS_IDEMPOTENCY_DISABLED is true, it only calls h, after checking
+// the options. The errors of h then reach the caller as h returns them,
+// without [idempotency.Permanent]'s mark.
 func WrapALB(h ALBHandler, store persistence.Store, opts ...idempotency.HandlerOption) (ALBHandler, error) {
 	return wrap(albBinding, h, store, opts)
 }

@@ -1,19 +1,20 @@
 // Package httpapi gives HTTP APIs the Idempotency-Key semantics of the IETF
 // draft "The Idempotency-Key HTTP Header Field"
-// (draft-ietf-httpapi-idempotency-key-header) and of Stripe, on AWS Lambda
-// and on any Go HTTP server: a client sends a unique key with a request
-// that must not happen twice, and every retry with that key gets the first
-// request's response, or a clear HTTP answer (on Lambda, instead of a
-// function error that API Gateway would turn into a 502).
+// (draft-ietf-httpapi-idempotency-key-header) and of Stripe. It works on
+// AWS Lambda and on any Go HTTP server. A client sends a unique key with a
+// request that must not happen twice. Every retry with that key gets the
+// first request's response, or a clear HTTP answer. On Lambda, that answer
+// replaces a function error that API Gateway would turn into a 502.
 //
 // There is one adapter per Lambda event type: [WrapAPIGateway] (REST APIs,
 // and HTTP APIs with payload format 1.0), [WrapAPIGatewayV2] (HTTP APIs),
 // [WrapFunctionURL] and [WrapALB]. [Middleware] is the same for net/http
-// servers (ECS, EKS, App Runner, Lambda Web Adapter; chi, gorilla/mux,
-// echo). They run on an [idempotency.Guard], so the state machine and the
-// store are those of package idempotency, and they take its options
-// ([idempotency.WithExpiry], [idempotency.WithLogger], ...) next to their
-// own ([WithScope], [WithHeader], ...):
+// servers, such as those on ECS, EKS, App Runner or Lambda Web Adapter. It
+// also fits chi, gorilla/mux and echo. The adapters run on an
+// [idempotency.Guard]. So the state machine and the store are those of
+// package idempotency. They take its options ([idempotency.WithExpiry],
+// [idempotency.WithLogger], ...) next to their own ([WithScope],
+// [WithHeader], ...):
 //
 //	lambda.Start(idempotency.Must(httpapi.WrapAPIGatewayV2(createOrder, store,
 //		httpapi.WithScope(httpapi.ScopePrincipal()))))
@@ -21,48 +22,54 @@
 //	idem := idempotency.Must(httpapi.Middleware(store, httpapi.WithRequestScope(callerOf)))
 //	mux.Handle("POST /orders", idem(http.HandlerFunc(createOrder)))
 //
-// The options that select keys from typed inputs and shape typed results
-// ([idempotency.WithKey], [idempotency.WithPayloadValidation],
-// [idempotency.WithRequireKey], [idempotency.WithResponseHook]) are refused:
-// the adapters derive keys from the Idempotency-Key header and fingerprint
-// requests themselves. Without [idempotency.WithKeyPrefix] the prefix is
-// the one [idempotency.Wrap] would give the wrapped handler, and for
-// Middleware, which wraps handlers whose Go names say nothing stable,
-// "http", after the function name and a dot behind Lambda Web Adapter.
+// Some options select keys from typed inputs or shape typed results. The
+// adapters refuse them: [idempotency.WithKey],
+// [idempotency.WithPayloadValidation], [idempotency.WithRequireKey] and
+// [idempotency.WithResponseHook]. The adapters derive keys from the
+// Idempotency-Key header and fingerprint requests themselves.
+//
+// Without [idempotency.WithKeyPrefix], the prefix is the one
+// [idempotency.Wrap] would give the wrapped handler. [Middleware] wraps
+// handlers whose Go names say nothing stable, so its prefix is "http".
+// Behind Lambda Web Adapter, the function name and a dot come before it.
 //
 // # Requests
 //
-// Only POST and PATCH requests need a key (see WithMethods); requests with
-// other methods, which are idempotent by definition, reach the handler
-// unchanged and so does its answer, whatever it is.
+// Only POST and PATCH requests need a key (see [WithMethods]). Requests
+// with other methods are idempotent by definition. They reach the handler
+// unchanged, and so does its answer, whatever it is.
 //
-// The key is read from the Idempotency-Key header (see WithHeader), whose
-// name is matched without regard to case. It may be a Structured Field
-// string, as the draft specifies ("8e03978e-40d5-43e8-bc93-6894a57f9324"),
-// or bare, as Stripe clients send it (8e03978e-40d5-43e8-bc93-6894a57f9324);
-// both forms give the same key. Keys are 1 to MaxKeyLength characters of
-// valid UTF-8 without control characters; a bare key cannot contain a comma,
-// because HTTP APIs and Function URLs join repeated header lines with commas.
-// A request may repeat the header if every line carries the same key, on
-// every event type: REST APIs and ALB pass the lines apart, and on HTTP APIs
-// and Function URLs, which join them with commas, the joined value is split
-// again at the commas outside quoted keys. Different keys are refused.
+// The key is read from the Idempotency-Key header (see [WithHeader]). Its
+// name is matched without regard to case. The key may be a Structured
+// Field string, as the draft specifies
+// ("8e03978e-40d5-43e8-bc93-6894a57f9324"). It may also be bare, as Stripe
+// clients send it (8e03978e-40d5-43e8-bc93-6894a57f9324). Both forms give
+// the same key.
 //
-// The record of a key is found by hashing [scope, key] (see WithScope and
-// WithRequestScope), so two callers never share a record. The request's
-// fingerprint is the hash of its method, path, query string parameters,
-// body (base64-decoded when the event says it is encoded) and any headers
-// named with WithFingerprintHeaders. These two hashes are all that is
-// stored of a request: never its headers, never Authorization. Middleware
-// reads the body of a request with a key whole, at most WithMaxBodySize
-// bytes, to fingerprint it, and gives it to the handler unchanged.
+// Keys are 1 to [MaxKeyLength] characters of valid UTF-8 without control
+// characters. A bare key cannot contain a comma, because HTTP APIs and
+// Function URLs join repeated header lines with commas. A request may
+// repeat the header if every line carries the same key, on every event
+// type. REST APIs and ALB pass the lines apart. HTTP APIs and Function
+// URLs join them with commas. There the joined value is split again at the
+// commas outside quoted keys. Different keys are refused.
+//
+// The record of a key is found by hashing [scope, key] (see [WithScope]
+// and [WithRequestScope]), so two callers never share a record. The
+// request's fingerprint is the hash of its method, path, query string
+// parameters and body. The body is base64-decoded when the event says it
+// is encoded. Any headers named with [WithFingerprintHeaders] are hashed
+// too. These two hashes are all that is stored of a request. Its headers
+// are never stored, and neither is Authorization. [Middleware] reads the
+// body of a request with a key whole, at most [WithMaxBodySize] bytes. It
+// fingerprints the body and gives it to the handler unchanged.
 //
 // # Answers
 //
 // The adapter answers as follows. Its own answers are RFC 9457 problem
-// details (Content-Type: application/problem+json, see Problem) whose type
-// is one of the Problem... constants; docs/problems.md in the repository
-// documents each for API clients.
+// details (Content-Type: application/problem+json, see [Problem]). Their
+// type is one of the Problem... constants. The file docs/problems.md in
+// the repository documents each for API clients.
 //
 //	Situation                                    Status  Problem type
 //	method needs no key                          handler's answer, unchanged
@@ -87,24 +94,25 @@
 //	handler panicked after it began to write     the connection is cut (http.ErrAbortHandler)
 //	  (Middleware)
 //
-// Retry-After on 409 is an estimate of when the first request will have
-// finished: how long the handler has taken recently, in whole seconds
-// rounded up, at least 1, at most 2 seconds (see
-// WithMaxRetryAfter), and never more than the time until the first
-// request's reservation lapses. A retry then usually gets the first
-// request's response; one that comes too early gets another 409.
+// Retry-After on 409 estimates when the first request will have finished.
+// It is how long the handler has taken recently, in whole seconds rounded
+// up. It is at least 1 and at most 2 seconds (see [WithMaxRetryAfter]). It
+// is never more than the time until the first request's reservation
+// lapses. A retry then usually gets the first request's response. One that
+// comes too early gets another 409.
 //
-// 503 is chosen for store failures, rather than 500, because nothing
-// happened and a retry with the same key is safe and likely to succeed.
+// Store failures get 503 rather than 500, because nothing happened. A
+// retry with the same key is safe and likely to succeed.
 //
 // # Which responses are stored
 //
-// A response is stored, and replayed to every retry with its key until the
-// key expires ([DefaultExpiry], 24 hours, unless idempotency.WithExpiry sets
-// another), when it says that the request executed. Responses that say it
-// did not are returned but not stored, and the key is released, so that
-// the client can fix the cause and retry with the same key, as Stripe
-// saves a result only once the endpoint has started executing:
+// A response is stored when it says that the request executed. It is then
+// replayed to every retry with its key until the key expires. Keys expire
+// after [DefaultExpiry], 24 hours, unless [idempotency.WithExpiry] sets
+// another time. Responses that say the request did not execute are
+// returned but not stored, and the key is released. The client can then
+// fix the cause and retry with the same key. Likewise, Stripe saves a
+// result only once the endpoint has started executing.
 //
 //	Status                   Stored  Why
 //	2xx, 3xx                 yes     the request executed
@@ -117,77 +125,90 @@
 //	5xx                      no      the request may not have run (WithStoreServerErrors stores them, as Stripe does)
 //
 // A handler marks any other response as not executed with
-// idempotency.MarkNotExecuted, for example a 400 from validation that ran
-// before the side effect. A Go error or a panic of the handler releases
-// the key too; idempotency.Permanent and idempotency.WithPermanentErrors
-// record a Go error instead, which retries receive as recorded-error. A
-// classifier given with [idempotency.WithPermanentErrors] sees the
-// handler's Go errors only: a response is never an error.
+// [idempotency.MarkNotExecuted]. An example is a 400 from validation that
+// ran before the side effect. A Go error or a panic of the handler
+// releases the key too. [idempotency.Permanent] and
+// [idempotency.WithPermanentErrors] record a Go error instead. Retries
+// receive it as recorded-error. A classifier given with
+// [idempotency.WithPermanentErrors] sees the handler's Go errors only. A
+// response is never an error.
 //
-// The stored form is the response itself: status code, headers,
-// multi-value headers, cookies, body, isBase64Encoded and ALB's status
-// description, as JSON. A replay returns it unchanged, with the
+// The stored form is the response itself, as JSON. It holds the status
+// code, headers, multi-value headers, cookies, body, isBase64Encoded and
+// ALB's status description. A replay returns it unchanged, with the
 // Idempotent-Replayed header added to the header map the event type uses.
-// The first response is the handler's own, so it carries the same headers
+// The first response is the handler's own. So it carries the same headers
 // as the replays, except Idempotent-Replayed. Responses are stored as they
-// are, Set-Cookie included: when responses carry a caller's secrets, scope
-// keys by caller (WithScope), as the draft's security considerations advise.
+// are, Set-Cookie included. When responses carry a caller's secrets, scope
+// keys by caller ([WithScope]). The draft's security considerations advise
+// this.
 //
-// Middleware stores its responses in the same form: status, the headers
-// the handler set (in multiValueHeaders), the body (base64-encoded when it
-// is not UTF-8) and the trailers. A response that cannot be recorded whole
-// is not replayed: when the handler flushes it (streaming) or hijacks the
-// connection, the key completes without it, and retries get
-// response-not-stored, never part of a response.
+// [Middleware] stores its responses in the same form. It keeps the status,
+// the headers the handler set (in multiValueHeaders) and the trailers. It
+// keeps the body too, base64-encoded when it is not UTF-8. A response that
+// cannot be recorded whole is not replayed. This happens when the handler
+// flushes it (streaming) or hijacks the connection. The key then completes
+// without the response. Retries get response-not-stored, never part of a
+// response.
 //
 // # net/http servers
 //
-// Middleware answers as the table above says, with the same rules, and
-// these of its own, for any Go HTTP server (ECS, EKS, App Runner, Lambda
-// Web Adapter; chi, gorilla/mux and echo take the same
-// func(http.Handler) http.Handler). Without idempotency.WithKeyPrefix, its
-// prefix is "http". It takes the options of kind
-// idempotency.MiddlewareOption: this package's, WithRequestScope and
-// WithMaxBodySize of its own, and the core's but those that select keys
-// from typed inputs and idempotency.WithTransactions, since the response
-// goes to the client as the handler writes it, before a commit could fail.
+// [Middleware] answers as the table above says, with the same rules. It
+// also has rules of its own, described below. It works for any Go HTTP
+// server, such as those on ECS, EKS, App Runner and Lambda Web Adapter.
+// Chi, gorilla/mux and echo take the same func(http.Handler) http.Handler.
+// Without [idempotency.WithKeyPrefix], its prefix is "http".
 //
-// The body of a request that carries a key is read whole (at most
-// WithMaxBodySize bytes, else 413 with ProblemBodyTooLarge), fingerprinted,
-// and given to the handler unchanged, as Body and GetBody. The handler
-// writes to a ResponseWriter that sends its response as it writes it and
-// records it, status, headers, body and trailers: the headers the handler
-// sets, not those that handlers around the middleware set before it ran,
-// which belong to each response. The writer implements Unwrap, so
+// It takes the options of kind [idempotency.MiddlewareOption]. These are
+// this package's options, with [WithRequestScope] and [WithMaxBodySize] of
+// its own. They are also the core's options, except two kinds. The options
+// that select keys from typed inputs are refused. So is
+// [idempotency.WithTransactions], since the response goes to the client as
+// the handler writes it, before a commit could fail.
+//
+// The body of a request that carries a key is read whole and
+// fingerprinted. It is read up to [WithMaxBodySize] bytes. A larger body
+// is answered 413 with [ProblemBodyTooLarge]. The handler gets the body
+// unchanged, as Body and GetBody.
+//
+// The handler writes to a ResponseWriter. The writer sends the response as
+// the handler writes it, and records its status, headers, body and
+// trailers. It records the headers the handler sets. It does not record
+// those that handlers around the middleware set before it ran, which
+// belong to each response. The writer implements Unwrap, so
 // http.ResponseController reaches the server's writer.
 //
-// A response that cannot be recorded whole is not replayed: when the
-// handler flushes (streaming), or hijacks the connection (a protocol
-// upgrade), the request has executed, so its key is completed without the
-// response, and retries get 500 with ProblemResponseNotStored. A handler
-// that panics releases the key: it is answered 500 with
-// ProblemHandlerFailed when it had written nothing, with the headers the
-// response had before it ran, and otherwise its connection is aborted
-// (http.ErrAbortHandler), so that the client does not take a part for the
-// whole. WithReturnErrors lets the panic go on to a recovery middleware
-// instead.
+// A response that cannot be recorded whole is not replayed. This happens
+// when the handler flushes (streaming) or hijacks the connection (a
+// protocol upgrade). The request has executed, so its key is completed
+// without the response. Retries get 500 with [ProblemResponseNotStored].
 //
-// Servers give requests no deadline, so a reservation is a lease
-// (30 seconds, idempotency.WithLease) renewed while the handler runs
-// (idempotency.WithLease sets it): a handler that runs for minutes keeps
-// its key, and the key of a server that dies is free within one lease. A
-// deadline in the request's context bounds the lease, as on Lambda. The
-// handler's context is the request's, which net/http cancels when the
-// client goes away: a side effect that must finish even then should be
-// detached from it (context.WithoutCancel), since the client's retry will
-// ask for its result. When POWERTOOLS_IDEMPOTENCY_DISABLED is true,
-// Middleware returns the handler itself.
+// A handler that panics releases the key. If it had written nothing, it is
+// answered 500 with [ProblemHandlerFailed]. That answer has the headers
+// the response had before the handler ran. Otherwise its connection is
+// aborted (http.ErrAbortHandler), so that the client does not take a part
+// for the whole. [WithReturnErrors] lets the panic go on to a recovery
+// middleware instead.
+//
+// Servers give requests no deadline, so a reservation is a lease. The
+// lease lasts 30 seconds and is renewed while the handler runs.
+// [idempotency.WithLease] sets its length. A handler that runs for minutes
+// keeps its key. The key of a server that dies is free within one lease. A
+// deadline in the request's context bounds the lease, as on Lambda.
+//
+// The handler's context is the request's, which net/http cancels when the
+// client goes away. A side effect that must finish even then should be
+// detached from it (context.WithoutCancel). The client's retry will ask for
+// its result.
+//
+// When POWERTOOLS_IDEMPOTENCY_DISABLED is true, [Middleware] returns the
+// handler itself.
 //
 // # Clients
 //
 // Package [github.com/retrysafe/retrysafe/idempotency/httpclient] retries
-// requests with the same key when the answer was lost, or is a 409
-// (key-in-use), 429, 502, 503 or 504, after their Retry-After. It keeps
-// its retries within half of the server's window (24 hours by default),
-// and tells whether an answer was a replay.
+// requests with the same key when the answer was lost. It also retries
+// after a 409 (key-in-use), 429, 502, 503 or 504, waiting for their
+// Retry-After. It keeps its retries within half of the server's window (24
+// hours by default). It tells whether an answer was a replay.
 package httpapi

@@ -14,10 +14,11 @@ import (
 )
 
 // Middleware returns a net/http middleware that gives the handlers it
-// wraps the Idempotency-Key semantics of the Lambda handlers: the same
-// answers, problem types, and stored and replayed responses (see the
-// package documentation, net/http servers). It fails if store is nil or an
-// option is invalid, and the middleware panics given a nil handler.
+// wraps the Idempotency-Key semantics of the Lambda handlers. It gives the
+// same answers and problem types, and stores and replays responses the
+// same way (see the package documentation, net/http servers). It fails if
+// store is nil or an option is invalid. The middleware panics given a nil
+// handler.
 //
 //	idem, err := httpapi.Middleware(store, httpapi.WithRequestScope(callerOf))
 //	if err != nil {

@@ -212,21 +212,21 @@ func WithMethods(methods ...string) Option {
 }
 
 // WithOptionalKey lets requests that need a key but carry none run the
-// handler unprotected, as the generic decorator does, instead of being
-// answered with ProblemMissingKey (400).
+// handler unprotected, as the generic decorator does. Without it, they are
+// answered with [ProblemMissingKey] (400).
 func WithOptionalKey() Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithOptionalKey", Set: func(_ *core.Config, s *settings) { s.optionalKey = true }}}
 }
 
-// WithFingerprintHeaders adds request headers to the request fingerprint,
-// which by default covers the method, the path and the body: a retry with
-// the same key and a different value of one of these headers is answered
-// with ProblemKeyReused (422). Names are matched without regard to case; an
-// absent header differs from an empty one.
+// WithFingerprintHeaders adds request headers to the request fingerprint.
+// By default the fingerprint covers the method, the path and the body. A
+// retry with the same key and a different value of one of these headers is
+// answered with [ProblemKeyReused] (422). Names are matched without regard
+// to case. An absent header differs from an empty one.
 //
-// Authorization, Proxy-Authorization and Cookie are refused: credentials
+// Authorization, Proxy-Authorization and Cookie are refused. Credentials
 // may change between retries, and nothing derived from them is kept. Scope
-// keys by caller with WithScope instead.
+// keys by caller with [WithScope] instead.
 func WithFingerprintHeaders(names ...string) Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithFingerprintHeaders", Repeatable: true, Set: func(c *core.Config, s *settings) {
 		for _, name := range names {
@@ -248,16 +248,16 @@ func WithFingerprintHeaders(names ...string) Option {
 	}}}
 }
 
-// WithScope sets the function that tells callers apart (see ScopeFunc,
-// ScopePrincipal, ScopeClaim and ScopeHeader). The scope becomes part of
-// the idempotency key, so requests in different scopes never share a
+// WithScope sets the function that tells callers apart (see [ScopeFunc],
+// [ScopePrincipal], [ScopeClaim] and [ScopeHeader]). The scope becomes part
+// of the idempotency key, so requests in different scopes never share a
 // record. It is called only for requests that carry a key. Without it, all
-// callers share one key space, which is safe only when keys are
-// unguessable and callers are trusted not to reuse each other's.
+// callers share one key space. That is safe only when keys are unguessable
+// and callers are trusted not to reuse each other's.
 //
-// It applies to Middleware too, whose Request carries the *http.Request
-// as its Event, with the request's context; WithRequestScope is the
-// simpler form there.
+// It applies to [Middleware] too. There the [Request] carries the
+// *http.Request as its Event, with the request's context.
+// [WithRequestScope] is the simpler form there.
 func WithScope(scope ScopeFunc) Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithScope", Set: func(c *core.Config, s *settings) {
 		if scope == nil {
@@ -268,14 +268,16 @@ func WithScope(scope ScopeFunc) Option {
 	}}}
 }
 
-// WithRequestScope sets the scope of Middleware's requests, as WithScope
-// does for the Lambda adapters: scope returns who is asking, from what an
-// authentication middleware in front of Middleware put in the request's
-// context (a verified token's issuer and subject, a tenant), or an error
-// that wraps ErrNoScope when the request does not say (answered 400,
-// ProblemMissingScope). Any other error answers 500. It is called only for
-// requests that carry a key, before the body is read. It applies to
-// Middleware only; give it or WithScope, not both.
+// WithRequestScope sets the scope of [Middleware]'s requests, as
+// [WithScope] does for the Lambda adapters. The function scope returns who
+// is asking. It reads what an authentication middleware in front of
+// Middleware put in the request's context. That may be a verified token's
+// issuer and subject, or a tenant. When the request does not say, scope
+// returns an error that wraps [ErrNoScope]. That is answered 400 with
+// [ProblemMissingScope]. Any other error answers 500.
+//
+// It is called only for requests that carry a key, before the body is
+// read. It applies to Middleware only. Give it or WithScope, not both.
 func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.MiddlewareOption {
 	return middlewareOption{Spec: core.Spec[settings]{Name: "httpapi.WithRequestScope", Set: func(c *core.Config, s *settings) {
 		if scope == nil {
@@ -289,14 +291,16 @@ func WithRequestScope(scope func(*http.Request) (string, error)) idempotency.Mid
 	}}}
 }
 
-// WithMaxBodySize sets the largest request body that Middleware reads, in
-// bytes: default 1 MiB, nginx's default limit, ample for the JSON requests
-// that carry keys. The body of a request that carries a
-// key is read whole before the handler runs, to fingerprint it, and given
-// to the handler unchanged; a larger body is answered 413 with
-// ProblemBodyTooLarge, and the handler does not run. Requests that need no
-// key are not read. It applies to Middleware only: the Lambda adapters get
-// bodies whole, within Lambda's own limit.
+// WithMaxBodySize sets the largest request body that [Middleware] reads,
+// in bytes. The default is 1 MiB, nginx's default limit. That is ample for
+// the JSON requests that carry keys.
+//
+// The body of a request that carries a key is read whole before the
+// handler runs, to fingerprint it. The handler gets it unchanged. A larger
+// body is answered 413 with [ProblemBodyTooLarge], and the handler does
+// not run. Requests that need no key are not read. It applies to
+// Middleware only. The Lambda adapters get bodies whole, within Lambda's
+// own limit.
 func WithMaxBodySize(n int64) idempotency.MiddlewareOption {
 	return middlewareOption{Spec: core.Spec[settings]{Name: "httpapi.WithMaxBodySize", Set: func(c *core.Config, s *settings) {
 		if n <= 0 {
@@ -308,20 +312,22 @@ func WithMaxBodySize(n int64) idempotency.MiddlewareOption {
 }
 
 // WithStoreServerErrors stores 5xx responses of the handler and replays
-// them, as Stripe does, instead of releasing the key so that a retry runs
-// the handler again. Use it when a 5xx can follow a side effect that must
-// not be repeated. Responses that say the request did not execute (401,
-// 403, 408, 409, 425, 429) are released all the same.
+// them, as Stripe does. Without it, the key is released so that a retry
+// runs the handler again. Use it when a 5xx can follow a side effect that
+// must not be repeated. Responses that say the request did not execute
+// (401, 403, 408, 409, 425, 429) are released all the same.
 func WithStoreServerErrors() Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithStoreServerErrors", Set: func(_ *core.Config, s *settings) { s.storeServerErrors = true }}}
 }
 
 // WithMaxRetryAfter caps the Retry-After of the 409 that answers a request
-// whose key is in use by another request still running. The delay is how
-// long the handler usually takes, measured over its recent runs, rounded
-// up to whole seconds: at least 1, at most max, and never more than the
-// time until the other request's reservation lapses. Default 2 seconds.
-// A client that honours it retries about when the
+// whose key is in use by another request still running. The default cap is
+// 2 seconds.
+//
+// The delay is how long the handler usually takes, measured over its
+// recent runs. It is rounded up to whole seconds. It is at least 1 and at
+// most max. It is never more than the time until the other request's
+// reservation lapses. A client that honours it retries about when the
 // other request has finished, not after the longest it could take.
 func WithMaxRetryAfter(max time.Duration) Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithMaxRetryAfter", Set: func(c *core.Config, s *settings) {
@@ -334,16 +340,18 @@ func WithMaxRetryAfter(max time.Duration) Option {
 }
 
 // WithReturnErrors makes the adapter return the Go errors of the handler
-// (and of the scope function) and let its panics go on, after releasing the
-// key, instead of answering 500 with ProblemHandlerFailed. On Lambda, API
-// Gateway, Function URLs and ALB answer a function error with 502: use it
-// when something around the adapter (a middleware of your own) turns
-// errors into responses.
+// and of the scope function. It also lets the handler's panics go on. In
+// both cases it releases the key first. Without it, the adapter answers
+// 500 with [ProblemHandlerFailed].
 //
-// An http.Handler returns no errors: for Middleware, it makes the
-// handler's panics go on, after the key is released, to net/http or to a
-// recovery middleware around Middleware. Errors of the scope function are
-// answered 500 all the same.
+// On Lambda, API Gateway, Function URLs and ALB answer a function error
+// with 502. Use it when something around the adapter turns errors into
+// responses, such as a middleware of your own.
+//
+// An http.Handler returns no errors. For [Middleware], it makes the
+// handler's panics go on, after the key is released. They go to net/http
+// or to a recovery middleware around Middleware. Errors of the scope
+// function are answered 500 all the same.
 func WithReturnErrors() Option {
 	return option{Spec: core.Spec[settings]{Name: "httpapi.WithReturnErrors", Set: func(_ *core.Config, s *settings) { s.returnErrors = true }}}
 }

@@ -32,37 +32,37 @@ const (
 	// is still being processed.
 	ProblemKeyInUse = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-in-use"
 	// ProblemKeyHeld (409, without Retry-After): the request that first
-	// used the key ended without an outcome, and the API holds the key
-	// until an operator checks what happened and releases it
-	// (idempotency.WithHoldUntilReleased).
+	// used the key ended without an outcome. The API holds the key until an
+	// operator checks what happened and releases it
+	// ([idempotency.WithHoldUntilReleased]).
 	ProblemKeyHeld = httpkey.ProblemKeyHeld
 	// ProblemKeyReused (422): the key was used before for a different
 	// request (method, path, query, body or fingerprinted headers differ).
 	ProblemKeyReused = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#key-reused"
 	// ProblemStoreUnavailable (503, with Retry-After): the idempotency store
-	// failed before the handler ran; nothing happened.
+	// failed before the handler ran. Nothing happened.
 	ProblemStoreUnavailable = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#store-unavailable"
 	// ProblemNotCommitted (503, with Retry-After): the handler's staged
 	// writes could not be committed with its result
-	// (idempotency.WithTransactions, *idempotency.CommitError); nothing of
-	// the request was written, or, rarely, whether it was is not known yet.
+	// ([idempotency.WithTransactions], *[idempotency.CommitError]). Nothing
+	// of the request was written. Rarely, whether it was is not known yet.
 	ProblemNotCommitted = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#not-committed"
 	// ProblemHandlerFailed (500): the handler returned a Go error or
-	// panicked; the key was released.
+	// panicked. The key was released.
 	ProblemHandlerFailed = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#handler-failed"
 	// ProblemRecordedError (500): an earlier request with the key failed
 	// with an error recorded as permanent, which every retry receives.
 	ProblemRecordedError = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#recorded-error"
 	// ProblemResponseNotStored (500): an earlier request with the key
-	// completed, but its response was too large for the store, or was not
-	// recorded because Middleware's handler streamed it or took the
-	// connection over.
+	// completed, but its response was not stored. It was too large for the
+	// store. Or [Middleware]'s handler streamed it or took the connection
+	// over, so it was not recorded.
 	ProblemResponseNotStored = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#response-not-stored"
 	// ProblemReplayFailed (500): an earlier request with the key completed,
 	// but its stored response cannot be decoded.
 	ProblemReplayFailed = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#replay-failed"
-	// ProblemBodyTooLarge (413, Middleware only): the request body is larger
-	// than the middleware reads (WithMaxBodySize); nothing happened.
+	// ProblemBodyTooLarge (413, [Middleware] only): the request body is
+	// larger than the middleware reads ([WithMaxBodySize]). Nothing happened.
 	ProblemBodyTooLarge = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#body-too-large"
 )
 

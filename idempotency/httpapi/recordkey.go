@@ -11,27 +11,30 @@ import (
 )
 
 // RecordKey returns the key of the record that the adapters, given opts,
-// keep for event, and the record's payload hash, the hash of the request's
-// fingerprint: what [idempotency.KeyFromContext] gives the handler, and
-// what an operator looks up in the store to find the record of a request
-// (the retrysafe command's key does). event is an
+// keep for event. It also returns the record's payload hash, the hash of
+// the request's fingerprint. The key is what [idempotency.KeyFromContext]
+// gives the handler. An operator looks it up in the store to find the
+// record of a request, as the retrysafe command's key does. event is an
 // *events.APIGatewayProxyRequest ([WrapAPIGateway]), an
 // *events.APIGatewayV2HTTPRequest ([WrapAPIGatewayV2]), an
 // *events.LambdaFunctionURLRequest ([WrapFunctionURL]) or an
 // *events.ALBTargetGroupRequest ([WrapALB]).
 //
 // The adapters' default prefix names the handler they wrap, which
-// RecordKey does not know: opts must include [idempotency.WithKeyPrefix]
+// RecordKey does not know. So opts must include [idempotency.WithKeyPrefix]
 // with the prefix the adapter uses. The options that shape keys are the
 // adapters' ([WithHeader], [WithMethods], [WithOptionalKey],
-// [WithFingerprintHeaders], [WithScope]); the others are checked and
+// [WithFingerprintHeaders], [WithScope]). The others are checked and
 // otherwise ignored.
 //
 // For a request that the adapters keep no record of, the error matches
-// [idempotency.ErrNoKey]: its method needs no key, it has no key header
-// (and they run it without one, or answer 400), its key header is
-// invalid, or its scope function found no caller (the error matches
-// [ErrNoScope] too). An error of the scope function is returned wrapped.
+// [idempotency.ErrNoKey]. That is so when:
+//   - its method needs no key;
+//   - it has no key header (and the adapters run it without one, or answer 400);
+//   - its key header is invalid;
+//   - its scope function found no caller (the error matches [ErrNoScope] too).
+//
+// An error of the scope function is returned wrapped.
 func RecordKey(ctx context.Context, event any, opts ...idempotency.HandlerOption) (key, payloadHash string, err error) {
 	const name = "httpapi: RecordKey"
 	var r Request

@@ -6,21 +6,22 @@ import (
 )
 
 // Request is the adapter's view of an HTTP request, the same for every
-// event type and for Middleware. Scope functions (see WithScope) read it.
+// event type and for [Middleware]. Scope functions (see [WithScope]) read
+// it.
 type Request struct {
 	// Method is the request's HTTP method in upper case.
 	Method string
 
-	// Path is the request path as the event carries it: path for API
-	// Gateway REST APIs and ALB, rawPath for HTTP APIs and Function URLs,
-	// and the escaped path of the URL for Middleware.
+	// Path is the request path as the event carries it. It is path for API
+	// Gateway REST APIs and ALB, and rawPath for HTTP APIs and Function
+	// URLs. For Middleware, it is the escaped path of the URL.
 	Path string
 
-	// Event points to the event the adapter received: an
+	// Event points to the event the adapter received. That is an
 	// *events.APIGatewayProxyRequest, *events.APIGatewayV2HTTPRequest,
-	// *events.LambdaFunctionURLRequest or *events.ALBTargetGroupRequest;
-	// for Middleware, the *http.Request. Scope functions read authorizer
-	// data from it. Treat it as read-only.
+	// *events.LambdaFunctionURLRequest or *events.ALBTargetGroupRequest.
+	// For Middleware, it is the *http.Request. Scope functions read
+	// authorizer data from it. Treat it as read-only.
 	Event any
 
 	headers      map[string]string
@@ -75,10 +76,11 @@ func anyList(values []string) []any {
 }
 
 // Values returns the values of the request header name, matched without
-// regard to case. Where the event has multi-value headers (REST APIs, ALB
-// with multi-value headers on) each header line is one value; HTTP APIs and
-// Function URLs join repeated lines with commas into one value. The result
-// may share memory with the event: do not modify it.
+// regard to case. Where the event has multi-value headers, each header
+// line is one value. REST APIs have them, and so does ALB with
+// multi-value headers on. HTTP APIs and Function URLs join repeated lines
+// with commas into one value. The result may share memory with the event,
+// so do not modify it.
 func (r *Request) Values(name string) []string {
 	if vs := lookup(r.multiHeaders, name); len(vs) > 0 {
 		return vs

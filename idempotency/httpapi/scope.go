@@ -16,28 +16,31 @@ import (
 
 // ErrNoScope is matched (with errors.Is) by the errors of scope functions
 // that find nothing identifying the caller in the request. The adapter
-// answers such requests with ProblemMissingScope (400) and does not run the
-// handler. Custom scope functions should wrap it for the same answer; any
-// other error counts as a failure of the server (500, see WithReturnErrors).
+// answers such requests with [ProblemMissingScope] (400) and does not run
+// the handler. Custom scope functions should wrap it for the same answer.
+// Any other error counts as a failure of the server (500, see
+// [WithReturnErrors]).
 var ErrNoScope = errors.New("httpapi: the request does not identify its caller")
 
-// A ScopeFunc returns the scope of a request: who is asking, for example a
-// principal established by the API's authorizer or a tenant. Requests in
-// different scopes never share an idempotency record, so two callers who pick
-// the same key never see each other's responses, nor block each other.
+// A ScopeFunc returns the scope of a request: who is asking. That may be a
+// principal established by the API's authorizer, or a tenant. Requests in
+// different scopes never share an idempotency record. So two callers who
+// pick the same key never see each other's responses, nor block each
+// other.
 //
-// The scope must come from something the caller cannot forge. An empty scope
-// is treated as ErrNoScope.
+// The scope must come from something the caller cannot forge. An empty
+// scope is treated as [ErrNoScope].
 type ScopeFunc func(ctx context.Context, r *Request) (string, error)
 
-// ScopeHeader returns a ScopeFunc that scopes requests by the value of the
-// request header name (matched without regard to case). A request without
-// the header, or with several different values, fails with ErrNoScope.
+// ScopeHeader returns a [ScopeFunc] that scopes requests by the value of
+// the request header name (matched without regard to case). A request
+// without the header, or with several different values, fails with
+// [ErrNoScope].
 //
-// Use it only for headers that a trusted component sets, such as
-// X-Amzn-Oidc-Identity behind an ALB that authenticates users (ALB replaces
-// it on authenticated routes), or a tenant header that the caller is
-// authorized for.
+// Use it only for headers that a trusted component sets. One is
+// X-Amzn-Oidc-Identity behind an ALB that authenticates users. ALB
+// replaces it on authenticated routes. Another is a tenant header that the
+// caller is authorized for.
 func ScopeHeader(name string) ScopeFunc {
 	valid := httpkey.IsToken(name)
 	return func(_ context.Context, r *Request) (string, error) {
@@ -64,14 +67,14 @@ func ScopeHeader(name string) ScopeFunc {
 //     name, else the Lambda authorizer's context value name.
 //   - REST APIs and HTTP APIs with payload format 1.0
 //     (events.APIGatewayProxyRequest): the claim name of a Cognito user pool
-//     or JWT authorizer (requestContext.authorizer.claims), else the Lambda
-//     authorizer's context value name (requestContext.authorizer).
+//     or JWT authorizer (requestContext.authorizer.claims). Else, the
+//     Lambda authorizer's context value name (requestContext.authorizer).
 //
-// String values are used as they are; numbers and booleans as JSON text.
-// Function URLs and ALB carry no authorizer values: there, and when the
-// value is absent, it fails with ErrNoScope. Behind Middleware, where no
-// authorizer ran, it fails with an error of the server's (500): use
-// WithRequestScope there.
+// String values are used as they are. Numbers and booleans are used as
+// JSON text. Function URLs and ALB carry no authorizer values. There, and
+// when the value is absent, it fails with [ErrNoScope]. Behind
+// [Middleware], where no authorizer ran, it fails with an error of the
+// server's (500). Use [WithRequestScope] there.
 //
 // A claim is only as unique as its issuer makes it: sub, for one, is
 // unique within one issuer only. When callers come from several identity
@@ -133,11 +136,11 @@ func scopeText(v any) (string, error) {
 	return string(b), nil
 }
 
-// ScopePrincipal returns a ScopeFunc that scopes requests by the principal
-// that the API authenticated, named so that it is unique across identity
-// providers and accounts: two principals that different providers happen
-// to give the same name (two JWT issuers with a user "1234", say) never
-// share a record.
+// ScopePrincipal returns a [ScopeFunc] that scopes requests by the
+// principal that the API authenticated. The principal is named so that it
+// is unique across identity providers and accounts. Two principals that
+// different providers happen to give the same name never share a record.
+// An example is two JWT issuers with a user "1234".
 //
 //	Event and identity source                 Scope made of                        Why it is unique
 //	REST API, Lambda authorizer               API ID, principalId                  the authorizer names principals within its API
@@ -150,12 +153,13 @@ func scopeText(v any) (string, error) {
 //
 // The parts are kept apart by their source, so that no value of one
 // source can equal a value of another. A request whose identity lacks a
-// part (a JWT without iss or sub, a route without an authorizer, an ALB
-// target) fails with ErrNoScope. Lambda authorizers of HTTP APIs name no
-// principal: use ScopeClaim with a context value they set. Behind an ALB
-// that authenticates users, use ScopeHeader("X-Amzn-Oidc-Identity").
-// Behind Middleware, where no authorizer ran, it fails with an error of the
-// server's (500): use WithRequestScope there.
+// part fails with [ErrNoScope]. Examples are a JWT without iss or sub, a
+// route without an authorizer, and an ALB target. Lambda authorizers of
+// HTTP APIs name no principal. Use [ScopeClaim] with a context value they
+// set. Behind an ALB that authenticates users, use
+// ScopeHeader("X-Amzn-Oidc-Identity"). Behind [Middleware], where no
+// authorizer ran, it fails with an error of the server's (500). Use
+// [WithRequestScope] there.
 func ScopePrincipal() ScopeFunc {
 	return func(_ context.Context, r *Request) (string, error) {
 		var p string

@@ -5,7 +5,7 @@
 // [github.com/retrysafe/retrysafe/idempotency/httpapi].
 //
 // [Transport] is an [http.RoundTripper]. It gives each POST and PATCH
-// request an idempotency key, and sends the request again with the same
+// request an idempotency key. It sends the request again with the same
 // key when the answer was lost or says to try again later. The server runs
 // the request once and answers the retries with its stored response.
 //
@@ -17,10 +17,10 @@
 // The key of a request is its own Idempotency-Key header when it has one,
 // sent as the caller wrote it. Else it is the key that [WithKey] put in the
 // request's context. Else it is a new random UUID from [NewKey]. Keep the
-// key with the operation (in the database row of the order that the
-// request creates, say) and pass it with WithKey, so that a process that
-// restarts can send the operation again with the same key. Keys are sent
-// as the draft's quoted strings.
+// key with the operation, such as in the database row of the order that
+// the request creates. Pass it with WithKey. A process that restarts can
+// then send the operation again with the same key. Keys are sent as the
+// draft's quoted strings.
 //
 // # Retries
 //
@@ -50,10 +50,12 @@
 // server's key window (KeyWindow, how long the server remembers a key). A
 // retry that arrives after the server forgot the key runs the request a
 // second time. So Transport refuses a MaxElapsed of more than half the
-// KeyWindow. That leaves room for what it does not see: the time a request
-// takes to reach the server, clocks that differ, a server configured with
-// a shorter window than the one it was told, and a caller that retries the
-// whole operation again with the same key after its budget ran out.
+// KeyWindow. That leaves room for what it does not see:
+//   - the time a request takes to reach the server;
+//   - clocks that differ;
+//   - a server configured with a shorter window than the one it was told;
+//   - a caller that retries the whole operation again with the same key
+//     after its budget ran out.
 //
 // # Bodies and answers
 //

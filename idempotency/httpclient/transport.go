@@ -27,9 +27,9 @@ var ErrBodyNotReplayable = errors.New("httpclient: Transport: the request has a 
 	"make it with http.NewRequest and a *bytes.Buffer, *bytes.Reader or *strings.Reader body, or set GetBody")
 
 // Transport is an [http.RoundTripper] that sends POST and PATCH requests
-// with an idempotency key, and sends them again with the same key when the
+// with an idempotency key. It sends them again with the same key when the
 // answer was lost or says to try again later. The zero value is ready to
-// use, with the defaults. A Transport is safe for concurrent use, and its
+// use, with the defaults. A Transport is safe for concurrent use. Its
 // fields must not change while it is used.
 type Transport struct {
 	// Base sends each attempt. Default http.DefaultTransport.
@@ -116,8 +116,8 @@ func (t *Transport) keyed(method string) bool {
 type attemptKey struct{}
 
 // Replayed reports whether resp is the stored answer to an earlier request
-// with the same key (Idempotent-Replayed: true), not the answer of a run
-// of this request.
+// with the same key (Idempotent-Replayed: true). A stored answer is not
+// the answer of a run of this request.
 func Replayed(resp *http.Response) bool {
 	return resp != nil && resp.Header.Get(httpkey.HeaderReplayed) == "true"
 }

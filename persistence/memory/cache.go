@@ -16,10 +16,10 @@ import (
 // use_local_cache). A retry that reaches the same warm Lambda execution
 // environment is then answered without any request to the store.
 //
-// Only completed records are cached: they do not change until they expire,
-// so serving them locally is safe. Expiry is checked on every read, and a
+// Only completed records are cached. They do not change until they expire,
+// so serving them locally is safe. Expiry is checked on every read. A
 // cached record is never served to a reservation whose payload hash
-// differs from it: that reservation goes to the store, so payload
+// differs from it. That reservation goes to the store, so payload
 // mismatches are always decided on the stored record.
 type Cache struct {
 	store    persistence.Store
@@ -62,8 +62,8 @@ func (c *Cache) Len() int {
 }
 
 // Put answers from the cache when it holds a live completed record for the
-// key with a matching payload hash; otherwise it asks the store, and caches
-// the completed record a conflict returns.
+// key with a matching payload hash. Otherwise it asks the store. It caches
+// the completed record that a conflict returns.
 func (c *Cache) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	if cached := c.lookup(rec.Key, now); cached != nil && (rec.PayloadHash == "" || cached.PayloadHash == rec.PayloadHash) {
 		return &persistence.ConflictError{Existing: cached}

@@ -1,7 +1,7 @@
-// Package memory provides an in-process persistence.Store, for tests, local
-// runs and single-process services, and Cache, a bounded local cache of
-// completed records that sits in front of any Store (Powertools'
-// use_local_cache).
+// Package memory provides an in-process [persistence.Store], for tests,
+// local runs and single-process services. It also provides [Cache], a
+// bounded local cache of completed records that sits in front of any Store
+// (Powertools' use_local_cache).
 package memory
 
 import (
@@ -18,8 +18,8 @@ import (
 
 // Store is a concurrency-safe in-process [persistence.Store]. The zero
 // value is ready to use, with the default [Options]. Records live only as
-// long as the process, so a Store protects against retries within one
-// process only; use a shared store (DynamoDB, Redis) across Lambda
+// long as the process. So a Store protects against retries within one
+// process only. Use a shared store (DynamoDB, Redis) across Lambda
 // execution environments.
 type Store struct {
 	mu      sync.Mutex
@@ -33,7 +33,7 @@ type Store struct {
 // [New] takes functions that set them.
 type Options struct {
 	// MaxResponseSize, when positive, is the largest response the store
-	// keeps: larger ones are completed without their response, as a store
+	// keeps. Larger ones are completed without their response, as a store
 	// with an item size limit does (see [persistence.ErrResponseOmitted]).
 	// Zero, the default, keeps responses of any size.
 	MaxResponseSize int
@@ -203,9 +203,10 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 	return nil
 }
 
-// List implements persistence.Admin: it calls page with the records
-// whose key starts with keyPrefix, without their responses, in the order
-// of their keys, pageSize at a time (0: all in one page).
+// List implements [persistence.Admin]. It calls page with the records
+// whose key starts with keyPrefix, without their responses. It gives them
+// in the order of their keys, pageSize at a time. A pageSize of 0 gives
+// all in one page.
 func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
 	if pageSize < 0 {
 		return fmt.Errorf("memory: List: negative page size %d", pageSize)

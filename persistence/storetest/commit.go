@@ -10,9 +10,9 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// A CommitHarness is what RunCommit needs of a store that commits staged
-// writes (a persistence.Committer): the store, and writes of its own kind
-// whose effects the suite can count.
+// A CommitHarness is what [RunCommit] needs of a store that commits staged
+// writes (a [persistence.Committer]). It holds the store, and writes of
+// its own kind whose effects the suite can count.
 type CommitHarness struct {
 	// NewStore returns the store under test; it is called once per
 	// subtest, and may return one shared store.

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite for implementations of
-// persistence.Store, in the spirit of testing/slogtest: a store that passes
-// Run behaves as package idempotency expects, whatever it is backed by.
+// [persistence.Store], in the spirit of testing/slogtest. A store that
+// passes [Run] behaves as package idempotency expects, whatever it is
+// backed by.
 //
 // A store's own tests call Run with a constructor:
 //
