@@ -27,7 +27,9 @@ type Guard struct {
 	store persistence.Store
 	// local is store, when it can be read in the process without a
 	// request.
-	local    persistence.LocalReader
+	local persistence.LocalReader
+	// notifier is store, when it wakes the calls that wait for a key.
+	notifier persistence.Notifier
 	cfg      *config
 	prefix   string
 	disabled bool
@@ -80,9 +82,11 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 		return nil, fmt.Errorf("%s: idempotency.WithTransactions: the store, a %T, commits no writes with a completion (persistence.Committer, persistence.TxStore)", cfg.name, store)
 	}
 	local, _ := store.(persistence.LocalReader)
+	notifier, _ := store.(persistence.Notifier)
 	g := &Guard{
 		store:    store,
 		local:    local,
+		notifier: notifier,
 		cfg:      cfg,
 		inTx:     cfg.transactions && inTx,
 		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
@@ -175,7 +179,10 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 	var w *waiter
 	if g.cfg.wait > 0 {
 		w = g.newWaiter(ctx)
-		defer func() { c.reportWait(ctx, w, err) }()
+		defer func() {
+			w.close()
+			c.reportWait(ctx, w, err)
+		}()
 	}
 	for {
 		if g.local != nil {
@@ -245,6 +252,18 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		var existing *persistence.Record
 		rec, existing, err = g.reserve(ctx, c, payloadHash)
 		switch {
+		case err != nil && w != nil && w.waited && ctx.Err() == nil:
+			// A poll failed: a dropped connection, a restarting server. The
+			// record's state is unknown, so the wait goes on, within its
+			// budget, and ends with the error only when the budget does.
+			again, perr := w.pause(ctx, c.key)
+			if perr != nil {
+				return nil, Result{}, perr
+			}
+			if again {
+				continue
+			}
+			return nil, Result{Outcome: OutcomeStoreError}, err
 		case err != nil:
 			return nil, Result{Outcome: OutcomeStoreError}, err
 		case rec != nil:
@@ -265,7 +284,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			f.reserved(existing.InProgressExpiresAt)
 			reservedUntil = existing.InProgressExpiresAt
 			if w != nil {
-				again, err := w.pause(ctx)
+				again, err := w.pause(ctx, c.key)
 				if err != nil {
 					return nil, Result{}, err
 				}

@@ -249,13 +249,15 @@ func TestWaitHolderFencedOut(t *testing.T) {
 }
 
 // Waiters in another process (another store client, no shared memory)
-// poll the store, with backoff: few requests for a long wait.
+// poll the store, with backoff, when it cannot wake them: few requests
+// for a long wait.
 func TestWaitAcrossProcesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := memory.New()
 		// Two processes: two Guards over two distinct store values of one
 		// backing store, so they share no flights.
 		here, there := faultstore.New(shared), faultstore.New(shared)
+		there.Fault = faultstore.On(faultstore.OpWatch, 0, faultstore.FailBefore)
 		g := newGate()
 		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
 		var c counter
@@ -275,6 +277,162 @@ func TestWaitAcrossProcesses(t *testing.T) {
 		polls := there.Calls(faultstore.OpPut)
 		assert.LessOrEqual(t, polls, 6+3*10+1)
 		assert.GreaterOrEqual(t, polls, 10)
+		assert.Equal(t, 1, there.Calls(faultstore.OpWatch), "one failed watch, then polls")
+	})
+}
+
+// Over a store that wakes waiters, a waiter in another process is answered
+// as the holder completes, not at its next poll, and polls rarely: the
+// conflict, the read after the watch began, a poll every 1.5 to 2 s, and
+// the answer.
+func TestWaitAcrossProcessesIsWoken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memory.New()
+		here, there := faultstore.New(shared), faultstore.New(shared)
+		g := newGate()
+		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
+		var c counter
+		waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute),
+			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		finish := holdKey(t, g, holder, o1)
+
+		result := waitFor(t.Context(), waiter, o1)
+		time.Sleep(10 * time.Second)
+		_, err := finish()
+		require.NoError(t, err)
+		completed := time.Now()
+		got, err := result()
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", got.ChargeID, "the holder's result, replayed")
+		assert.Zero(t, c.count())
+		assert.Zero(t, time.Since(completed), "answered without waiting for a poll")
+		polls := there.Calls(faultstore.OpPut)
+		assert.LessOrEqual(t, polls, 3+10*2/3)
+		assert.GreaterOrEqual(t, polls, 3+10/2)
+		assert.Equal(t, 1, there.Calls(faultstore.OpWatch))
+	})
+}
+
+// A waiter woken by a release (the holder's function failed) takes the key
+// and runs its own function, as a polling one does.
+func TestWaitWokenByReleaseRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memory.New()
+		here, there := faultstore.New(shared), faultstore.New(shared)
+		g := newGate()
+		g.outcome = func() (receipt, error) { return receipt{}, errors.New("card declined") }
+		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
+		var c counter
+		waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute),
+			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		finish := holdKey(t, g, holder, o1)
+
+		result := waitFor(t.Context(), waiter, o1)
+		time.Sleep(10 * time.Second)
+		_, err := finish()
+		require.Error(t, err)
+		released := time.Now()
+		_, err = result()
+		require.NoError(t, err)
+		assert.Equal(t, 1, c.count(), "the waiter ran its own function")
+		assert.Zero(t, time.Since(released), "woken by the release")
+	})
+}
+
+// A lost wake-up delays a waiter by one poll at most: it still polls,
+// every 1.5 to 2 seconds, while it watches.
+func TestWaitLostWakeUpCostsOnePoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memory.New()
+		here, there := faultstore.New(shared), faultstore.New(shared)
+		there.Fault = faultstore.On(faultstore.OpWatch, 0, faultstore.LoseReply)
+		g := newGate()
+		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
+		var c counter
+		waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute),
+			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		finish := holdKey(t, g, holder, o1)
+
+		result := waitFor(t.Context(), waiter, o1)
+		time.Sleep(10 * time.Second)
+		_, err := finish()
+		require.NoError(t, err)
+		completed := time.Now()
+		got, err := result()
+		require.NoError(t, err)
+		assert.Equal(t, "ch_o-1_1", got.ChargeID)
+		assert.LessOrEqual(t, time.Since(completed), 2*time.Second, "one poll interval")
+		polls := there.Calls(faultstore.OpPut)
+		assert.LessOrEqual(t, polls, 3+10*2/3+1)
+		assert.GreaterOrEqual(t, polls, 3+10/2)
+	})
+}
+
+// A poll that fails (a dropped connection, a restarting server) does not
+// end the wait: the waiter polls again, within its budget, and gets the
+// holder's result.
+func TestWaitSurvivesFailedPolls(t *testing.T) {
+	for _, name := range []string{"polling", "woken"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				shared := memory.New()
+				here, there := faultstore.New(shared), faultstore.New(shared)
+				there.Fault = func(op faultstore.Op, _ string, n int) faultstore.Fault {
+					switch {
+					case op == faultstore.OpWatch && name == "polling":
+						return faultstore.FailBefore
+					case op == faultstore.OpPut && n >= 2 && n <= 4:
+						return faultstore.FailBefore
+					}
+					return faultstore.None
+				}
+				g := newGate()
+				holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
+				var c counter
+				waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute),
+					idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+				finish := holdKey(t, g, holder, o1)
+
+				result := waitFor(t.Context(), waiter, o1)
+				time.Sleep(10 * time.Second)
+				_, err := finish()
+				require.NoError(t, err)
+				got, err := result()
+				require.NoError(t, err)
+				assert.Equal(t, "ch_o-1_1", got.ChargeID)
+				assert.Zero(t, c.count())
+				assert.Greater(t, there.Calls(faultstore.OpPut), 4, "the failed polls were retried")
+			})
+		})
+	}
+}
+
+// A wait whose polls keep failing ends with the store's error when its
+// budget runs out, not before.
+func TestWaitFailingPollsEndWithTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memory.New()
+		here, there := faultstore.New(shared), faultstore.New(shared)
+		there.Fault = func(op faultstore.Op, _ string, n int) faultstore.Fault {
+			if op == faultstore.OpPut && n >= 2 {
+				return faultstore.FailBefore
+			}
+			return faultstore.None
+		}
+		g := newGate()
+		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
+		var c counter
+		waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(5*time.Second),
+			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		finish := holdKey(t, g, holder, o1)
+
+		start := time.Now()
+		_, err := waitFor(t.Context(), waiter, o1)()
+		var se *idempotency.StoreError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 5*time.Second, time.Since(start), "the whole budget")
+		_, err = finish()
+		require.NoError(t, err)
 	})
 }
 

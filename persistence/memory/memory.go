@@ -27,6 +27,8 @@ type Store struct {
 	unswept int // reservations since the last sweep
 	every   int // reservations between sweeps; 0 means sweepEveryMin
 	opts    Options
+	// watches are the channels of Watch, by key.
+	watches map[string]map[chan struct{}]struct{}
 }
 
 // Options configures a [Store], in the style of the other stores' options:
@@ -52,6 +54,7 @@ var (
 	_ persistence.Store       = (*Store)(nil)
 	_ persistence.LocalReader = (*Store)(nil)
 	_ persistence.Admin       = (*Store)(nil)
+	_ persistence.Notifier    = (*Store)(nil)
 )
 
 // Reservations sweep the store: they inspect records at random and drop
@@ -175,6 +178,9 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	// so it is overwritten in place rather than replaced.
 	*old = *rec
 	old.Response = resp
+	if rec.Status == persistence.StatusCompleted {
+		s.wake(rec.Key)
+	}
 	if omitted {
 		old.ResponseOmitted = true
 		return persistence.ErrResponseOmitted
@@ -200,7 +206,44 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return persistence.ErrFenced
 	}
 	delete(s.records, key)
+	s.wake(key)
 	return nil
+}
+
+// Watch implements persistence.Notifier. It wakes calls that wait for key
+// through another Guard than its holder's, which share no flight.
+func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.watches == nil {
+		s.watches = make(map[string]map[chan struct{}]struct{})
+	}
+	if s.watches[key] == nil {
+		s.watches[key] = make(map[chan struct{}]struct{})
+	}
+	s.watches[key][ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watches[key], ch)
+		if len(s.watches[key]) == 0 {
+			delete(s.watches, key)
+		}
+	}, nil
+}
+
+// wake wakes the watches of key. The caller holds s.mu.
+func (s *Store) wake(key string) {
+	for ch := range s.watches[key] {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 }
 
 // List implements persistence.Admin: it calls page with the records
@@ -259,6 +302,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 		return persistence.ErrChanged
 	}
 	delete(s.records, seen.Key)
+	s.wake(seen.Key)
 	return nil
 }
 
