@@ -105,6 +105,19 @@
 // the writes are sent as a pipeline of the script and WAIT: still one round
 // trip each.
 //
+// # Waiting
+//
+// The Store wakes the calls that wait for a key (idempotency.WithWait)
+// when its holder completes or releases it: Store.Watch implements
+// persistence.Notifier. The scripts that complete and release a record
+// publish on a channel named after its Redis key, in the same run, so the
+// holder pays no round trip for it. A Store subscribes to the channels of
+// its waiting calls on one connection of its own, which it opens for the
+// first and closes after the last. A waiter woken reads the record once
+// more and answers: three requests for a wait of any length under two
+// seconds, and one more for every two seconds of waiting, the polls that
+// cover a lost message. On a cluster, the messages reach every node.
+//
 // # Durability
 //
 // Redis and Valkey replicate asynchronously: a failover (Sentinel,
