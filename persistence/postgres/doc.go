@@ -28,7 +28,8 @@
 //
 // # Statements
 //
-// Each Store method runs exactly one statement, one round trip once the
+// Each Store method runs one statement (and NOTIFY after a completion or
+// a release), one round trip once the
 // connection has prepared it (pgx caches prepared statements per
 // connection; the first use of each on a connection costs one more round
 // trip):
@@ -55,10 +56,27 @@
 //   - CompleteTx: Update's statement, in the caller's transaction; the
 //     completion of a transaction that BeginTx began (see Transactions).
 //
-// With package idempotency, a first call therefore costs 2 statements
-// (Put, Update), a replay 1 (the failed Put, which returns the record),
-// and a handler error 2 (Put, Delete). With memory.NewCache in front of
-// the store, a replay in the same process costs none.
+// A completion and a release that apply are followed by NOTIFY, a
+// statement of its own (see Waiting). With package idempotency, a first
+// call therefore costs 3 statements (Put, Update, NOTIFY), a replay 1
+// (the failed Put, which returns the record), and a handler error 3 (Put,
+// Delete, NOTIFY). With memory.NewCache in front of the store, a replay
+// in the same process costs none.
+//
+// # Waiting
+//
+// The Store wakes the calls that wait for a key (idempotency.WithWait)
+// when its holder completes or releases it: Store.Watch implements
+// persistence.Notifier. After the completion or the release, the Store
+// sends NOTIFY on a channel of the table, with the key, outside the
+// completion's transaction, so that completions do not queue for the
+// server's notification lock at their commit. A Store listens for its
+// waiting calls on one connection of its own, opened with its pool's
+// configuration, from the first waiting call to the last. A waiter woken
+// reads the record once more and answers: three statements for a wait of
+// any length under two seconds, and one more for every two seconds of
+// waiting, the polls that cover a lost notification. A wait survives a
+// dropped connection and a restart of the server.
 //
 // # Table
 //

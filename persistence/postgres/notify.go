@@ -1,0 +1,202 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Waking waiters (persistence.Notifier). After a completion or a release
+// applies, the Store sends NOTIFY, with the key as its payload, on a
+// channel of the table, in a statement of its own: a NOTIFY in the
+// completion's transaction would take the server's notification lock
+// before its commit, and serialise every completion. A Store listens on
+// one connection of its own, which it opens for the first watch and
+// closes after the last. Keys are longer than a channel name may be, so
+// the channel is the table's and the listener picks its keys from it.
+//
+// A notification can be lost: the listening connection drops, or the
+// server restarts. The listener then connects again, and wakes every
+// watch once it listens, so that their waiters read the record again.
+// Their polls cover the rest.
+
+// notifySQL sends the wake-up of a key ($2) on the table's channel ($1).
+const notifySQL = `SELECT pg_notify($1, $2)`
+
+// channelName returns the channel of the table t (quoted, qualified): a
+// hash of it, since a channel name has at most 63 bytes.
+func channelName(t string) string {
+	sum := sha256.Sum256([]byte(t))
+	return "retrysafe_" + hex.EncodeToString(sum[:8])
+}
+
+// dialer returns a function that opens a connection like db's, or nil
+// when db is neither a *pgxpool.Pool nor a *pgx.Conn.
+func dialer(db DB) func(context.Context) (*pgx.Conn, error) {
+	var cfg *pgx.ConnConfig
+	switch db := db.(type) {
+	case *pgxpool.Pool:
+		cfg = db.Config().ConnConfig
+	case *pgx.Conn:
+		cfg = db.Config()
+	default:
+		return nil
+	}
+	return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg.Copy()) }
+}
+
+// notify wakes the waiters of key, in every process. A failure is
+// dropped: the write it follows has applied, and the waiters' polls find
+// it.
+func (s *Store) notify(ctx context.Context, key string) {
+	_, _ = s.db.Exec(ctx, notifySQL, s.listener.channel, key)
+}
+
+// A listener is a Store's connection that waits for the table's
+// notifications.
+type listener struct {
+	channel string
+	// dial opens the connection; nil when the Store's DB cannot tell how.
+	dial func(context.Context) (*pgx.Conn, error)
+
+	mu sync.Mutex
+	// watches are the channels of Watch, by key.
+	watches map[string]map[chan struct{}]struct{}
+	// cur is the running session, nil when nothing is watched.
+	cur *session
+}
+
+// A session is a listener's goroutine, from the first watch to the last.
+type session struct {
+	stop context.CancelFunc
+	// ready is closed while the session listens.
+	ready chan struct{}
+}
+
+// errCannotListen is Watch's error when the Store's DB is not one a
+// connection can be opened like.
+var errCannotListen = errors.New("cannot listen: the store's DB is neither a *pgxpool.Pool nor a *pgx.Conn")
+
+// Watch implements persistence.Notifier. It returns once the Store's
+// listening connection listens (at once when another watch in the process
+// has opened it), or with ctx's error. A Store whose DB is neither a
+// *pgxpool.Pool nor a *pgx.Conn cannot open one, and returns an error.
+// A completion that CompleteTx writes in a transaction of the caller's
+// wakes no waiter: they find it when they poll.
+func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
+	l := &s.listener
+	if l.dial == nil {
+		return nil, nil, s.opError("watch", key, errCannotListen)
+	}
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.watches == nil {
+		l.watches = make(map[string]map[chan struct{}]struct{})
+	}
+	if l.watches[key] == nil {
+		l.watches[key] = make(map[chan struct{}]struct{})
+	}
+	l.watches[key][ch] = struct{}{}
+	if l.cur == nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		l.cur = &session{stop: cancel, ready: make(chan struct{})}
+		go l.listen(sctx, l.cur)
+	}
+	ready := l.cur.ready
+	l.mu.Unlock()
+
+	var once sync.Once
+	stop = func() { once.Do(func() { l.unwatch(key, ch) }) }
+	select {
+	case <-ready:
+		return ch, stop, nil
+	case <-ctx.Done():
+		stop()
+		return nil, nil, s.opError("watch", key, ctx.Err())
+	}
+}
+
+// unwatch ends the watch of key that wakes ch, and the session after the
+// last watch.
+func (l *listener) unwatch(key string, ch chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.watches[key], ch)
+	if len(l.watches[key]) == 0 {
+		delete(l.watches, key)
+	}
+	if len(l.watches) == 0 && l.cur != nil {
+		l.cur.stop()
+		l.cur = nil
+	}
+}
+
+// listen runs the session s until ctx ends: it connects, listens, and
+// wakes the watches of each notification's key. When the connection
+// fails, it connects again, after a pause from 10 milliseconds to a
+// second, and wakes every watch once it listens again.
+func (l *listener) listen(ctx context.Context, s *session) {
+	const backoffFirst, backoffMax = 10 * time.Millisecond, time.Second
+	backoff := backoffFirst
+	listened := false
+	for ctx.Err() == nil {
+		conn, err := l.dial(ctx)
+		if err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+				_ = conn.Close(context.Background())
+			}
+		}
+		if err != nil {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		backoff = backoffFirst
+		l.mu.Lock()
+		close(s.ready)
+		if listened {
+			// Notifications may have been lost while it did not listen.
+			for _, chans := range l.watches {
+				wakeAll(chans)
+			}
+		}
+		l.mu.Unlock()
+		listened = true
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				break
+			}
+			l.mu.Lock()
+			wakeAll(l.watches[n.Payload])
+			l.mu.Unlock()
+		}
+		_ = conn.Close(context.Background())
+		l.mu.Lock()
+		s.ready = make(chan struct{}) // Watch waits until it listens again
+		l.mu.Unlock()
+	}
+}
+
+// wakeAll wakes the watches chans without blocking: a pending wake-up
+// stands for any number. The caller holds the listener's lock.
+func wakeAll(chans map[chan struct{}]struct{}) {
+	for ch := range chans {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
