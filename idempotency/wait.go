@@ -114,7 +114,8 @@ func (w *waiter) pause(ctx context.Context, key string) (ok bool, err error) {
 		return false, nil
 	}
 	if w.notifier != nil && w.woken == nil && !w.unwatched {
-		wctx, cancel := context.WithTimeout(ctx, min(left, pollMax))
+		// A watch may need a connection: it gets a poll's time at most.
+		wctx, cancel := context.WithTimeout(ctx, min(left, pollWatched))
 		woken, stop, err := w.notifier.Watch(wctx, key)
 		cancel()
 		if err == nil {

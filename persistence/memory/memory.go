@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/wake"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -27,8 +28,7 @@ type Store struct {
 	unswept int // reservations since the last sweep
 	every   int // reservations between sweeps; 0 means sweepEveryMin
 	opts    Options
-	// watches are the channels of Watch, by key.
-	watches map[string]map[chan struct{}]struct{}
+	watches wake.Set // Watch's, guarded by mu
 }
 
 // Options configures a [Store], in the style of the other stores' options:
@@ -179,7 +179,7 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	*old = *rec
 	old.Response = resp
 	if rec.Status == persistence.StatusCompleted {
-		s.wake(rec.Key)
+		s.watches.Wake(rec.Key)
 	}
 	if omitted {
 		old.ResponseOmitted = true
@@ -206,7 +206,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return persistence.ErrFenced
 	}
 	delete(s.records, key)
-	s.wake(key)
+	s.watches.Wake(key)
 	return nil
 }
 
@@ -216,34 +216,14 @@ func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, s
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan struct{}, 1)
 	s.mu.Lock()
-	if s.watches == nil {
-		s.watches = make(map[string]map[chan struct{}]struct{})
-	}
-	if s.watches[key] == nil {
-		s.watches[key] = make(map[chan struct{}]struct{})
-	}
-	s.watches[key][ch] = struct{}{}
+	ch, _ := s.watches.Add(key)
 	s.mu.Unlock()
 	return ch, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.watches[key], ch)
-		if len(s.watches[key]) == 0 {
-			delete(s.watches, key)
-		}
+		s.watches.Remove(key, ch)
 	}, nil
-}
-
-// wake wakes the watches of key. The caller holds s.mu.
-func (s *Store) wake(key string) {
-	for ch := range s.watches[key] {
-		select {
-		case ch <- struct{}{}:
-		default: // a wake-up is pending already
-		}
-	}
 }
 
 // List implements persistence.Admin: it calls page with the records
@@ -302,7 +282,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 		return persistence.ErrChanged
 	}
 	delete(s.records, seen.Key)
-	s.wake(seen.Key)
+	s.watches.Wake(seen.Key)
 	return nil
 }
 

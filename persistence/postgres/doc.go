@@ -72,11 +72,11 @@
 // completion's transaction, so that completions do not queue for the
 // server's notification lock at their commit. A Store listens for its
 // waiting calls on one connection of its own, opened with its pool's
-// configuration, from the first waiting call to the last. A waiter woken
-// reads the record once more and answers: three statements for a wait of
-// any length under two seconds, and one more for every two seconds of
-// waiting, the polls that cover a lost notification. A wait survives a
-// dropped connection and a restart of the server.
+// configuration, from the first waiting call until none has waited for
+// 30 seconds. A waiter woken reads the record once more and answers: three
+// statements for a wait of any length under two seconds, and one more for
+// every two seconds of waiting, the polls that cover a lost notification.
+// A wait survives a dropped connection and a restart of the server.
 //
 // # Table
 //

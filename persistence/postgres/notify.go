@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/internal/wake"
 )
 
 // Waking waiters (persistence.Notifier). After a completion or a release
@@ -18,7 +20,7 @@ import (
 // completion's transaction would take the server's notification lock
 // before its commit, and serialise every completion. A Store listens on
 // one connection of its own, which it opens for the first watch and
-// closes after the last. Keys are longer than a channel name may be, so
+// closes when nothing has been watched for wake.Linger. Keys are longer than a channel name may be, so
 // the channel is the table's and the listener picks its keys from it.
 //
 // A notification can be lost: the listening connection drops, or the
@@ -65,11 +67,12 @@ type listener struct {
 	// dial opens the connection; nil when the Store's DB cannot tell how.
 	dial func(context.Context) (*pgx.Conn, error)
 
-	mu sync.Mutex
-	// watches are the channels of Watch, by key.
-	watches map[string]map[chan struct{}]struct{}
+	mu  sync.Mutex
+	set wake.Set // by key
 	// cur is the running session, nil when nothing is watched.
 	cur *session
+	// idle ends cur once it has had no watch for wake.Linger.
+	idle *time.Timer
 }
 
 // A session is a listener's goroutine, from the first watch to the last.
@@ -94,15 +97,12 @@ func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, s
 	if l.dial == nil {
 		return nil, nil, s.opError("watch", key, errCannotListen)
 	}
-	ch := make(chan struct{}, 1)
 	l.mu.Lock()
-	if l.watches == nil {
-		l.watches = make(map[string]map[chan struct{}]struct{})
+	if l.idle != nil {
+		l.idle.Stop()
+		l.idle = nil
 	}
-	if l.watches[key] == nil {
-		l.watches[key] = make(map[chan struct{}]struct{})
-	}
-	l.watches[key][ch] = struct{}{}
+	ch, _ := l.set.Add(key)
 	if l.cur == nil {
 		sctx, cancel := context.WithCancel(context.Background())
 		l.cur = &session{stop: cancel, ready: make(chan struct{})}
@@ -113,37 +113,40 @@ func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, s
 
 	var once sync.Once
 	stop = func() { once.Do(func() { l.unwatch(key, ch) }) }
-	select {
-	case <-ready:
-		return ch, stop, nil
-	case <-ctx.Done():
-		stop()
-		return nil, nil, s.opError("watch", key, ctx.Err())
+	if err := wake.Ready(ctx, ready, stop); err != nil {
+		return nil, nil, s.opError("watch", key, err)
 	}
+	return ch, stop, nil
 }
 
-// unwatch ends the watch of key that wakes ch, and the session after the
-// last watch.
+// unwatch ends the watch of key that wakes ch, and the session when
+// nothing has been watched for wake.Linger.
 func (l *listener) unwatch(key string, ch chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.watches[key], ch)
-	if len(l.watches[key]) == 0 {
-		delete(l.watches, key)
+	l.set.Remove(key, ch)
+	if l.set.Keys() == 0 && l.idle == nil {
+		l.idle = time.AfterFunc(wake.Linger, l.endIdle)
 	}
-	if len(l.watches) == 0 && l.cur != nil {
-		l.cur.stop()
-		l.cur = nil
+}
+
+// endIdle ends the session if nothing is watched.
+func (l *listener) endIdle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.set.Keys() > 0 || l.cur == nil {
+		return
 	}
+	l.cur.stop()
+	l.cur, l.idle = nil, nil
 }
 
 // listen runs the session s until ctx ends: it connects, listens, and
 // wakes the watches of each notification's key. When the connection
-// fails, it connects again, after a pause from 10 milliseconds to a
-// second, and wakes every watch once it listens again.
+// fails, it pauses and connects again, and wakes every watch once it
+// listens again.
 func (l *listener) listen(ctx context.Context, s *session) {
-	const backoffFirst, backoffMax = 10 * time.Millisecond, time.Second
-	backoff := backoffFirst
+	var backoff wake.Backoff
 	listened := false
 	for ctx.Err() == nil {
 		conn, err := l.dial(ctx)
@@ -153,24 +156,16 @@ func (l *listener) listen(ctx context.Context, s *session) {
 			}
 		}
 		if err != nil {
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Pause(ctx.Done()) {
 				return
-			case <-t.C:
 			}
-			backoff = min(2*backoff, backoffMax)
 			continue
 		}
-		backoff = backoffFirst
+		backoff.Reset()
 		l.mu.Lock()
 		close(s.ready)
 		if listened {
-			// Notifications may have been lost while it did not listen.
-			for _, chans := range l.watches {
-				wakeAll(chans)
-			}
+			l.set.WakeAll() // notifications may have been lost meanwhile
 		}
 		l.mu.Unlock()
 		listened = true
@@ -180,23 +175,12 @@ func (l *listener) listen(ctx context.Context, s *session) {
 				break
 			}
 			l.mu.Lock()
-			wakeAll(l.watches[n.Payload])
+			l.set.Wake(n.Payload)
 			l.mu.Unlock()
 		}
 		_ = conn.Close(context.Background())
 		l.mu.Lock()
 		s.ready = make(chan struct{}) // Watch waits until it listens again
 		l.mu.Unlock()
-	}
-}
-
-// wakeAll wakes the watches chans without blocking: a pending wake-up
-// stands for any number. The caller holds the listener's lock.
-func wakeAll(chans map[chan struct{}]struct{}) {
-	for ch := range chans {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
 	}
 }

@@ -15,15 +15,6 @@ import (
 	"github.com/retrysafe/retrysafe/persistence/postgres"
 )
 
-// watch watches key through store, and stops when the test ends.
-func watch(t *testing.T, store *postgres.Store, key string) <-chan struct{} {
-	t.Helper()
-	woken, stop, err := store.Watch(t.Context(), key)
-	require.NoError(t, err)
-	t.Cleanup(stop)
-	return woken
-}
-
 // A watch in one process is woken by a completion, a release, an
 // operator's release or a transaction's commit in another.
 func TestWatchWakesOnEveryEnd(t *testing.T) {
@@ -49,7 +40,7 @@ func TestWatchWakesOnEveryEnd(t *testing.T) {
 			now := testNow()
 			rec := recordtest.InProgress(newKey(), now)
 			require.NoError(t, here.Put(ctx, rec, now))
-			woken := watch(t, there, rec.Key)
+			woken := waittest.Watch(t, there, rec.Key)
 			require.NoError(t, end.do(rec))
 			<-woken
 		})
@@ -60,7 +51,7 @@ func TestWatchWakesOnEveryEnd(t *testing.T) {
 // listens again: a notification may have been lost meanwhile.
 func TestWatchWakesAfterItsConnectionDrops(t *testing.T) {
 	pool, store := setup(t)
-	woken := watch(t, store, newKey())
+	woken := waittest.Watch(t, store, newKey())
 	_, err := pool.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE datname = current_database() AND query LIKE 'LISTEN %'`)
 	require.NoError(t, err)

@@ -113,10 +113,11 @@
 // publish on a channel named after its Redis key, in the same run, so the
 // holder pays no round trip for it. A Store subscribes to the channels of
 // its waiting calls on one connection of its own, which it opens for the
-// first and closes after the last. A waiter woken reads the record once
-// more and answers: three requests for a wait of any length under two
-// seconds, and one more for every two seconds of waiting, the polls that
-// cover a lost message. On a cluster, the messages reach every node.
+// first and closes when none has waited for 30 seconds. A waiter woken
+// reads the record once more and answers: three requests for a wait of
+// any length under two seconds, and one more for every two seconds of
+// waiting, the polls that cover a lost message. On a cluster, the
+// messages reach every node.
 //
 // # Durability
 //

@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe/internal/wake"
 )
 
 // Waking waiters (persistence.Notifier). The scripts that complete or
 // release a record publish on a channel named after its Redis key, in the
 // same run, so a completion costs no extra round trip. A Store subscribes
 // to the channels its waiters watch on one connection, which it opens for
-// the first watch and closes after the last.
+// the first watch and closes when nothing has been watched for
+// wake.Linger.
 //
 // Plain PUBLISH and SUBSCRIBE work on one node, with Sentinel, with
 // Valkey and with Redis 6, and on a cluster, which forwards messages to
@@ -32,21 +35,17 @@ import (
 type watches struct {
 	client redis.UniversalClient
 
-	mu sync.Mutex
+	mu  sync.Mutex
+	set wake.Set // by channel name
 	// ps is the subscription connection, nil when nothing is watched;
 	// quit is closed when it is closed.
 	ps   *redis.PubSub
 	quit chan struct{}
-	// channels are the watched channels, by name.
-	channels map[string]*channel
-}
-
-// A channel is one watched channel of a watches.
-type channel struct {
-	// subscribed is closed when the server first confirms the subscription.
-	subscribed chan struct{}
-	confirmed  bool
-	woken      map[chan struct{}]struct{}
+	// subscribed are the watched channels' first confirmations, closed
+	// when the server has confirmed the subscription, by channel name.
+	subscribed map[string]chan struct{}
+	// idle closes ps once it has had no watch for wake.Linger.
+	idle *time.Timer
 }
 
 // Watch implements persistence.Notifier. It returns once the server has
@@ -55,107 +54,96 @@ type channel struct {
 func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
 	w := &s.watches
 	name := s.RedisKey(key)
-	ch := make(chan struct{}, 1)
 	w.mu.Lock()
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
 	if w.ps == nil {
 		// The connection outlives the call that opens it.
 		w.ps = w.client.Subscribe(context.WithoutCancel(ctx))
 		w.quit = make(chan struct{})
+		w.subscribed = make(map[string]chan struct{})
 		go w.receive(w.ps, w.quit)
 	}
-	if w.channels == nil {
-		w.channels = make(map[string]*channel)
+	ch, first := w.set.Add(name)
+	if first {
+		w.subscribed[name] = make(chan struct{})
 	}
-	c, watched := w.channels[name]
-	if !watched {
-		c = &channel{subscribed: make(chan struct{}), woken: make(map[chan struct{}]struct{})}
-		w.channels[name] = c
-	}
-	c.woken[ch] = struct{}{}
-	ps := w.ps
+	ps, subscribed := w.ps, w.subscribed[name]
 	w.mu.Unlock()
 
 	var once sync.Once
 	stop = func() { once.Do(func() { w.stop(name, ch) }) }
-	if !watched {
+	if first {
 		if err := ps.Subscribe(ctx, name); err != nil {
 			stop()
 			return nil, nil, s.opError("watch", key, err)
 		}
 	}
-	select {
-	case <-c.subscribed:
-		return ch, stop, nil
-	case <-ctx.Done():
-		stop()
-		return nil, nil, s.opError("watch", key, ctx.Err())
+	if err := wake.Ready(ctx, subscribed, stop); err != nil {
+		return nil, nil, s.opError("watch", key, err)
 	}
+	return ch, stop, nil
 }
 
 // stop ends the watch of channel name that wakes ch: it unsubscribes when
-// it is the channel's last, and closes the connection when it is the last
-// of all.
+// it is the channel's last, and closes the connection after wake.Linger
+// when it is the last of all.
 func (w *watches) stop(name string, ch chan struct{}) {
 	w.mu.Lock()
-	c := w.channels[name]
-	delete(c.woken, ch)
-	if len(c.woken) > 0 {
+	if !w.set.Remove(name, ch) {
 		w.mu.Unlock()
 		return
 	}
-	delete(w.channels, name)
-	ps, last := w.ps, len(w.channels) == 0
-	if last {
-		w.ps = nil
-		close(w.quit)
+	delete(w.subscribed, name)
+	ps := w.ps
+	if w.set.Keys() == 0 && w.idle == nil {
+		w.idle = time.AfterFunc(wake.Linger, w.closeIdle)
 	}
 	w.mu.Unlock()
-	if last {
-		_ = ps.Close()
-		return
-	}
 	// A failed unsubscription leaves a channel whose messages are dropped.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = ps.Unsubscribe(ctx, name)
 }
 
+// closeIdle closes the connection if nothing is watched.
+func (w *watches) closeIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.set.Keys() > 0 || w.ps == nil {
+		return
+	}
+	close(w.quit)
+	_ = w.ps.Close()
+	w.ps, w.idle = nil, nil
+}
+
 // receive reads ps until quit is closed: confirmations and messages, which
-// wake the channels' waiters. After an error it waits before it reads
-// again, from 10 milliseconds to a second, since go-redis reconnects on
-// the next read and would otherwise spin while the server is down.
+// wake the channels' waiters. After an error it pauses before it reads
+// again, since go-redis reconnects on the next read and would otherwise
+// spin while the server is down.
 func (w *watches) receive(ps *redis.PubSub, quit chan struct{}) {
-	const backoffFirst, backoffMax = 10 * time.Millisecond, time.Second
-	backoff := backoffFirst
+	var backoff wake.Backoff
 	for {
 		msg, err := ps.Receive(context.Background())
 		if err != nil {
-			select {
-			case <-quit:
-				return
-			default:
-			}
-			if errors.Is(err, redis.ErrClosed) {
+			if errors.Is(err, redis.ErrClosed) || !backoff.Pause(quit) {
 				return
 			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-quit:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			backoff = min(2*backoff, backoffMax)
 			continue
 		}
-		backoff = backoffFirst
+		backoff.Reset()
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				w.confirm(m.Channel)
 			}
 		case *redis.Message:
-			w.wake(m.Channel)
+			w.mu.Lock()
+			w.set.Wake(m.Channel)
+			w.mu.Unlock()
 		}
 	}
 }
@@ -167,33 +155,14 @@ func (w *watches) receive(ps *redis.PubSub, quit chan struct{}) {
 func (w *watches) confirm(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c := w.channels[name]
-	switch {
-	case c == nil:
-	case !c.confirmed:
-		c.confirmed = true
-		close(c.subscribed)
+	subscribed, ok := w.subscribed[name]
+	if !ok {
+		return
+	}
+	select {
+	case <-subscribed:
+		w.set.Wake(name)
 	default:
-		c.wakeLocked()
-	}
-}
-
-// wake wakes the waiters of channel name.
-func (w *watches) wake(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c := w.channels[name]; c != nil {
-		c.wakeLocked()
-	}
-}
-
-// wakeLocked wakes c's waiters, without blocking: a pending wake-up stands
-// for any number. The caller holds the watches' lock.
-func (c *channel) wakeLocked() {
-	for ch := range c.woken {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		close(subscribed)
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/retrysafe/retrysafe/internal/testing/redisserver"
 	"github.com/retrysafe/retrysafe/internal/testing/waittest"
 	"github.com/retrysafe/retrysafe/persistence"
-	redisstore "github.com/retrysafe/retrysafe/persistence/redis"
 )
 
 // reservation returns an in-progress record of a fresh key.
@@ -29,15 +28,6 @@ func reservation() *persistence.Record {
 		InProgressExpiresAt: now.Add(time.Minute),
 		Token:               rand.Text(),
 	}
-}
-
-// watch watches key through store, and stops when the test ends.
-func watch(t *testing.T, store *redisstore.Store, key string) <-chan struct{} {
-	t.Helper()
-	woken, stop, err := store.Watch(t.Context(), key)
-	require.NoError(t, err)
-	t.Cleanup(stop)
-	return woken
 }
 
 // A watch in one process is woken by a completion, a release or an
@@ -61,7 +51,7 @@ func TestWatchWakesOnEveryEnd(t *testing.T) {
 		t.Run(end.name, func(t *testing.T) {
 			rec := reservation()
 			require.NoError(t, here.Put(ctx, rec, testNow()))
-			woken := watch(t, there, rec.Key)
+			woken := waittest.Watch(t, there, rec.Key)
 			require.NoError(t, end.do(rec))
 			<-woken
 		})
@@ -73,7 +63,7 @@ func TestWatchWakesOnEveryEnd(t *testing.T) {
 func TestWatchWakesAfterItsConnectionDrops(t *testing.T) {
 	srv := redisserver.Start(t)
 	store := newStore(t, srv.NewClient())
-	woken := watch(t, store, reservation().Key)
+	woken := waittest.Watch(t, store, reservation().Key)
 	admin := srv.NewClient()
 	require.NoError(t, admin.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err())
 	<-woken
@@ -87,7 +77,7 @@ func TestWatchOnCluster(t *testing.T) {
 	ctx := t.Context()
 	rec := reservation()
 	require.NoError(t, here.Put(ctx, rec, testNow()))
-	woken := watch(t, there, rec.Key)
+	woken := waittest.Watch(t, there, rec.Key)
 	require.NoError(t, here.Delete(ctx, rec.Key, rec.Token))
 	<-woken
 }

@@ -29,6 +29,15 @@ const PollWatched = 1500 * time.Millisecond
 // at least 6 requests in this time; a woken waiter makes 3.
 const Hold = 300 * time.Millisecond
 
+// Watch watches key through store, and stops when the test ends.
+func Watch(t *testing.T, store persistence.Notifier, key string) <-chan struct{} {
+	t.Helper()
+	woken, stop, err := store.Watch(t.Context(), key)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	return woken
+}
+
 // A Waiter is a process that waits: a Guard over store.
 type Waiter struct {
 	// Store is the waiter's store, which counts its calls.
