@@ -87,9 +87,9 @@ type session struct {
 var errCannotListen = errors.New("cannot listen: the store's DB is neither a *pgxpool.Pool nor a *pgx.Conn")
 
 // Watch implements persistence.Notifier. It returns once the Store's
-// listening connection listens (at once when another watch in the process
-// has opened it), or with ctx's error. A Store whose DB is neither a
-// *pgxpool.Pool nor a *pgx.Conn cannot open one, and returns an error.
+// listening connection listens, or with ctx's error. A Store whose DB is
+// neither a *pgxpool.Pool nor a *pgx.Conn cannot open one: it returns an
+// error.
 // A completion that CompleteTx writes in a transaction of the caller's
 // wakes no waiter: they find it when they poll.
 func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {

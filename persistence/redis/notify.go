@@ -49,8 +49,8 @@ type watches struct {
 }
 
 // Watch implements persistence.Notifier. It returns once the server has
-// confirmed the subscription to key's channel (at once when a call in the
-// process watches key already), or with ctx's error.
+// confirmed the subscription to key's channel, or with ctx's error. When
+// a call in the process watches key already, it returns at once.
 func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
 	w := &s.watches
 	name := s.RedisKey(key)
