@@ -82,11 +82,10 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 		return nil, fmt.Errorf("%s: idempotency.WithTransactions: the store, a %T, commits no writes with a completion (persistence.Committer, persistence.TxStore)", cfg.name, store)
 	}
 	local, _ := store.(persistence.LocalReader)
-	notifier, _ := store.(persistence.Notifier)
 	g := &Guard{
 		store:    store,
 		local:    local,
-		notifier: notifier,
+		notifier: notifierOf(store),
 		cfg:      cfg,
 		inTx:     cfg.transactions && inTx,
 		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
@@ -95,6 +94,22 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	g.storeName = fmt.Sprintf("%T", store)
 	g.storeSystem = storeSystem(store)
 	return g, nil
+}
+
+// notifierOf returns the store that wakes waiting calls, store or one it
+// decorates (a cache in front of Redis), or nil when there is none.
+func notifierOf(store persistence.Store) persistence.Notifier {
+	for range 8 { // wrappers of wrappers, but never a cycle
+		if n, ok := store.(persistence.Notifier); ok {
+			return n
+		}
+		u, ok := store.(interface{ Unwrap() persistence.Store })
+		if !ok || u.Unwrap() == nil {
+			return nil
+		}
+		store = u.Unwrap()
+	}
+	return nil
 }
 
 // storeSystem returns [Call.System] for store: the package of this

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -263,13 +264,19 @@ type twoProcesses struct {
 }
 
 // acrossProcesses starts the holder, and, once it holds the key, the
-// waiter, which waits up to wait, over a store with fault.
-func acrossProcesses(t *testing.T, wait time.Duration, fault func(faultstore.Op, string, int) faultstore.Fault) *twoProcesses {
+// waiter, which waits up to wait, over a store with fault, and decorated
+// by decorate if set.
+func acrossProcesses(t *testing.T, wait time.Duration, fault func(faultstore.Op, string, int) faultstore.Fault,
+	decorate ...func(persistence.Store) persistence.Store) *twoProcesses {
 	shared := memory.New()
 	p := &twoProcesses{there: faultstore.New(shared), holder: newGate()}
 	p.there.Fault = fault
+	var there persistence.Store = p.there
+	for _, d := range decorate {
+		there = d(there)
+	}
 	holder := mustWrap(t, p.holder.handle, faultstore.New(shared), idempotency.WithKeyPrefix("p"))
-	waiter := mustWrap(t, p.waiter.handle, p.there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(wait),
+	waiter := mustWrap(t, p.waiter.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(wait),
 		idempotency.WithLogger(slog.New(slog.DiscardHandler)))
 	p.finish = holdKey(t, p.holder, holder, o1)
 	p.result = waitFor(t.Context(), waiter, o1)
@@ -317,6 +324,17 @@ func TestWaitAcrossProcessesIsWoken(t *testing.T) {
 		polls := p.there.Calls(faultstore.OpPut)
 		assert.LessOrEqual(t, polls, 3+10*2/3)
 		assert.GreaterOrEqual(t, polls, 3+10/2)
+		assert.Equal(t, 1, p.there.Calls(faultstore.OpWatch))
+	})
+}
+
+// A cache in front of a store that wakes waiters keeps the wake-ups: the
+// waiter watches the store under it.
+func TestWaitIsWokenThroughACache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := acrossProcesses(t, time.Minute, nil, func(s persistence.Store) persistence.Store { return memory.NewCache(s, 16) })
+		time.Sleep(10 * time.Second)
+		assert.Zero(t, p.replayed(t), "answered without waiting for a poll")
 		assert.Equal(t, 1, p.there.Calls(faultstore.OpWatch))
 	})
 }
