@@ -4,7 +4,7 @@
 GO      ?= go
 GOFLAGS ?=
 
-.PHONY: all doccheck test test-stress test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
+.PHONY: all doccheck test test-stress test-go1.25 test-modules test-cdk model vet fmt-check deps-check bench bench-wait benchstat compare fuzz node-deps compare-deps build demo demo-postgres chaos dynamodb-local local-versions release-check tidy apicheck require release release-plan
 
 # MODULES are the modules of the repository besides the library's own (the
 # root): the examples, the comparison, the OpenTelemetry observer, the
@@ -20,7 +20,7 @@ GOFLAGS ?=
 # The CDK app is outside it, with a go.work of its own: its go line (that
 # of the CDK's dependencies) is above the workspace's, the oldest Go the
 # library supports, and it requires none of the repository's modules.
-MODULES := examples bench/compare otelidempotency cmd/retrysafe persistence/postgres grpcidempotency examples/grpcorders scripts/release
+MODULES := examples bench/compare bench/wait otelidempotency cmd/retrysafe persistence/postgres grpcidempotency examples/grpcorders scripts/release
 
 # RELEASE runs the release's tool (scripts/release, RELEASING.md) on its own
 # module, outside the workspace, whose versions it makes.
@@ -168,6 +168,14 @@ OLD ?= .bench/$(shell git rev-parse --short main 2>/dev/null).txt
 NEW ?= $(BENCH_OUT)
 benchstat:
 	$(BENCHSTAT) $(OLD) $(NEW)
+
+## bench-wait: how soon a call that waits for a key (WithWait) in one
+## process is answered after the key's holder, in another, completes: woken
+## by the store or polling it, on redis-server and PostgreSQL (bench/wait).
+## BENCH_WAIT_ITERATIONS holds of each length, three waiting callers each.
+BENCH_WAIT_ITERATIONS ?= 20
+bench-wait: local-versions
+	$(GO) -C bench/wait test -run '^$$' -bench . -benchtime $(BENCH_WAIT_ITERATIONS)x -timeout 30m .
 
 ## compare: this library against Powertools for AWS Lambda (TypeScript), side
 ## by side on one DynamoDB server: COMPARE_SERVER=dynalite (the default) or

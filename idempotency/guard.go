@@ -27,7 +27,9 @@ type Guard struct {
 	store persistence.Store
 	// local is store, when it can be read in the process without a
 	// request.
-	local    persistence.LocalReader
+	local persistence.LocalReader
+	// notifier is store, when it wakes the calls that wait for a key.
+	notifier persistence.Notifier
 	cfg      *config
 	prefix   string
 	disabled bool
@@ -83,6 +85,7 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	g := &Guard{
 		store:    store,
 		local:    local,
+		notifier: notifierOf(store),
 		cfg:      cfg,
 		inTx:     cfg.transactions && inTx,
 		prefix:   cmp.Or(cfg.prefix, cfg.prefix0, defaultPrefix),
@@ -91,6 +94,22 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	g.storeName = fmt.Sprintf("%T", store)
 	g.storeSystem = storeSystem(store)
 	return g, nil
+}
+
+// notifierOf returns the store that wakes waiting calls, store or one it
+// decorates (a cache in front of Redis), or nil when there is none.
+func notifierOf(store persistence.Store) persistence.Notifier {
+	for range 8 { // wrappers of wrappers, but never a cycle
+		if n, ok := store.(persistence.Notifier); ok {
+			return n
+		}
+		u, ok := store.(interface{ Unwrap() persistence.Store })
+		if !ok || u.Unwrap() == nil {
+			return nil
+		}
+		store = u.Unwrap()
+	}
+	return nil
 }
 
 // storeSystem returns [Call.System] for store: the package of this
@@ -175,7 +194,10 @@ func (g *Guard) acquire(ctx context.Context, c *call, payloadHash string) (h *ho
 	var w *waiter
 	if g.cfg.wait > 0 {
 		w = g.newWaiter(ctx)
-		defer func() { c.reportWait(ctx, w, err) }()
+		defer func() {
+			w.close()
+			c.reportWait(ctx, w, err)
+		}()
 	}
 	for {
 		if g.local != nil {
@@ -252,6 +274,18 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		var existing *persistence.Record
 		rec, existing, err = g.reserve(ctx, c, payloadHash)
 		switch {
+		case err != nil && w != nil && w.waited && ctx.Err() == nil:
+			// A poll failed: a dropped connection, a restarting server. The
+			// record's state is unknown, so the wait goes on, within its
+			// budget, and ends with the error only when the budget does.
+			again, perr := w.pause(ctx, c.key)
+			if perr != nil {
+				return nil, Result{}, perr
+			}
+			if again {
+				continue
+			}
+			return nil, Result{Outcome: OutcomeStoreError}, err
 		case err != nil:
 			return nil, Result{Outcome: OutcomeStoreError}, err
 		case rec != nil:
@@ -272,7 +306,7 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			f.reserved(existing.InProgressExpiresAt)
 			reservedUntil = existing.InProgressExpiresAt
 			if w != nil {
-				again, err := w.pause(ctx)
+				again, err := w.pause(ctx, c.key)
 				if err != nil {
 					return nil, Result{}, err
 				}

@@ -372,10 +372,12 @@ func WithHoldUntilReleased() Option {
 //
 // Waiters in the process of the holder are woken by its outcome, or when
 // its reservation lapses, without a store request. Waiters in other
-// processes poll the store, with one conditional write a poll, backing
-// off from 10 milliseconds to half a second with jitter: a wait of max
-// costs at most about 6 requests, then 8/3 a second (a 10-second wait
-// about 30). Off by default.
+// processes are woken by a store that can ([persistence.Notifier]). They
+// poll it every 2 seconds in case a wake-up is lost. Over other stores
+// they poll with one conditional write a poll, backing off
+// from 10 milliseconds to half a second with jitter: a wait of max costs
+// at most about 6 requests, then 8/3 a second (a 10-second wait about 30).
+// A poll that fails does not end the wait before max. Off by default.
 func WithWait(max time.Duration) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithWait", Set: func(c *core.Config, s *settings) {
 		if max <= 0 {

@@ -17,17 +17,27 @@ import (
 // process holds polls the store, with exponential backoff from pollFirst
 // to pollMax and jitter: a wait of d makes at most about
 // log2(pollMax/pollFirst) + d/(3/4·pollMax) requests (6, and then 8/3 a
-// second).
+// second). Over a store that wakes waiters (persistence.Notifier), the
+// leader watches its key and polls every pollWatched instead: the poll
+// only covers a lost wake-up, so it can be rare (a wait of d makes about
+// 2 + d/(3/4·pollWatched) requests).
 const (
 	waitMarginMax = time.Second
 	pollFirst     = 10 * time.Millisecond
 	pollMax       = 500 * time.Millisecond
+	pollWatched   = 2 * time.Second
 )
 
 type waiter struct {
 	start, end time.Time
 	poll       time.Duration // the next poll's base delay
 	waited     bool          // the call has waited
+	// notifier is the store, when it wakes waiters. woken and stop are its
+	// watch of the key, once started; unwatched is set when it failed.
+	notifier  persistence.Notifier
+	woken     <-chan struct{}
+	stop      func()
+	unwatched bool
 }
 
 // newWaiter returns the waiter of a call, or nil without WithWait.
@@ -43,7 +53,14 @@ func (g *Guard) newWaiter(ctx context.Context) *waiter {
 			end = d
 		}
 	}
-	return &waiter{start: now, end: end, poll: pollFirst}
+	return &waiter{start: now, end: end, poll: pollFirst, notifier: g.notifier}
+}
+
+// close ends the waiter's watch, if it has one.
+func (w *waiter) close() {
+	if w.stop != nil {
+		w.stop()
+	}
 }
 
 // follow waits for f to land, or for the reservation that holds the key
@@ -83,23 +100,48 @@ func (w *waiter) follow(ctx context.Context, f *flight) (outcome *persistence.Re
 	}
 }
 
-// pause sleeps before the next poll of the store. It returns the context's
-// error, or ok false when the wait has run out.
-func (w *waiter) pause(ctx context.Context) (ok bool, err error) {
+// pause waits before the next poll of the store for key. It returns the
+// context's error, or ok false when the wait has run out.
+//
+// Over a store that wakes waiters, the first pause starts the watch and
+// returns at once: the record is then read after the watch began, so that
+// no outcome can fall between the read and the watch. Later pauses end at
+// a wake-up, or after pollWatched.
+func (w *waiter) pause(ctx context.Context, key string) (ok bool, err error) {
 	w.waited = true
-	d := w.poll - rand.N(w.poll/4+1) // jitter: [3/4 poll, poll]
-	w.poll = min(2*w.poll, pollMax)
 	left := time.Until(w.end)
 	if left <= 0 {
 		return false, nil
 	}
-	d = min(d, left)
-	t := time.NewTimer(d)
+	if w.notifier != nil && w.woken == nil && !w.unwatched {
+		// A watch may need a connection: it gets a poll's time at most.
+		wctx, cancel := context.WithTimeout(ctx, min(left, pollWatched))
+		woken, stop, err := w.notifier.Watch(wctx, key)
+		cancel()
+		if err == nil {
+			w.woken, w.stop, w.poll = woken, stop, pollWatched
+			return true, nil
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		w.unwatched = true // poll as over a store without wake-ups
+		if left = time.Until(w.end); left <= 0 {
+			return false, nil
+		}
+	}
+	d := w.poll - rand.N(w.poll/4+1) // jitter: [3/4 poll, poll]
+	if w.woken == nil {
+		w.poll = min(2*w.poll, pollMax)
+	}
+	t := time.NewTimer(min(d, left))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-t.C:
+		return true, nil
+	case <-w.woken: // nil without a watch
 		return true, nil
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testing/faultstore"
+	"github.com/retrysafe/retrysafe/persistence"
 	"github.com/retrysafe/retrysafe/persistence/memory"
 )
 
@@ -248,33 +249,167 @@ func TestWaitHolderFencedOut(t *testing.T) {
 	})
 }
 
+// twoProcesses is a holder of o1 and a waiter for it in two processes:
+// two Guards over two distinct store values of one backing store, so that
+// they share no flights.
+type twoProcesses struct {
+	// there is the waiter's store.
+	there *faultstore.Store
+	// waiter counts the runs of the waiter's function.
+	waiter counter
+	holder *gate
+	// finish lets the holder's function end, and returns its result;
+	// result returns the waiter's.
+	finish, result func() (receipt, error)
+}
+
+// acrossProcesses starts the holder, and, once it holds the key, the
+// waiter, which waits up to wait, over a store with fault, and decorated
+// by decorate if set.
+func acrossProcesses(t *testing.T, wait time.Duration, fault func(faultstore.Op, string, int) faultstore.Fault,
+	decorate ...func(persistence.Store) persistence.Store) *twoProcesses {
+	shared := memory.New()
+	p := &twoProcesses{there: faultstore.New(shared), holder: newGate()}
+	p.there.Fault = fault
+	var there persistence.Store = p.there
+	for _, d := range decorate {
+		there = d(there)
+	}
+	holder := mustWrap(t, p.holder.handle, faultstore.New(shared), idempotency.WithKeyPrefix("p"))
+	waiter := mustWrap(t, p.waiter.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(wait),
+		idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	p.finish = holdKey(t, p.holder, holder, o1)
+	p.result = waitFor(t.Context(), waiter, o1)
+	return p
+}
+
+// replayed checks that the holder completed, and the waiter got its
+// result, and returns how long after the completion it did.
+func (p *twoProcesses) replayed(t *testing.T) (after time.Duration) {
+	_, err := p.finish()
+	require.NoError(t, err)
+	completed := time.Now()
+	got, err := p.result()
+	require.NoError(t, err)
+	assert.Equal(t, "ch_o-1_1", got.ChargeID, "the holder's result, replayed")
+	assert.Zero(t, p.waiter.count())
+	return time.Since(completed)
+}
+
 // Waiters in another process (another store client, no shared memory)
-// poll the store, with backoff: few requests for a long wait.
+// poll the store, with backoff, when it cannot wake them: few requests
+// for a long wait.
 func TestWaitAcrossProcesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := memory.New()
-		// Two processes: two Guards over two distinct store values of one
-		// backing store, so they share no flights.
-		here, there := faultstore.New(shared), faultstore.New(shared)
-		g := newGate()
-		holder := mustWrap(t, g.handle, here, idempotency.WithKeyPrefix("p"))
-		var c counter
-		waiter := mustWrap(t, c.handle, there, idempotency.WithKeyPrefix("p"), idempotency.WithWait(time.Minute),
-			idempotency.WithLogger(slog.New(slog.DiscardHandler)))
-		finish := holdKey(t, g, holder, o1)
-
-		result := waitFor(t.Context(), waiter, o1)
+		p := acrossProcesses(t, time.Minute, faultstore.On(faultstore.OpWatch, 0, faultstore.FailBefore))
 		time.Sleep(10 * time.Second)
-		_, err := finish()
-		require.NoError(t, err)
-		got, err := result()
-		require.NoError(t, err)
-		assert.Equal(t, "ch_o-1_1", got.ChargeID, "the holder's result, replayed")
-		assert.Zero(t, c.count())
+		p.replayed(t)
 		// 10 s of polling: 10, 20, ..., 320 ms (6), then 375 to 500 ms.
-		polls := there.Calls(faultstore.OpPut)
+		polls := p.there.Calls(faultstore.OpPut)
 		assert.LessOrEqual(t, polls, 6+3*10+1)
 		assert.GreaterOrEqual(t, polls, 10)
+		assert.Equal(t, 1, p.there.Calls(faultstore.OpWatch), "one failed watch, then polls")
+	})
+}
+
+// Over a store that wakes waiters, a waiter in another process is answered
+// as the holder completes, not at its next poll, and polls rarely: the
+// conflict, the read after the watch began, a poll every 1.5 to 2 s, and
+// the answer.
+func TestWaitAcrossProcessesIsWoken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := acrossProcesses(t, time.Minute, nil)
+		time.Sleep(10 * time.Second)
+		assert.Zero(t, p.replayed(t), "answered without waiting for a poll")
+		polls := p.there.Calls(faultstore.OpPut)
+		assert.LessOrEqual(t, polls, 3+10*2/3)
+		assert.GreaterOrEqual(t, polls, 3+10/2)
+		assert.Equal(t, 1, p.there.Calls(faultstore.OpWatch))
+	})
+}
+
+// A cache in front of a store that wakes waiters keeps the wake-ups: the
+// waiter watches the store under it.
+func TestWaitIsWokenThroughACache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := acrossProcesses(t, time.Minute, nil, func(s persistence.Store) persistence.Store { return memory.NewCache(s, 16) })
+		time.Sleep(10 * time.Second)
+		assert.Zero(t, p.replayed(t), "answered without waiting for a poll")
+		assert.Equal(t, 1, p.there.Calls(faultstore.OpWatch))
+	})
+}
+
+// A waiter woken by a release (the holder's function failed) takes the key
+// and runs its own function, as a polling one does.
+func TestWaitWokenByReleaseRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := acrossProcesses(t, time.Minute, nil)
+		p.holder.outcome = func() (receipt, error) { return receipt{}, errors.New("card declined") }
+		time.Sleep(10 * time.Second)
+		_, err := p.finish()
+		require.Error(t, err)
+		released := time.Now()
+		_, err = p.result()
+		require.NoError(t, err)
+		assert.Equal(t, 1, p.waiter.count(), "the waiter ran its own function")
+		assert.Zero(t, time.Since(released), "woken by the release")
+	})
+}
+
+// A lost wake-up delays a waiter by one poll at most: it still polls,
+// every 1.5 to 2 seconds, while it watches.
+func TestWaitLostWakeUpCostsOnePoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := acrossProcesses(t, time.Minute, faultstore.On(faultstore.OpWatch, 0, faultstore.LoseReply))
+		time.Sleep(10 * time.Second)
+		assert.LessOrEqual(t, p.replayed(t), 2*time.Second, "one poll interval")
+		polls := p.there.Calls(faultstore.OpPut)
+		assert.LessOrEqual(t, polls, 3+10*2/3+1)
+		assert.GreaterOrEqual(t, polls, 3+10/2)
+	})
+}
+
+// A poll that fails (a dropped connection, a restarting server) does not
+// end the wait: the waiter polls again, within its budget, and gets the
+// holder's result.
+func TestWaitSurvivesFailedPolls(t *testing.T) {
+	for _, name := range []string{"polling", "woken"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := acrossProcesses(t, time.Minute, func(op faultstore.Op, _ string, n int) faultstore.Fault {
+					switch {
+					case op == faultstore.OpWatch && name == "polling":
+						return faultstore.FailBefore
+					case op == faultstore.OpPut && n >= 2 && n <= 4:
+						return faultstore.FailBefore
+					}
+					return faultstore.None
+				})
+				time.Sleep(10 * time.Second)
+				p.replayed(t)
+				assert.Greater(t, p.there.Calls(faultstore.OpPut), 4, "the failed polls were retried")
+			})
+		})
+	}
+}
+
+// A wait whose polls keep failing ends with the store's error when its
+// budget runs out, not before.
+func TestWaitFailingPollsEndWithTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := acrossProcesses(t, 5*time.Second, func(op faultstore.Op, _ string, n int) faultstore.Fault {
+			if op == faultstore.OpPut && n >= 2 {
+				return faultstore.FailBefore
+			}
+			return faultstore.None
+		})
+		_, err := p.result()
+		var se *idempotency.StoreError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 5*time.Second, time.Since(start), "the whole budget")
+		_, err = p.finish()
+		require.NoError(t, err)
 	})
 }
 

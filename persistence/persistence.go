@@ -8,9 +8,9 @@
 // idempotency. What each write does to the record in each state it can
 // find is the table of docs/protocol.md, which package storetest runs
 // against a store. Stores that hold their records in the process may also
-// implement [LocalReader], stores that commit writes of a function's own
-// with a completion [Committer], and stores that operators' tools read
-// [Admin].
+// implement [LocalReader], and stores that commit writes of a function's own
+// with a completion [Committer]. Stores that wake waiting calls implement
+// [Notifier], and stores that operators' tools read [Admin].
 //
 // The package imports only the standard library, so that stores can be
 // written without depending on the rest of the library.
@@ -155,6 +155,22 @@ type LocalReader interface {
 	// in the process, if it is completed and live at now; otherwise nil.
 	// It makes no request to any service.
 	ReadLocal(key string, now time.Time) *Record
+}
+
+// A Notifier is a Store that wakes the calls waiting for a key
+// (idempotency.WithWait) when its reservation ends. They need not poll
+// for it then. A wake-up is a hint: the waiter reads the record again when
+// woken, and still polls, less often, in case one is lost.
+type Notifier interface {
+	Store
+
+	// Watch starts watching key, and returns once it watches. From then
+	// on woken receives a value after each completion or release of key.
+	// Those are Update to completed, Delete and Admin.DeleteRecord. It
+	// also receives one whenever a wake-up may have been lost. It never
+	// blocks a sender: one value stands for any number. stop ends the
+	// watch. Watch returns an error when it cannot watch by ctx's end.
+	Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error)
 }
 
 // An Admin is a store that operators' tools read and release records

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/wake"
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
@@ -27,6 +28,7 @@ type Store struct {
 	unswept int // reservations since the last sweep
 	every   int // reservations between sweeps; 0 means sweepEveryMin
 	opts    Options
+	watches wake.Set // Watch's, guarded by mu
 }
 
 // Options configures a [Store], in the style of the other stores' options:
@@ -52,6 +54,7 @@ var (
 	_ persistence.Store       = (*Store)(nil)
 	_ persistence.LocalReader = (*Store)(nil)
 	_ persistence.Admin       = (*Store)(nil)
+	_ persistence.Notifier    = (*Store)(nil)
 )
 
 // Reservations sweep the store: they inspect records at random and drop
@@ -175,6 +178,9 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	// so it is overwritten in place rather than replaced.
 	*old = *rec
 	old.Response = resp
+	if rec.Status == persistence.StatusCompleted {
+		s.watches.Wake(rec.Key)
+	}
 	if omitted {
 		old.ResponseOmitted = true
 		return persistence.ErrResponseOmitted
@@ -200,7 +206,24 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return persistence.ErrFenced
 	}
 	delete(s.records, key)
+	s.watches.Wake(key)
 	return nil
+}
+
+// Watch implements [persistence.Notifier]. It wakes the calls that wait
+// for key through another Guard than its holder's, which share no flight.
+func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	ch, _ := s.watches.Add(key)
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.watches.Remove(key, ch)
+	}, nil
 }
 
 // List implements [persistence.Admin]. It calls page with the records
@@ -260,6 +283,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 		return persistence.ErrChanged
 	}
 	delete(s.records, seen.Key)
+	s.watches.Wake(seen.Key)
 	return nil
 }
 

@@ -27,7 +27,8 @@ SELECT EXISTS (SELECT FROM deleted), EXISTS (SELECT FROM held)`
 // they have read and shown; the library releases keys with
 // [Store.Delete], which deletes only the caller's own reservation.
 //
-// It runs one statement. It returns persistence.ErrNotFound when there is
+// It runs one statement, and NOTIFY after a deletion (see [Store.Watch]).
+// It returns persistence.ErrNotFound when there is
 // no record, and an error wrapping persistence.ErrChanged, deleting
 // nothing, when the record is not seen any more; other failures are
 // returned wrapped.
@@ -40,6 +41,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 	case err != nil:
 		return s.opError("delete", seen.Key, err)
 	case deleted:
+		s.notify(ctx, seen.Key)
 		return nil
 	case held:
 		return fmt.Errorf("persistence/postgres: delete %q: %w", seen.Key, persistence.ErrChanged)

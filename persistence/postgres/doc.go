@@ -28,7 +28,8 @@
 //
 // # Statements
 //
-// Each Store method runs exactly one statement, one round trip once the
+// Each Store method runs one statement. A completion and a release add
+// NOTIFY. Each statement is one round trip once the
 // connection has prepared it (pgx caches prepared statements per
 // connection; the first use of each on a connection costs one more round
 // trip):
@@ -55,10 +56,27 @@
 //   - CompleteTx: Update's statement, in the caller's transaction; the
 //     completion of a transaction that BeginTx began (see Transactions).
 //
-// With package idempotency, a first call therefore costs 2 statements
-// (Put, Update), a replay 1 (the failed Put, which returns the record),
-// and a handler error 2 (Put, Delete). With memory.NewCache in front of
-// the store, a replay in the same process costs none.
+// A completion and a release that apply are followed by NOTIFY, a
+// statement of its own (see Waiting). With package idempotency, a first
+// call therefore costs 3 statements (Put, Update, NOTIFY). A replay costs
+// 1 (the failed Put, which returns the record). A handler error costs 3
+// (Put, Delete, NOTIFY). With memory.NewCache in front of the store, a replay
+// in the same process costs none.
+//
+// # Waiting
+//
+// The Store wakes the calls that wait for a key (idempotency.WithWait)
+// when its holder completes or releases it: Store.Watch implements
+// persistence.Notifier. After the completion or the release, the Store
+// sends NOTIFY with the key on a channel of the table. It does so outside
+// the completion's transaction. So completions do not queue for the
+// server's notification lock at their commit. A Store listens for its
+// waiting calls on one connection of its own, opened like its pool's. It
+// closes it when none has waited for 30 seconds. A waiter woken reads the
+// record once more and answers. That is three statements for a wait under
+// two seconds. Each two seconds more add a poll, which covers a lost
+// notification. A wait survives a dropped connection and a restart of the
+// server.
 //
 // # Table
 //

@@ -25,8 +25,8 @@ type DB interface {
 }
 
 // Store is a persistence.Store backed by a PostgreSQL table. It is safe
-// for concurrent use when its DB is. Each method runs one statement (see
-// the package documentation).
+// for concurrent use when its DB is. Each method runs one statement, and
+// NOTIFY after a completion or a release (see the package documentation).
 type Store struct {
 	db   DB
 	name string // the table's name as given, for messages
@@ -35,11 +35,15 @@ type Store struct {
 	putSQL, getSQL, updateSQL, deleteSQL string
 	deleteRecordSQL, sweepSQL            string
 	listSQL, listRangeSQL, listStuckSQL  string
+
+	// listener wakes the Store's waiting calls (notify.go).
+	listener listener
 }
 
 var (
-	_ persistence.Store = (*Store)(nil)
-	_ persistence.Admin = (*Store)(nil)
+	_ persistence.Store    = (*Store)(nil)
+	_ persistence.Admin    = (*Store)(nil)
+	_ persistence.Notifier = (*Store)(nil)
 )
 
 // New returns a Store that keeps records in table through db, usually a
@@ -77,6 +81,7 @@ func New(db DB, table string, optFns ...func(*Options)) (*Store, error) {
 	s.listSQL = r.Replace(listSQL)
 	s.listRangeSQL = r.Replace(listRangeSQL)
 	s.listStuckSQL = r.Replace(listStuckSQL)
+	s.listener.channel, s.listener.dial = channelName(t), dialer(db)
 	return s, nil
 }
 
@@ -217,9 +222,14 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 // persistence.ErrFenced for any other record, or none; and
 // persistence.ErrResponseOmitted when Options.MaxResponseSize made it
 // complete the record without its response. Other failures are returned
-// wrapped.
+// wrapped. A completion that applies is followed by NOTIFY, to wake the
+// calls that wait for the key ([Store.Watch]).
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
-	return s.update(ctx, s.db, "update", rec, false)
+	err := s.update(ctx, s.db, "update", rec, false)
+	if rec.Status == persistence.StatusCompleted && (err == nil || errors.Is(err, persistence.ErrResponseOmitted)) {
+		s.notify(ctx, rec.Key)
+	}
+	return err
 }
 
 // update runs updateSQL on db. Without inTx, the caller's own completed
@@ -264,11 +274,15 @@ func (s *Store) update(ctx context.Context, db DB, op string, rec *persistence.R
 // a DELETE conditioned on the record being the caller's own reservation,
 // its token and in progress. It succeeds when it deleted the record or
 // there is none, and returns an error wrapping persistence.ErrFenced for
-// any other record. Other failures are returned wrapped.
+// any other record. Other failures are returned wrapped. A release that
+// applies is followed by NOTIFY, as a completion is.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
 	var deleted, held bool
 	if err := s.db.QueryRow(ctx, s.deleteSQL, key, token).Scan(&deleted, &held); err != nil {
 		return s.opError("delete", key, err)
+	}
+	if deleted {
+		s.notify(ctx, key)
 	}
 	if deleted || !held {
 		return nil

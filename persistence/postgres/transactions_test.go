@@ -99,9 +99,9 @@ func requireReleased(t *testing.T, store *postgres.Store, h *payments) {
 }
 
 // The payment row and the completion commit together; a retry replays,
-// and writes nothing. A first call costs 4 round trips of the library's
-// (reserve, BEGIN, complete, COMMIT) and the handler's own statement; a
-// replay, 1.
+// and writes nothing. A first call costs 5 round trips of the library's
+// (reserve, BEGIN, complete, COMMIT, NOTIFY) and the handler's own
+// statement; a replay, 1.
 func TestTransactionsCommitThePaymentWithTheCompletion(t *testing.T) {
 	c := &counter{}
 	pool, store := paymentsSetup(t, counted(c))
@@ -112,7 +112,7 @@ func TestTransactionsCommitThePaymentWithTheCompletion(t *testing.T) {
 	before := c.queries.Load()
 	first, err := pay(t.Context(), p)
 	require.NoError(t, err)
-	assert.EqualValues(t, 4+1, c.queries.Load()-before, "statements of a first call")
+	assert.EqualValues(t, 5+1, c.queries.Load()-before, "statements of a first call")
 	before = c.queries.Load()
 	again, err := pay(t.Context(), p)
 	require.NoError(t, err)

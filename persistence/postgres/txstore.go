@@ -122,6 +122,7 @@ func (t *storeTx) Commit(ctx context.Context, rec *persistence.Record) error {
 	if err := t.tx.Commit(ctx); err != nil {
 		return commitError(rec.Key, err)
 	}
+	t.s.notify(ctx, rec.Key)
 	if omitted {
 		return persistence.ErrResponseOmitted
 	}

@@ -12,9 +12,9 @@ import (
 )
 
 // TestStatementsPerCall counts the statements, each one round trip, that
-// each kind of call sends: a first call 2 (reserve, complete), a replay 1
-// (the failed reservation, which returns the record), a handler error 2
-// (reserve, release). Once a connection has run each statement, it runs
+// each kind of call sends: a first call 3 (reserve, complete, NOTIFY), a
+// replay 1 (the failed reservation, which returns the record), a handler
+// error 3 (reserve, release, NOTIFY). Once a connection has run each statement, it runs
 // it as a prepared statement: no statement is prepared again.
 func TestStatementsPerCall(t *testing.T) {
 	c := &counter{}
@@ -41,7 +41,7 @@ func TestStatementsPerCall(t *testing.T) {
 			first, err = pay(ctx, p)
 			require.NoError(t, err)
 		})
-		require.EqualValues(t, 2, q, "statements of a first call")
+		require.EqualValues(t, 3, q, "statements of a first call: reserve, complete, NOTIFY")
 		q2, prep2 := count(func() {
 			again, err := pay(ctx, p)
 			require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestStatementsPerCall(t *testing.T) {
 			_, err := payFailing(ctx, paytest.New())
 			require.Error(t, err)
 		})
-		require.EqualValues(t, 2, q3, "statements of a call whose handler fails")
+		require.EqualValues(t, 3, q3, "statements of a call whose handler fails: reserve, release, NOTIFY")
 		if round > 0 {
 			require.Zero(t, prep+prep2+prep3, "statements prepared again")
 		}

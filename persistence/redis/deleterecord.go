@@ -51,7 +51,8 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 //	           for none)
 //
 // It returns 1 when it deleted the record, 0 when there is no record, and
-// -1 when the record differs.
+// -1 when the record differs. A release it applies is published on the
+// channel named KEYS[1], to wake waiters (notify.go).
 var deleteRecordScript = recordScript(`
 if kind == 'none' then
   return 0
@@ -64,5 +65,6 @@ if (ARGV[9] == '' and f[4]) or (ARGV[9] ~= '' and f[4] ~= ARGV[9]) then
   return -1
 end
 redis.call('DEL', key)
+redis.call('PUBLISH', key, '')
 return 1
 `)

@@ -105,6 +105,19 @@
 // the writes are sent as a pipeline of the script and WAIT: still one round
 // trip each.
 //
+// # Waiting
+//
+// The Store wakes the calls that wait for a key (idempotency.WithWait)
+// when its holder completes or releases it: Store.Watch implements
+// persistence.Notifier. The scripts that complete and release a record
+// publish on a channel named after its Redis key. They do it in the same
+// run, so the holder pays no round trip for it. A Store subscribes for its
+// waiting calls on one connection of its own. It opens it for the first,
+// and closes it when none has waited for 30 seconds. A waiter woken reads
+// the record once more and answers. That is three requests for a wait
+// under two seconds. Each two seconds more add a poll, which covers a lost
+// message. On a cluster, the messages reach every node.
+//
 // # Durability
 //
 // Redis and Valkey replicate asynchronously: a failover (Sentinel,

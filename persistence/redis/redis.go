@@ -109,11 +109,14 @@ type Store struct {
 	fields Fields
 	max    int
 	wait   replicaWait
+	// watches are the subscriptions of waiting calls (notify.go).
+	watches watches
 }
 
 var (
-	_ persistence.Store = (*Store)(nil)
-	_ persistence.Admin = (*Store)(nil)
+	_ persistence.Store    = (*Store)(nil)
+	_ persistence.Admin    = (*Store)(nil)
+	_ persistence.Notifier = (*Store)(nil)
 )
 
 // New returns a Store that keeps records through client: a *redis.Client
@@ -143,7 +146,8 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, prefix: o.KeyPrefix, fields: f, max: o.MaxResponseSize, wait: wait}, nil
+	return &Store{client: client, prefix: o.KeyPrefix, fields: f, max: o.MaxResponseSize, wait: wait,
+		watches: watches{client: client}}, nil
 }
 
 // resolve returns f with defaults for its empty names, or an error when two

@@ -136,7 +136,8 @@ local status = f[2]
 // otherwise (a renewal of a completed record). It writes nothing but on
 // 1. On 2 and 3 it writes the token field with the value it has, which
 // changes nothing but is replicated, so that a WAIT after the script
-// covers the earlier write (see putScript).
+// covers the earlier write (see putScript). A completion it applies is
+// published on the channel named KEYS[1], to wake waiters (notify.go).
 var updateScript = ownScript(`
 if status ~= ARGV[5] then
   if ARGV[6] ~= '' and status == ARGV[6] then
@@ -155,6 +156,9 @@ end
 redis.call('DEL', key)
 redis.call('HSET', key, unpack(ARGV, 10))
 redis.call('PEXPIREAT', key, ARGV[7])
+if ARGV[6] ~= '' then
+  redis.call('PUBLISH', key, '')
+end
 return 1
 `)
 
@@ -165,12 +169,14 @@ return 1
 // It returns 1 when it deleted the record, 0 when there is no record, -1
 // when the record carries another token, and -2 when it is the caller's
 // but not in progress (completed: a release applied late must not delete
-// the result).
+// the result). A release it applies is published on the channel named
+// KEYS[1], as updateScript publishes a completion.
 var deleteScript = ownScript(`
 if status ~= ARGV[5] then
   return -2
 end
 redis.call('DEL', key)
+redis.call('PUBLISH', key, '')
 return 1
 `)
 

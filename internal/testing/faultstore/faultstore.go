@@ -34,6 +34,8 @@ const (
 	OpCommit Op = "commit"
 	// OpBegin is TxStore.BeginTx.
 	OpBegin Op = "begin"
+	// OpWatch is Notifier.Watch.
+	OpWatch Op = "watch"
 )
 
 // Fault is what to do to one call.
@@ -384,6 +386,28 @@ func (t *faultTx) Rollback(ctx context.Context) error {
 
 // Unwrap returns Inner.
 func (s *Store) Unwrap() persistence.Store { return s.Inner }
+
+// errNoWatch is Watch's error when Inner wakes no waiters.
+var errNoWatch = errors.New("faultstore: the inner store is not a persistence.Notifier")
+
+// Watch implements persistence.Notifier over an Inner that does; over
+// another, it fails, and the caller polls. FailBefore fails it too, and
+// LoseReply watches but loses every wake-up. Other faults pass it through.
+func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	fault := s.start(OpWatch, key)
+	if fault == FailBefore {
+		return nil, nil, ErrInjected
+	}
+	n, ok := s.Inner.(persistence.Notifier)
+	if !ok {
+		return nil, nil, errNoWatch
+	}
+	woken, stop, err := n.Watch(ctx, key)
+	if err == nil && fault == LoseReply {
+		woken = make(chan struct{})
+	}
+	return woken, stop, err
+}
 
 // On returns a Fault function that injects fault into the nth call of op
 // (every call when n is 0) and nothing else.
