@@ -25,11 +25,11 @@ const (
 )
 
 // Stage stages writes for the commit of the key of the function that ctx
-// was given to (idempotency.WithTransactions): they are sent with the
+// was given to (idempotency.WithTransactions). They are sent with the
 // completion of its record, in one TransactWriteItems, when the function
-// returns without an error, and never otherwise. Each is a Put, Update,
-// Delete or ConditionCheck, on any table, but not on the record itself.
-// Stage returns an error outside such a function.
+// returns without an error. They are never sent otherwise. Each is a Put,
+// Update, Delete or ConditionCheck, on any table, but not on the record
+// itself. Stage returns an error outside such a function.
 //
 //	err := dynamodb.Stage(ctx, types.TransactWriteItem{Put: &types.Put{
 //		TableName:           aws.String("Ledger"),
@@ -45,8 +45,8 @@ func Stage(ctx context.Context, writes ...types.TransactWriteItem) error {
 }
 
 // TransactionTooLargeError is the reason Commit gives, in a
-// *persistence.CommitCanceledError, for writes it refused before sending
-// them: with the record's completion, they exceed DynamoDB's limits on a
+// [*persistence.CommitCanceledError], for writes it refused before sending
+// them. With the record's completion, they exceed DynamoDB's limits on a
 // transaction, 100 items and 4 MB.
 type TransactionTooLargeError struct {
 	Items int // the transaction's items, the completion included
@@ -59,30 +59,37 @@ func (e *TransactionTooLargeError) Error() string {
 		e.Items, e.Bytes, maxTransactionItems, maxTransactionBytes)
 }
 
-// Commit implements persistence.Committer with one TransactWriteItems: the
-// writes (each a types.TransactWriteItem or a *types.TransactWriteItem, as
-// Stage stages them), in order, then the Update that completes rec,
-// conditioned on its owner token. Without writes it is Update.
+// Commit implements [persistence.Committer] with one TransactWriteItems.
+// It holds the writes in order, then the Update that completes rec,
+// conditioned on its owner token. Each write is a [types.TransactWriteItem]
+// or a *types.TransactWriteItem, as [Stage] stages them. Without writes,
+// Commit is Update.
 //
-// Its ClientRequestToken is derived from the key and the owner token, so
-// that the SDK's retry of a commit whose reply was lost, or a repeated
-// Commit, within DynamoDB's ten minutes, is not applied twice.
+// Its ClientRequestToken is derived from the key and the owner token. So a
+// commit is not applied twice within DynamoDB's ten minutes. That holds
+// for the SDK's retry of a commit whose reply was lost, and for a repeated
+// Commit.
 //
 // The completion is conditioned on the record being the caller's own
 // reservation, its owner token and in progress (docs/protocol.md, commit).
-// When that condition fails and the record is the caller's own completed
-// record, an earlier attempt committed, and Commit succeeds without
-// writing again; otherwise it returns an error wrapping
-// persistence.ErrFenced. It returns a *persistence.CommitCanceledError
-// when DynamoDB proves that nothing was written: a write's own condition
-// failed (its Err wraps DynamoDB's *types.TransactionCanceledException,
-// whose reasons say which), the request was refused whatever the data
-// (see refusals; a server without transactions gives a
-// *TransactionsUnsupportedError), or, before it is sent, the table runs no
-// transactions (Options.GlobalTable is GlobalTableStrong: a
-// *TransactionsUnsupportedError) or it is over DynamoDB's limits (a
-// *TransactionTooLargeError). Other failures are returned wrapped: their
-// outcome is unknown.
+// That condition may fail when the record is the caller's own completed
+// record. Then an earlier attempt committed, and Commit succeeds without
+// writing again. Otherwise it returns an error wrapping
+// [persistence.ErrFenced].
+//
+// Commit returns a [*persistence.CommitCanceledError] when DynamoDB proves
+// that nothing was written. That is the case in these events:
+//
+//   - A write's own condition failed. Its Err wraps DynamoDB's
+//     [*types.TransactionCanceledException], whose reasons say which.
+//   - The request was refused whatever the data (see refusals). A server
+//     without transactions gives a [*TransactionsUnsupportedError].
+//   - Before it is sent, the table runs no transactions. [Options.GlobalTable]
+//     is [GlobalTableStrong], and the reason is a *TransactionsUnsupportedError.
+//   - Before it is sent, it is over DynamoDB's limits. The reason is a
+//     [*TransactionTooLargeError].
+//
+// Other failures are returned wrapped. Their outcome is unknown.
 func (s *Store) Commit(ctx context.Context, rec *persistence.Record, writes []any) error {
 	if len(writes) == 0 {
 		return s.Update(ctx, rec)
@@ -173,11 +180,11 @@ var refusals = map[string]bool{
 }
 
 // TransactionsUnsupportedError is the reason Commit gives, in a
-// *persistence.CommitCanceledError, when the server does not run
-// transactions (it answers TransactWriteItems with
-// UnknownOperationException, as dynalite does), or when the table is a
-// global table of multi-Region strong consistency, which runs none
-// (Options.GlobalTable). Nothing was written.
+// [*persistence.CommitCanceledError], when no transaction can run. Either
+// the server does not run transactions, or the table runs none. A server
+// such as dynalite answers TransactWriteItems with
+// UnknownOperationException. A global table of multi-Region strong
+// consistency runs none ([Options.GlobalTable]). Nothing was written.
 type TransactionsUnsupportedError struct {
 	Err error // the server's answer, or why Commit did not send the transaction
 }

@@ -13,16 +13,16 @@ import (
 )
 
 // DeleteRecord deletes the record for seen.Key, but only if the stored
-// record is still seen: the same status, owner token, expiry and
+// record is still seen. That is the same status, owner token, expiry and
 // in-progress expiry. It is for operators' tools, which delete a record
-// they have read and shown; the library releases keys with
-// [Store.Delete], which deletes only the caller's own reservation.
+// they have read and shown. The library releases keys with [Store.Delete],
+// which deletes only the caller's own reservation.
 //
 // It sends one DeleteItem conditioned on those attributes. When the
-// condition fails, it returns an error wrapping
-// persistence.ErrChanged, or persistence.ErrNotFound when there is no
-// record any more, which it tells apart with a GetItem; nothing is
-// deleted either way. Other failures are returned wrapped.
+// condition fails, nothing is deleted. It then returns an error wrapping
+// [persistence.ErrChanged], or [persistence.ErrNotFound] when there is no
+// record any more. It tells the two apart with a GetItem. Other failures
+// are returned wrapped.
 func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
 	if err := checkKey(seen.Key); err != nil {
 		return err

@@ -25,17 +25,16 @@ const (
 	GlobalTableStrong GlobalTable = "STRONG"
 
 	// GlobalTableHomeRegion describes a global table of multi-Region
-	// eventual consistency (MREC) whose every key is written in one
-	// Region only, its home: the application routes each key there. The
-	// guarantees then hold as in one Region, except across a change of
-	// home, such as a failover.
+	// eventual consistency (MREC) whose every key is written in one Region
+	// only, its home. The application routes each key there. The guarantees
+	// then hold as in one Region, except across a change of home, such as a
+	// failover.
 	GlobalTableHomeRegion GlobalTable = "EVENTUAL_HOME_REGION"
 
 	// GlobalTableLastWriterWins describes a global table of multi-Region
-	// eventual consistency (MREC) whose keys are written in any Region,
-	// accepting the risk: two Regions can each reserve one key and both
-	// run the function, and their results are resolved by last writer
-	// wins.
+	// eventual consistency (MREC) whose keys are written in any Region. It
+	// accepts the risk. Two Regions can each reserve one key and both run the
+	// function. Their results are resolved by last writer wins.
 	GlobalTableLastWriterWins GlobalTable = "EVENTUAL_LAST_WRITER_WINS"
 )
 
@@ -58,11 +57,15 @@ func (g GlobalTable) valid() bool { return g == "" || g.consistency() != "" }
 // Options.GlobalTable describes.
 var ErrGlobalTable = errors.New("persistence/dynamodb: global table mismatch")
 
-// GlobalTableError is the error of CheckTable for a table whose
-// replication across Regions is not the one Options.GlobalTable describes:
-// a global table that the options do not describe, one of the other
-// consistency mode, or a table in one Region described as one of strong
-// consistency. It matches ErrGlobalTable.
+// GlobalTableError is the error of [CheckTable] for a table whose
+// replication across Regions is not the one [Options.GlobalTable]
+// describes. It is one of these:
+//
+//   - a global table that the options do not describe
+//   - a global table of the other consistency mode
+//   - a table in one Region described as one of strong consistency
+//
+// It matches [ErrGlobalTable].
 type GlobalTableError struct {
 	Table string
 

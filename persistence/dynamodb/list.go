@@ -27,21 +27,21 @@ var (
 	_ persistence.Admin = (*Store)(nil)
 )
 
-// List implements persistence.Admin: it reads the store's records a page
+// List implements [persistence.Admin]. It reads the store's records a page
 // at a time, for operators' tools. The store's client must have the
 // methods Query and Scan as well, as *dynamodb.Client has.
 //
-// With Options.SortKeyAttr set, List queries the static partition key, so
-// it reads only the records of the store; otherwise it scans the table.
-// keyPrefix, when not empty, keeps the records whose key starts with it:
-// in the key condition of the query, which then reads only those, or in a
-// filter of the scan, which reads every item all the same. pageSize bounds
-// the items each request reads (DynamoDB's Limit); 0 lets a request read
+// With [Options.SortKeyAttr] set, List queries the static partition key,
+// so it reads only the records of the store. Otherwise it scans the table.
+// keyPrefix, when not empty, keeps the records whose key starts with it.
+// A query has it in its key condition, and then reads only those. A scan
+// has it in a filter, and reads every item all the same. pageSize bounds
+// the items each request reads (DynamoDB's Limit). 0 lets a request read
 // up to DynamoDB's 1 MB. Reads are eventually consistent, as scans are.
 //
-// The records come without their responses, which a request leaves out
-// so that listing does not transfer them: [Store.Get] reads a whole
-// record. An item that does not decode as a record fails List.
+// The records come without their responses. A request leaves them out so
+// that listing does not transfer them. [Store.Get] reads a whole record.
+// An item that does not decode as a record fails List.
 func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
 	client, ok := s.client.(listClient)
 	if !ok {

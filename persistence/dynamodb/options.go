@@ -6,17 +6,17 @@ import (
 	"os"
 )
 
-// Options configures a Store (and CreateTable). The zero value of every field
-// means its default; the attribute names default to those of Powertools for
-// AWS Lambda, so that a table can be shared with, and inspected by, the same
-// tools.
+// Options configures a Store (and [CreateTable]). The zero value of every
+// field means its default. The attribute names default to those of
+// Powertools for AWS Lambda. A table can thus be shared with, and
+// inspected by, the same tools.
 type Options struct {
 	// KeyAttr is the partition key attribute (type S). It holds the record's
 	// key, or StaticPKValue when SortKeyAttr is set. Default "id".
 	KeyAttr string
 
 	// SortKeyAttr, when set, is the sort key attribute (type S) of a table
-	// shared with other data (a single-table design): it then holds the
+	// shared with other data (a single-table design). It then holds the
 	// record's key, and the partition key holds StaticPKValue. Default ""
 	// (no sort key).
 	SortKeyAttr string
@@ -41,10 +41,10 @@ type Options struct {
 	// StatusAttr holds Record.Status (type S). Default "status".
 	StatusAttr string
 
-	// DataAttr holds Record.Response: type S when it is valid UTF-8 and not
-	// compressed (as Powertools stores it, readable in the console), type B
-	// otherwise; absent when the response is empty or was omitted. Default
-	// "data".
+	// DataAttr holds Record.Response. It is type S when the response is valid
+	// UTF-8 and not compressed, as Powertools stores it, readable in the
+	// console. It is type B otherwise. It is absent when the response is empty
+	// or was omitted. Default "data".
 	DataAttr string
 
 	// ValidationKeyAttr holds Record.PayloadHash (type S), absent when empty.
@@ -93,11 +93,11 @@ type Options struct {
 	// costs.
 	MaxItemSize int
 
-	// GlobalTable describes the table's replication across AWS Regions:
-	// empty for a table in one Region, or one of GlobalTableStrong,
-	// GlobalTableHomeRegion and GlobalTableLastWriterWins for a global
-	// table. CheckTable checks it against the table. With
-	// GlobalTableStrong, Commit refuses staged writes without sending
+	// GlobalTable describes the table's replication across AWS Regions. It is
+	// empty for a table in one Region. For a global table it is one of
+	// [GlobalTableStrong], [GlobalTableHomeRegion] and
+	// [GlobalTableLastWriterWins]. [CheckTable] checks it against the table.
+	// With GlobalTableStrong, Commit refuses staged writes without sending
 	// them, since such a table runs no transactions. Default "".
 	GlobalTable GlobalTable
 }

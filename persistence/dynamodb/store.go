@@ -56,17 +56,20 @@ type Store struct {
 var _ persistence.Store = (*Store)(nil)
 
 // New returns a Store that keeps records in table through client. optFns
-// adjust the Options, whose zero values are Powertools' defaults:
+// adjust the [Options], whose zero values are Powertools' defaults:
 //
 //	store, err := dynamodb.New(client, "IdempotencyTable", func(o *dynamodb.Options) {
 //		o.SortKeyAttr = "sk"
 //	})
 //
-// New sends no request. It returns an error if client is nil, table is
-// shorter than 3 characters (DynamoDB's minimum), or the options are
-// invalid: two attributes with one name, StaticPKValue without SortKeyAttr,
-// MaxItemSize outside 1 to 400 KB, or a GlobalTable that is none of its
-// values.
+// New sends no request. It returns an error in these cases:
+//
+//   - client is nil.
+//   - table is shorter than 3 characters (DynamoDB's minimum).
+//   - Two attributes have one name.
+//   - StaticPKValue is set without SortKeyAttr.
+//   - MaxItemSize is outside 1 to 400 KB.
+//   - GlobalTable is none of its values.
 func New(client Client, table string, optFns ...func(*Options)) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("persistence/dynamodb: nil client")
@@ -205,12 +208,12 @@ var (
 	completedValue  = &types.AttributeValueMemberS{Value: string(persistence.StatusCompleted)}
 )
 
-// Put implements persistence.Store with one conditional PutItem. When a live
-// record holds the key, it returns a *persistence.ConflictError whose
-// Existing is the record DynamoDB returned with the failed condition
-// (ReturnValuesOnConditionCheckFailure ALL_OLD), or nil when the server did
-// not return it (dynalite, older DynamoDB Local): the caller then reads it
-// with Get. Other failures are returned wrapped.
+// Put implements [persistence.Store] with one conditional PutItem. When a
+// live record holds the key, it returns a [*persistence.ConflictError].
+// Its Existing is the record DynamoDB returned with the failed condition
+// (ReturnValuesOnConditionCheckFailure ALL_OLD). Existing is nil when the
+// server did not return it (dynalite, older DynamoDB Local). The caller
+// then reads it with Get. Other failures are returned wrapped.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	if err := checkKey(rec.Key); err != nil {
 		return err
@@ -267,15 +270,18 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 	return s.decode(out.Item)
 }
 
-// Update implements persistence.Store with one UpdateItem conditioned on the
-// record being the caller's own reservation: its owner token, in progress.
-// A completion refused because the caller's own completion is there
-// already succeeds (read with a GetItem, on that path only). It returns an
-// error wrapping persistence.ErrFenced when the stored record is not the
-// caller's reservation, and one wrapping
-// persistence.ErrResponseOmitted when it completed the record without its
-// response because the item would have been larger than MaxItemSize even
-// with the response compressed. Other failures are returned wrapped.
+// Update implements [persistence.Store] with one UpdateItem. It is
+// conditioned on the record being the caller's own reservation: its owner
+// token, in progress. A completion refused because the caller's own
+// completion is there already succeeds. It is read with a GetItem, on that
+// path only.
+//
+// Update returns an error wrapping [persistence.ErrFenced] when the stored
+// record is not the caller's reservation. It returns one wrapping
+// [persistence.ErrResponseOmitted] when it completed the record without
+// its response. That happens when the item would have been larger than
+// MaxItemSize even with the response compressed. Other failures are
+// returned wrapped.
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	if err := checkKey(rec.Key); err != nil {
 		return err
@@ -364,11 +370,11 @@ func (s *Store) updateInput(rec *persistence.Record) (*dynamodb.UpdateItemInput,
 	}, omitted
 }
 
-// Delete implements persistence.Store with one DeleteItem conditioned on the
-// record being the caller's own reservation, its owner token and in
-// progress, or on the record being gone already. It returns an error
-// wrapping persistence.ErrFenced for any other record, and other failures
-// wrapped.
+// Delete implements [persistence.Store] with one DeleteItem. It is
+// conditioned on the record being the caller's own reservation, its owner
+// token and in progress. Or it is conditioned on the record being gone
+// already. It returns an error wrapping [persistence.ErrFenced] for any
+// other record, and other failures wrapped.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
 	if err := checkKey(key); err != nil {
 		return err

@@ -14,28 +14,34 @@ import (
 
 // Sweep deletes up to limit records that have expired at now (their expiry
 // is before now), and returns how many it deleted. It is for tables
-// without time to live: global tables of multi-Region strong consistency,
-// which do not support it, and tables where it is off. Run it on a
+// without time to live. Global tables of multi-Region strong consistency
+// do not support it, and other tables may have it off. Run Sweep on a
 // schedule, and again while it deletes limit records. The store's client
 // must have the methods Query and Scan as well, as *dynamodb.Client has.
 //
 // Deleting an expired record changes nothing for the library, which treats
 // it as absent (docs/protocol.md, the states). Records in progress past
-// their in-progress expiry but not their expiry are kept: their invocation
+// their in-progress expiry but not their expiry are kept. Their invocation
 // may still complete them. now is the sweeper's clock, as it is the
-// caller's in a reservation: a clock ahead by δ deletes records up to δ
+// caller's in a reservation. A clock ahead by δ deletes records up to δ
 // before they expire.
 //
-// Sweep reads the records as List does (a Query of the static partition
-// key with Options.SortKeyAttr, a Scan of the table otherwise), filtered
-// on the expiry, until it has deleted limit records or read them all:
-// each call reads from the start, and a scan reads every item, expired or
-// not. It deletes each expired record with a DeleteItem conditioned on its
-// being expired still, so that a record taken over since it was read is
-// kept, and not counted. On a global table of eventual consistency, run it
-// in the Region where the keys are written: a delete in another Region can
-// win over a reservation that has not reached it yet (last writer wins).
-// It needs dynamodb:Query or dynamodb:Scan, and dynamodb:DeleteItem.
+// Sweep reads the records as List does, filtered on the expiry. That is a
+// Query of the static partition key with [Options.SortKeyAttr], and a Scan
+// of the table otherwise. It reads until it has deleted limit records or
+// read them all. Each call reads from the start, and a scan reads every
+// item, expired or not. Sweep deletes each expired record with a
+// DeleteItem conditioned on its being expired still. A record taken over
+// since it was read is thus kept, and not counted.
+//
+// On a global table of eventual consistency, run Sweep in the Region where
+// the keys are written. A delete in another Region can win over a
+// reservation that has not reached it yet (last writer wins).
+//
+// Sweep needs these actions:
+//
+//	dynamodb:Query or dynamodb:Scan
+//	dynamodb:DeleteItem
 func (s *Store) Sweep(ctx context.Context, now time.Time, limit int) (int64, error) {
 	client, ok := s.client.(listClient)
 	if !ok {

@@ -21,21 +21,22 @@ type TableClient interface {
 
 var _ TableClient = (*dynamodb.Client)(nil)
 
-// CreateTable creates a table for a Store with the same options: the key
-// schema (KeyAttr, plus SortKeyAttr if set, both strings), on-demand
-// capacity, and time to live on ExpiryAttr. It waits until the table is
-// ACTIVE, polling DescribeTable for as long as ctx allows.
+// CreateTable creates a table for a Store with the same options. The
+// table has the key schema (KeyAttr, plus SortKeyAttr if set, both
+// strings), on-demand capacity, and time to live on ExpiryAttr. CreateTable
+// waits until the table is ACTIVE, polling DescribeTable for as long as ctx
+// allows.
 //
 // CreateTable is meant for local runs and tests, against dynalite, DynamoDB
 // Local or LocalStack. Production tables belong in the application's
 // infrastructure template (AWS SAM, CDK, CloudFormation), next to the
 // function, with the same key schema and TTL attribute.
 //
-// If the table exists already, CreateTable checks that its key schema is the
-// one the options describe, waits until it is ACTIVE, and leaves its time to
-// live as it is. A server that does not know UpdateTimeToLive (dynalite) is
-// not an error: the store never relies on TTL, which only deletes expired
-// records eventually.
+// The table may exist already. Then CreateTable checks that its key schema
+// is the one the options describe and waits until it is ACTIVE. It leaves
+// its time to live as it is. A server that does not know UpdateTimeToLive
+// (dynalite) is not an error. The store never relies on TTL, which only
+// deletes expired records eventually.
 func CreateTable(ctx context.Context, client TableClient, table string, optFns ...func(*Options)) error {
 	opts, err := resolveOptions(optFns)
 	if err != nil {
@@ -112,22 +113,23 @@ func waitActive(ctx context.Context, client TableClient, table string) (*types.T
 var ErrKeySchema = errors.New("persistence/dynamodb: key schema mismatch")
 
 // CheckTable checks, with one DescribeTable, that table exists and has the
-// key schema of a [Store] with the same options, so that a tool (or a
-// function at cold start) can report a missing table, or a KeyAttr or
-// SortKeyAttr that is not the table's, before its first request fails
-// with a less clear error. Another key schema's error matches
-// ErrKeySchema; a missing table's wraps the SDK's
-// *types.ResourceNotFoundException; other failures are returned wrapped.
-// It needs dynamodb:DescribeTable.
+// key schema of a [Store] with the same options. A tool, or a function at
+// cold start, can thus report a missing table early. It can also report a
+// KeyAttr or SortKeyAttr that is not the table's. Without the check, the
+// first request would fail with a less clear error.
+//
+// Another key schema's error matches [ErrKeySchema]. A missing table's
+// wraps the SDK's [*types.ResourceNotFoundException]. Other failures are
+// returned wrapped. CheckTable needs dynamodb:DescribeTable.
 //
 // It also checks that the table is replicated across Regions as
-// Options.GlobalTable says, and returns a *GlobalTableError (matching
-// ErrGlobalTable) if not. A global table of eventual consistency (MREC) is
-// refused unless the options state how its keys are written
-// (GlobalTableHomeRegion or GlobalTableLastWriterWins), since two Regions
-// can each reserve one key. A global table of strong consistency (MRSC)
-// must be described as one (GlobalTableStrong), so that the store refuses
-// the transactions it does not run.
+// [Options.GlobalTable] says. It returns a [*GlobalTableError] (matching
+// [ErrGlobalTable]) if not. A global table of eventual consistency (MREC)
+// is refused unless the options state how its keys are written
+// ([GlobalTableHomeRegion] or [GlobalTableLastWriterWins]). Two Regions can
+// each reserve one key otherwise. A global table of strong consistency
+// (MRSC) must be described as one ([GlobalTableStrong]). The store then
+// refuses the transactions it does not run.
 func CheckTable(ctx context.Context, client dynamodb.DescribeTableAPIClient, table string, optFns ...func(*Options)) error {
 	opts, err := resolveOptions(optFns)
 	if err != nil {
