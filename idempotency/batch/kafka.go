@@ -72,18 +72,18 @@ var kafkaSource = source[events.KafkaRecord]{
 }
 
 // Kafka returns a handler for Amazon MSK and self-managed Apache Kafka
-// events, for lambda.Start, that runs fn once per record, made idempotent
-// with idempotency.Wrap over store, and reports the records that failed
-// by topic-partition and offset in a KafkaEventResponse. The event source
+// events, for lambda.Start. It runs fn once per record, made idempotent
+// with [idempotency.Wrap] over store. It reports the records that failed
+// by topic-partition and offset in a [KafkaEventResponse]. The event source
 // mapping must have ReportBatchItemFailures in its FunctionResponseTypes.
 //
-// The key is DefaultKafkaKey unless WithKey selects another. Key
-// expressions search the record as Lambda sends it, with its value, key
-// and header values decoded too (see the package documentation), so that
-// "json_value.order_id" selects the order_id of a JSON value. Records run
-// in the event's order within each topic-partition. Those that follow a
-// failed record of their topic-partition are reported as failed without
-// running.
+// The key is [DefaultKafkaKey] unless [idempotency.WithKey] selects
+// another. Key expressions search the record as Lambda sends it. They also
+// see its value, key and header values decoded (see the package
+// documentation). Thus "json_value.order_id" selects the order_id of a
+// JSON value. Records run in the event's order within each
+// topic-partition. Those that follow a failed record of their
+// topic-partition are reported as failed without running.
 //
 // The handler's error is nil except when a failed record has no topic.
 // Kafka returns an error if the options are invalid.

@@ -17,14 +17,18 @@ type settings struct {
 // processes the records one after another in batch order.
 //
 // Records that must stay in order are never run concurrently, nor out of
-// order: the records of one SQS FIFO message group, of one Kinesis
-// partition key, of one DynamoDB item, or of one Kafka topic-partition run
-// one after another in batch order, while different groups run in parallel
-// (as Lambda itself runs the message groups of a FIFO queue, or the
-// partition keys of a shard with a ParallelizationFactor). On a standard
-// queue, records with the same
-// idempotency key in one batch also run one after the other, so that the
-// second is skipped as completed instead of failing as in progress.
+// order. These run one after another in batch order:
+//
+//   - the records of one SQS FIFO message group
+//   - the records of one Kinesis partition key
+//   - the records of one DynamoDB item
+//   - the records of one Kafka topic-partition
+//
+// Different groups run in parallel. Lambda itself does the same with the
+// message groups of a FIFO queue, and with the partition keys of a shard
+// with a ParallelizationFactor. On a standard queue, records with the same
+// idempotency key in one batch also run one after the other. The second is
+// then skipped as completed instead of failing as in progress.
 //
 // The record function must be safe for concurrent use when n > 1.
 func WithParallelism(n int) idempotency.BatchOption {

@@ -17,19 +17,19 @@ import (
 )
 
 // Reasons a record is reported as failed, the "reason" attribute of its
-// log line, besides the outcome of its call: handler_error, in_progress,
-// held, store_error, payload_mismatch or recorded_error (see
-// idempotency.Outcome).
+// log line. The reason may also be the outcome of its call (see
+// idempotency.Outcome). That is handler_error, in_progress, held,
+// store_error, payload_mismatch or recorded_error.
 const (
 	// ReasonPanic: the record function panicked. Its key was released.
 	ReasonPanic = "panic"
 	// ReasonBadRecord: no idempotency key could be selected from the record
 	// (a body that is not JSON, a missing field). The function did not run.
 	ReasonBadRecord = "bad_record"
-	// ReasonGroupFailed: an earlier record of the same ordering group (FIFO
-	// message group, Kinesis partition key, DynamoDB item, Kafka
-	// topic-partition) failed in this batch, so this one did not run, to
-	// keep the group in order.
+	// ReasonGroupFailed: an earlier record of the same ordering group
+	// failed in this batch. So this one did not run, to keep the group in
+	// order. The group is a FIFO message group, a Kinesis partition key, a
+	// DynamoDB item or a Kafka topic-partition.
 	ReasonGroupFailed = "group_failed"
 	// ReasonNotStarted: the invocation's context was done (its deadline had
 	// passed) before the record's turn came.

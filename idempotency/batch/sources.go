@@ -63,19 +63,19 @@ var dynamoDBSource = source[events.DynamoDBEventRecord]{
 	},
 }
 
-// SQS returns a handler for SQS events, for lambda.Start, that runs fn once
-// per message, made idempotent with idempotency.Wrap over store, and
+// SQS returns a handler for SQS events, for lambda.Start. It runs fn once
+// per message, made idempotent with [idempotency.Wrap] over store. It
 // reports the messages that failed in an events.SQSEventResponse, so that
 // only they are retried. The event source mapping must have
-// ReportBatchItemFailures in its FunctionResponseTypes; without it Lambda
-// ignores the response, deletes the whole batch on success, and failed
-// messages are lost.
+// ReportBatchItemFailures in its FunctionResponseTypes. Without it Lambda
+// ignores the response and deletes the whole batch on success. Failed
+// messages are then lost.
 //
-// The key is the message ID unless WithKey selects another
-// (powertools_json(body).order_id, say). On a FIFO queue (an
-// eventSourceARN ending in ".fifo") the messages of a group
-// (attributes.MessageGroupId) that follow a failed one are reported as
-// failed without running.
+// The key is the message ID unless [idempotency.WithKey] selects another
+// (powertools_json(body).order_id, say). A FIFO queue has an
+// eventSourceARN ending in ".fifo". On such a queue, the messages of a
+// group (attributes.MessageGroupId) that follow a failed one are reported
+// as failed without running.
 //
 // The handler's error is nil except when a failed message has no
 // messageId (see the package documentation). SQS returns an error if the
@@ -94,18 +94,18 @@ func SQS(fn func(context.Context, events.SQSMessage) error, store persistence.St
 }
 
 // Kinesis returns a handler for Kinesis Data Streams events, for
-// lambda.Start, that runs fn once per record, made idempotent with
-// idempotency.Wrap over store, and reports the records that failed by
+// lambda.Start. It runs fn once per record, made idempotent with
+// [idempotency.Wrap] over store. It reports the records that failed by
 // their sequence numbers in an events.KinesisEventResponse. The event
 // source mapping must have ReportBatchItemFailures in its
 // FunctionResponseTypes.
 //
-// The key is the record's eventID unless WithKey selects another
-// (powertools_json(powertools_base64(kinesis.data)).id, say). Records of a
-// partition key that follow a failed one are reported as failed without
-// running. Lambda resumes the shard at the lowest reported sequence
-// number: later records of other partition keys that succeeded come again,
-// and are skipped as completed.
+// The key is the record's eventID unless [idempotency.WithKey] selects
+// another (powertools_json(powertools_base64(kinesis.data)).id, say).
+// Records of a partition key that follow a failed one are reported as
+// failed without running. Lambda resumes the shard at the lowest reported
+// sequence number. Later records of other partition keys that succeeded
+// come again, and are skipped as completed.
 //
 // The handler's error is nil except when a failed record has no sequence
 // number. Kinesis returns an error if the options are invalid.
@@ -122,17 +122,17 @@ func Kinesis(fn func(context.Context, events.KinesisEventRecord) error, store pe
 	}, nil
 }
 
-// DynamoDB returns a handler for DynamoDB Streams events, for lambda.Start,
-// that runs fn once per record, made idempotent with idempotency.Wrap over
-// store, and reports the records that failed by their sequence numbers in
+// DynamoDB returns a handler for DynamoDB Streams events, for lambda.Start.
+// It runs fn once per record, made idempotent with [idempotency.Wrap] over
+// store. It reports the records that failed by their sequence numbers in
 // an events.DynamoDBEventResponse. The event source mapping must have
 // ReportBatchItemFailures in its FunctionResponseTypes.
 //
-// The key is the record's eventID unless WithKey selects another. Records
-// of an item (dynamodb.Keys) that follow a failed one are reported as
-// failed without running. Lambda resumes the shard at the lowest reported
-// sequence number: later records of other items that succeeded come
-// again, and are skipped as completed.
+// The key is the record's eventID unless [idempotency.WithKey] selects
+// another. Records of an item (dynamodb.Keys) that follow a failed one are
+// reported as failed without running. Lambda resumes the shard at the
+// lowest reported sequence number. Later records of other items that
+// succeeded come again, and are skipped as completed.
 //
 // The handler's error is nil except when a failed record has no sequence
 // number. DynamoDB returns an error if the options are invalid.
