@@ -9,15 +9,15 @@ import (
 )
 
 // DeleteRecord deletes the record for seen.Key, but only if the stored
-// record is still seen: the same status, owner token, expiry and
+// record is still seen. That is the same status, owner token, expiry and
 // in-progress expiry. It is for operators' tools, which delete a record
-// they have read and shown; the library releases keys with
-// [Store.Delete], which deletes only the caller's own reservation.
+// they have read and shown. The library releases keys with [Store.Delete],
+// which deletes only the caller's own reservation.
 //
-// It runs one script. It returns persistence.ErrNotFound when there is no
-// record, and persistence.ErrChanged, deleting nothing, when the record is
-// not seen any more; other failures are returned wrapped, as by the other
-// operations.
+// It runs one script. It returns [persistence.ErrNotFound] when there is no
+// record. It returns [persistence.ErrChanged], deleting nothing, when the
+// record is not seen any more. Other failures are returned wrapped, as by
+// the other operations.
 func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
 	inProgress := ""
 	if !seen.InProgressExpiresAt.IsZero() {

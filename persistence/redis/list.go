@@ -11,19 +11,20 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// List implements persistence.Admin: it reads the store's records a page
+// List implements [persistence.Admin]. It reads the store's records a page
 // at a time, for operators' tools.
 //
-// It scans the keys that start with Options.KeyPrefix followed by
-// keyPrefix (SCAN with MATCH and TYPE hash, asking for pageSize keys a
-// call; 0 is Redis's default of 10), on every primary of a cluster in
-// turn, and reads each page's hashes in one pipeline. Hashes that are not
-// records (other data under the prefix) are skipped, and so are records
-// deleted between the scan and the read. As SCAN does, List may return a
-// record more than once when the server resizes its tables meanwhile.
+// It scans the keys that start with [Options.KeyPrefix] followed by
+// keyPrefix. It uses SCAN with MATCH and TYPE hash, asking for pageSize
+// keys a call. A pageSize of 0 is Redis's default of 10. It scans every
+// primary of a cluster in turn, and reads each page's hashes in one
+// pipeline. Hashes that are not records (other data under the prefix) are
+// skipped, and so are records deleted between the scan and the read. As
+// SCAN does, List may return a record more than once when the server
+// resizes its tables meanwhile.
 //
-// The records come without their responses, which the reads leave out so
-// that listing does not transfer them: [Store.Get] reads a whole record.
+// The records come without their responses. The reads leave them out so
+// that listing does not transfer them. [Store.Get] reads a whole record.
 // Reads go to each shard's primary, as every operation of the store does
 // with a client that does not route reads to replicas.
 func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {

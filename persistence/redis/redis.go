@@ -53,8 +53,8 @@ type Fields struct {
 
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
-	// KeyPrefix is prepended to each record's key to make its Redis key, for
-	// example "idempotency:" to keep the records apart from other data in a
+	// KeyPrefix is prepended to each record's key to make its Redis key.
+	// For example, "idempotency:" keeps the records apart from other data in a
 	// shared database. Empty by default.
 	//
 	// With Redis Cluster, the Redis key decides the slot. Do not put a hash
@@ -65,29 +65,31 @@ type Options struct {
 	Fields Fields
 
 	// MaxResponseSize, when positive, is the largest response the store
-	// keeps: Update completes a record with a larger response without it and
-	// returns persistence.ErrResponseOmitted, as a store with an item size
-	// limit must. Zero, the default, keeps every response: a Redis string
-	// holds up to 512 MB, far more than a Lambda response (6 MB), so there is
+	// keeps. Update completes a record with a larger response without it. It
+	// then returns [persistence.ErrResponseOmitted], as a store with an item
+	// size limit must. Zero, the default, keeps every response. A Redis string
+	// holds up to 512 MB, far more than a Lambda response (6 MB). So there is
 	// no limit to work around.
 	MaxResponseSize int
 
-	// WaitReplicas, when positive, makes every write (Put that reserves,
-	// Update, Delete) wait until at least that many replicas have
-	// acknowledged it, with the WAIT command sent in the same round trip as
-	// the write, so that a failover to one of those replicas keeps the
-	// record. A write that fewer replicas acknowledge within WaitTimeout
-	// fails with an error that wraps ErrNotReplicated; it has been applied
-	// on the primary. Zero, the default, does not wait: replication is
-	// asynchronous (see the package documentation, Durability).
+	// WaitReplicas, when positive, makes every write wait until at least that
+	// many replicas have acknowledged it. The writes are Put that reserves,
+	// Update and Delete. The WAIT command is sent in the same round trip as
+	// the write. A failover to one of those replicas then keeps the record. A
+	// write that fewer replicas acknowledge within WaitTimeout fails with an
+	// error that wraps [ErrNotReplicated]. It has been applied on the primary.
+	// Zero, the default, does not wait. Replication is then asynchronous (see
+	// the package documentation, Durability).
 	//
-	// While fewer replicas are connected (one is down, or a failover has
-	// promoted one and no other has taken its place), every write fails.
-	// Set it below the number of replicas to keep serving with one gone.
+	// While fewer replicas are connected, every write fails. One may be down,
+	// or a failover may have promoted one and no other has taken its place.
+	// Set WaitReplicas below the number of replicas to keep serving with one
+	// gone.
 	//
 	// It needs a *redis.Client (one primary, or Sentinel) or a
-	// *redis.ClusterClient, whose commands for one key can be sent on one
-	// connection: WAIT counts the writes of the connection it is sent on.
+	// *redis.ClusterClient. Their commands for one key can be sent on one
+	// connection. That matters, since WAIT counts the writes of the connection
+	// it is sent on.
 	WaitReplicas int
 
 	// WaitTimeout bounds the wait for WaitReplicas, and is shortened to the
@@ -119,14 +121,15 @@ var (
 	_ persistence.Notifier = (*Store)(nil)
 )
 
-// New returns a Store that keeps records through client: a *redis.Client
-// (single node, or Sentinel with redis.NewFailoverClient), a
+// New returns a Store that keeps records through client. The client is a
+// *redis.Client (single node, or Sentinel with redis.NewFailoverClient), a
 // *redis.ClusterClient, or any other redis.UniversalClient. The Store does
-// not take ownership of client; close it yourself when you are done.
+// not take ownership of client. Close it yourself when you are done.
 //
 // New makes no request. It returns an error when client is nil or the
-// options are invalid: a negative MaxResponseSize, field names that clash,
-// or a WaitReplicas that the client cannot honour (see Options).
+// options are invalid. Invalid options are a negative MaxResponseSize,
+// field names that clash, or a WaitReplicas that the client cannot honour
+// (see [Options]).
 func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("persistence/redis: New: nil client")
@@ -188,17 +191,17 @@ func (f Fields) resolve() (Fields, error) {
 // prefix followed by key.
 func (s *Store) RedisKey(key string) string { return s.prefix + key }
 
-// Put implements persistence.Store. It reserves rec.Key with one script run:
-// it writes rec when the key is free, or holds a record that is not live at
-// now, and sets the key to expire at rec.ExpiresAt. Otherwise it writes
-// nothing and returns a *persistence.ConflictError whose Existing is the
-// record that holds the key, read in the same step.
+// Put implements [persistence.Store]. It reserves rec.Key with one script
+// run. It writes rec when the key is free, or holds a record that is not
+// live at now. It then sets the key to expire at rec.ExpiresAt. Otherwise
+// it writes nothing and returns a [*persistence.ConflictError]. Its
+// Existing is the record that holds the key, read in the same step.
 //
-// Other errors (network, timeout, READONLY from a replica, a key that holds
-// something other than a record) are returned wrapped, never as a conflict.
-// A Put that failed may still have been applied by the server (its reply was
-// lost): the key then holds rec, with rec.Token, until its in-progress expiry
-// or a Delete with that token.
+// Other errors are returned wrapped, never as a conflict. They are network
+// errors, timeouts, READONLY from a replica, and a key that holds something
+// other than a record. A Put that failed may still have been applied by
+// the server, when its reply was lost. The key then holds rec, with
+// rec.Token, until its in-progress expiry or a Delete with that token.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	args := make([]any, 0, 10+18)
 	args = append(args,
@@ -261,16 +264,17 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 	return rec, nil
 }
 
-// Update implements persistence.Store. With one script run, it replaces the
-// record if it is the caller's own reservation (rec.Token, in progress) and
-// sets the key to expire at rec.ExpiresAt; a completion that finds the
-// caller's own completed record writes nothing and succeeds. Otherwise, or
-// when there is no record (it may have been evicted at its ExpiresAt), it
-// writes nothing and returns persistence.ErrFenced.
+// Update implements [persistence.Store]. With one script run, it replaces
+// the record if it is the caller's own reservation (rec.Token, in
+// progress). It then sets the key to expire at rec.ExpiresAt. A completion
+// that finds the caller's own completed record writes nothing and
+// succeeds. Otherwise it writes nothing and returns [persistence.ErrFenced].
+// It does so too when there is no record, which may have been evicted at
+// its ExpiresAt.
 //
-// When Options.MaxResponseSize is set and rec.Response is larger, the record
-// is written without its response, with ResponseOmitted set, and Update
-// returns persistence.ErrResponseOmitted.
+// When [Options.MaxResponseSize] is set and rec.Response is larger, the
+// record is written without its response, with ResponseOmitted set. Update
+// then returns [persistence.ErrResponseOmitted].
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	response, omitted := rec.Response, rec.ResponseOmitted
 	tooLarge := s.max > 0 && len(response) > s.max
@@ -309,9 +313,9 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	return s.opError("update", rec.Key, fmt.Errorf("unexpected script reply %#v", reply))
 }
 
-// Delete implements persistence.Store. With one script run, it deletes the
-// record if it is the caller's own reservation (token, in progress),
-// succeeds when there is none, and returns persistence.ErrFenced
+// Delete implements [persistence.Store]. With one script run, it deletes
+// the record if it is the caller's own reservation (token, in progress).
+// It succeeds when there is none. It returns [persistence.ErrFenced]
 // otherwise.
 func (s *Store) Delete(ctx context.Context, key, token string) error {
 	reply, acks, err := s.runScript(ctx, deleteScript, key, guardField, token, s.fields.Token,
