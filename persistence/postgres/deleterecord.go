@@ -22,16 +22,15 @@ const deleteRecordSQL = `WITH deleted AS (
 SELECT EXISTS (SELECT FROM deleted), EXISTS (SELECT FROM held)`
 
 // DeleteRecord deletes the record for seen.Key, but only if the stored
-// record is still seen: the same status, owner token, expiry and
+// record is still seen. That is the same status, owner token, expiry and
 // in-progress expiry. It is for operators' tools, which delete a record
-// they have read and shown; the library releases keys with
-// [Store.Delete], which deletes only the caller's own reservation.
+// they have read and shown. The library releases keys with [Store.Delete],
+// which deletes only the caller's own reservation.
 //
 // It runs one statement, and NOTIFY after a deletion (see [Store.Watch]).
-// It returns persistence.ErrNotFound when there is
-// no record, and an error wrapping persistence.ErrChanged, deleting
-// nothing, when the record is not seen any more; other failures are
-// returned wrapped.
+// It returns [persistence.ErrNotFound] when there is no record. It returns
+// an error wrapping [persistence.ErrChanged], deleting nothing, when the
+// record is not seen any more. Other failures are returned wrapped.
 func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) error {
 	var deleted, held bool
 	err := s.db.QueryRow(ctx, s.deleteRecordSQL,

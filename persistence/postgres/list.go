@@ -43,20 +43,20 @@ ORDER BY in_progress_expiration, id LIMIT $4`
 // given 0.
 const defaultPageSize = 1000
 
-// List reads the store's records whose key starts with keyPrefix, a page
-// of pageSize records at a time (0: 1000), in the order of their keys'
-// bytes, for operators' tools. It calls page with the records of each
-// page, until there are no more or page returns an error, which List
-// returns.
+// List reads the store's records whose key starts with keyPrefix, for
+// operators' tools. It reads a page of pageSize records at a time. A
+// pageSize of 0 means 1000. The records come in the order of their keys'
+// bytes. List calls page with the records of each page, until there are
+// no more or page returns an error, which List returns.
 //
 // Each page is one SELECT, which reads the primary key's index from the
-// last key of the page before, and, with a key prefix, only the range of
-// the keys that start with it. Pages are read at different times: a
+// last key of the page before. With a key prefix, it reads only the range
+// of the keys that start with it. Pages are read at different times. A
 // record written between two pages is listed if its key comes after the
 // first page's last.
 //
-// The records come without their responses, which the statement leaves
-// out so that listing does not transfer them: [Store.Get] reads a whole
+// The records come without their responses. The statement leaves them out
+// so that listing does not transfer them. [Store.Get] reads a whole
 // record.
 func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page func([]*persistence.Record) error) error {
 	if pageSize < 0 {
@@ -91,13 +91,14 @@ func (s *Store) List(ctx context.Context, keyPrefix string, pageSize int, page f
 	}
 }
 
-// ListStuck reads the stuck records: in progress past their in-progress
-// expiry at now, whose invocation crashed or timed out (the next retry
-// with their key runs its handler again). It reads them a page of
-// pageSize records at a time (0: 1000), in the order of their
-// in-progress expiry, and calls page with each, as List does.
+// ListStuck reads the stuck records. They are in progress past their
+// in-progress expiry at now. Their invocation crashed or timed out. The
+// next retry with their key runs its handler again. ListStuck
+// reads them a page of pageSize records at a time (0 means 1000), in the
+// order of their in-progress expiry. It calls page with each, as List
+// does.
 //
-// Each page is one SELECT on the partial index of in-progress records, so
+// Each page is one SELECT on the partial index of in-progress records. So
 // it reads the stuck records only, however many completed ones the table
 // holds.
 func (s *Store) ListStuck(ctx context.Context, now time.Time, pageSize int, page func([]*persistence.Record) error) error {

@@ -6,12 +6,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Options configures a Store (and CreateTable). The zero value is ready to
-// use.
+// Options configures a Store (and [CreateTable]). The zero value is ready
+// to use.
 //
-// The column names are fixed (see the package documentation, Table): they
-// are those of the other stores' attributes, and the table is the store's
-// own, so there is nothing to share a layout with.
+// The column names are fixed (see the package documentation, Table). They
+// are those of the other stores' attributes. The table is the store's own,
+// so there is nothing to share a layout with.
 type Options struct {
 	// Schema is the schema of the table. Empty, the default, leaves the
 	// table name unqualified: the connection's search_path finds it
@@ -19,10 +19,10 @@ type Options struct {
 	Schema string
 
 	// MaxResponseSize, when positive, is the largest response the store
-	// keeps: Update completes a record with a larger response without it
-	// and returns persistence.ErrResponseOmitted, as a store with an item
-	// size limit must. Zero, the default, keeps every response: a bytea
-	// holds up to 1 GB, far more than a Lambda response (6 MB).
+	// keeps. Update completes a record with a larger response without it. It
+	// then returns [persistence.ErrResponseOmitted], as a store with an item
+	// size limit must. Zero, the default, keeps every response. A bytea holds
+	// up to 1 GB, far more than a Lambda response (6 MB).
 	MaxResponseSize int
 }
 

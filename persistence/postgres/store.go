@@ -170,11 +170,11 @@ const deleteSQL = `WITH deleted AS (
 )
 SELECT EXISTS (SELECT FROM deleted), EXISTS (SELECT FROM held)`
 
-// Put implements persistence.Store with one statement (see putSQL). When a
-// live record holds the key, it returns a *persistence.ConflictError whose
-// Existing is that record, read in the same statement after the insert
-// found it; Existing is nil only when that record was inserted by a
-// reservation that committed while the statement ran, and the caller then
+// Put implements [persistence.Store] with one statement (see putSQL). When
+// a live record holds the key, it returns a [*persistence.ConflictError].
+// Its Existing is that record, read in the same statement after the insert
+// found it. Existing is nil only when that record was inserted by a
+// reservation that committed while the statement ran. The caller then
 // reads it with Get. Other failures are returned wrapped.
 func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time) error {
 	var (

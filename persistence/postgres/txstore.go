@@ -28,16 +28,16 @@ type beginner interface {
 
 type txKey struct{}
 
-// Tx returns the transaction that the handler's writes belong to, in a
-// handler wrapped with idempotency.WithTransactions on a Store: what it
-// writes in it commits with the completion of its key, or not at all.
-// It reports false outside such a handler.
+// Tx returns the transaction that the handler's writes belong to. That is
+// in a handler wrapped with idempotency.WithTransactions on a Store. What
+// the handler writes in it commits with the completion of its key, or not
+// at all. Tx reports false outside such a handler.
 //
-// The library commits and rolls back the transaction: its Commit and
+// The library commits and rolls back the transaction. Its Commit and
 // Rollback return an error and do nothing. To undo part of its writes, a
-// handler uses a savepoint (the transaction's Begin); to undo all of
-// them, it returns an error. A statement that fails aborts the whole
-// transaction, as in any PostgreSQL transaction: the handler then returns
+// handler uses a savepoint (the transaction's Begin). To undo all of them,
+// it returns an error. A statement that fails aborts the whole
+// transaction, as in any PostgreSQL transaction. The handler then returns
 // the error, or the commit is canceled.
 func Tx(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(handlerTx)
@@ -54,15 +54,15 @@ type handlerTx struct{ pgx.Tx }
 func (handlerTx) Commit(context.Context) error   { return ErrTxOwned }
 func (handlerTx) Rollback(context.Context) error { return ErrTxOwned }
 
-// BeginTx implements persistence.TxStore: it begins a transaction at READ
-// COMMITTED on a connection of the pool of its own, and returns ctx
-// carrying it (Tx). The reservation of rec, which committed before, stays
+// BeginTx implements [persistence.TxStore]. It begins a transaction at
+// READ COMMITTED on a connection of the pool of its own. It returns ctx
+// carrying it ([Tx]). The reservation of rec, which committed before, stays
 // outside it. See the package documentation, Transactions.
 //
-// The Store's DB must begin transactions on connections of their own: a
-// *pgxpool.Pool does. A *pgx.Conn cannot (its transaction would take the
-// connection that the lease's renewals use), nor a pgx.Tx: BeginTx then
-// returns an error, and the handler does not run.
+// The Store's DB must begin transactions on connections of their own. A
+// *pgxpool.Pool does. A *pgx.Conn cannot, since its transaction would take
+// the connection that the lease's renewals use. Nor can a pgx.Tx. BeginTx
+// then returns an error, and the handler does not run.
 func (s *Store) BeginTx(ctx context.Context, rec *persistence.Record) (context.Context, persistence.Tx, error) {
 	b, ok := s.db.(beginner)
 	if _, conn := s.db.(*pgx.Conn); !ok || conn {
