@@ -15,8 +15,8 @@
 //   - Update sends an UpdateItem, fenced (see docs/protocol.md). It is
 //     conditioned on the record being the caller's own reservation, with
 //     its owner token, and in progress. A completion may be refused
-//     because the caller's own completion is there already. This happens
-//     to an attempt whose reply was lost. Such a completion succeeds. A
+//     because the caller's own completion is there already. That happens
+//     after an attempt whose reply was lost. Such a completion succeeds. A
 //     GetItem on that path only tells it apart.
 //   - Delete sends a DeleteItem, fenced. It is conditioned on the record
 //     being the caller's own reservation, or on its being gone already.
