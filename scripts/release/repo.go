@@ -46,6 +46,7 @@ var kinds = map[string]kind{
 	"examples/cdk":         unpublished,
 	"examples/grpcorders":  unpublished,
 	"bench/compare":        unpublished,
+	"bench/wait":           unpublished,
 	"scripts/release":      unpublished,
 }
 
