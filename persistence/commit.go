@@ -6,46 +6,48 @@ import (
 	"sync"
 )
 
-// A Committer is a Store that can commit writes of a function's own
-// together with the completion of its key, in one atomic step, so that a
-// side effect in the same database happens exactly once: both happen, or
-// neither. The writes are the store's own kind (for DynamoDB, transaction
-// items), staged by the function with the store package's function (for
-// DynamoDB, dynamodb.Stage) in the context the library gives it.
+// A Committer is a [Store] that can commit writes of a function's own
+// together with the completion of its key, in one atomic step. Both
+// happen, or neither does. So a side effect in the same database happens
+// exactly once. The writes are the store's own kind (for DynamoDB,
+// transaction items). The function stages them in the context the library
+// gives it, with the store package's function (for DynamoDB,
+// dynamodb.Stage).
 //
-// A store that decorates another (a cache) implements Committer by passing
-// Commit on, and has a method Unwrap() Store that returns the other, so
-// that the library can check, when a handler is wrapped, that the store
-// underneath commits (see [Commits]).
+// A store that decorates another (a cache) implements Committer by
+// passing Commit on. It also has a method Unwrap() Store that returns the
+// other. So when a handler is wrapped, the library can check that the
+// store underneath commits (see [Commits]).
 type Committer interface {
 	Store
 
-	// Commit completes rec, as Update does (the stored record must be the
-	// caller's own reservation: rec.Token and in progress), and applies
-	// writes, atomically. On success both happened. Otherwise neither did,
-	// and the error says why:
+	// Commit completes rec, as Update does, and applies writes,
+	// atomically. The stored record must be the caller's own reservation,
+	// with rec.Token and in progress. On success both happened. Otherwise
+	// neither did, and the error says why:
 	//
-	//   - ErrFenced: the stored record is not the caller's reservation
-	//     (another invocation took the key over, or it is gone);
-	//   - an error matching ErrCommitCanceled (a *CommitCanceledError): the
-	//     store refused the commit and nothing was written: a write's own
-	//     condition failed, the writes exceed the store's limits, or the
-	//     store cannot run them (no transactions);
-	//   - any other error: the outcome is unknown (a lost reply).
+	//   - [ErrFenced]: the stored record is not the caller's reservation.
+	//     Another invocation took the key over, or the record is gone.
+	//   - An error matching [ErrCommitCanceled] (a [*CommitCanceledError]):
+	//     the store refused the commit, and nothing was written. A write's
+	//     own condition failed, the writes exceed the store's limits, or
+	//     the store cannot run them (no transactions).
+	//   - Any other error: the outcome is unknown (a lost reply).
 	//
-	// When the stored record is already the caller's own completed record,
-	// an earlier attempt committed: Commit writes nothing again, staged
-	// writes included, and succeeds. Repeating Commit with the same rec
-	// and writes is therefore safe. A Commit without writes is an Update.
+	// The stored record may already be the caller's own completed record.
+	// Then an earlier attempt committed, and Commit succeeds without
+	// writing anything again, staged writes included. So repeating Commit
+	// with the same rec and writes is safe. A Commit without writes is an
+	// Update.
 	Commit(ctx context.Context, rec *Record, writes []any) error
 }
 
-// A TxStore is a Store whose transactions a function's own writes run in
-// (idempotency.WithTransactions): the library begins one before the
-// function runs, the function writes in it (for PostgreSQL,
-// postgres.Tx(ctx)), and the record's completion commits with those
-// writes, or neither does. The reservation stays outside it, so that a
-// concurrent duplicate sees it at once.
+// A TxStore is a [Store] whose transactions a function's own writes run
+// in (idempotency.WithTransactions). The library begins a transaction
+// before the function runs. The function writes in it (for PostgreSQL,
+// postgres.Tx(ctx)). The record's completion commits with those writes,
+// or neither does. The reservation stays outside the transaction, so that
+// a concurrent duplicate sees it at once.
 type TxStore interface {
 	Store
 
@@ -54,14 +56,14 @@ type TxStore interface {
 	BeginTx(ctx context.Context, rec *Record) (context.Context, Tx, error)
 }
 
-// A Tx is a transaction that TxStore.BeginTx began.
+// A Tx is a transaction that [TxStore.BeginTx] began.
 type Tx interface {
 	// Commit completes rec in the transaction, as Update does, and
 	// commits it with the function's writes. Its errors are those of
-	// Committer.Commit: ErrFenced, a *CommitCanceledError when nothing
-	// was written, any other error when the outcome is unknown. When the
-	// record is the caller's own completed record already, it commits
-	// nothing and succeeds.
+	// [Committer.Commit]: [ErrFenced], a [*CommitCanceledError] when
+	// nothing was written, or any other error when the outcome is unknown.
+	// When the record is the caller's own completed record already, Commit
+	// commits nothing and succeeds.
 	Commit(ctx context.Context, rec *Record) error
 
 	// Rollback ends the transaction and writes nothing of it. It does
@@ -70,11 +72,11 @@ type Tx interface {
 }
 
 // Commits reports how store commits a function's writes with the
-// completion of its key: staged, when it is a Committer and so is every
-// store it decorates; in a transaction, when it is a TxStore and so is
-// every store it decorates. The store underneath decides: a decorator (a
-// cache) passes both on, and has a method Unwrap() Store that returns the
-// store it decorates.
+// completion of its key. staged is true when store is a [Committer] and so
+// is every store it decorates. tx (in a transaction) is true when store is
+// a [TxStore] and so is every store it decorates. The store underneath
+// decides. A decorator (a cache) passes both on, and has a method
+// Unwrap() Store that returns the store it decorates.
 func Commits(store Store) (staged, tx bool) {
 	staged, tx = true, true
 	for {
@@ -89,23 +91,25 @@ func Commits(store Store) (staged, tx bool) {
 	}
 }
 
-// ErrCommitCanceled is matched (with errors.Is) by every
-// *CommitCanceledError.
+// ErrCommitCanceled is matched (with [errors.Is]) by every
+// [*CommitCanceledError].
 var ErrCommitCanceled = errors.New("persistence: commit canceled; nothing was written")
 
-// ErrNoTransactions is matched (with errors.Is) by the reason a store
-// gives, in a *CommitCanceledError, when it cannot run transactions at
-// all (a server or table without them): every commit will be refused
-// until the configuration changes.
+// ErrNoTransactions is matched (with [errors.Is]) by the reason in a
+// [*CommitCanceledError] when the store cannot run transactions at all.
+// That is the case of a server or table without them. Every commit will
+// be refused until the configuration changes.
 var ErrNoTransactions = errors.New("persistence: the store cannot run transactions")
 
-// CommitCanceledError is returned by Committer.Commit when the commit was
-// refused and nothing was written: a staged write's own condition failed
-// (an insufficient balance, say), or the writes exceed the store's limits.
+// CommitCanceledError is returned by [Committer.Commit] when the commit
+// was refused and nothing was written. A staged write's own condition
+// failed (an insufficient balance, say), or the writes exceed the store's
+// limits.
 type CommitCanceledError struct {
 	// Err is the store's error. It carries the store's reasons, where the
-	// store gives them: for DynamoDB, a *types.TransactionCanceledException
-	// with a reason for each write, in the order they were staged, the
+	// store gives them. For DynamoDB, it carries a
+	// *types.TransactionCanceledException with a reason for each write.
+	// The reasons are in the order the writes were staged, with the
 	// record's completion last.
 	Err error
 }
@@ -131,16 +135,17 @@ type Staging struct {
 
 type stagingKey struct{}
 
-// NewStagingContext returns ctx with a new Staging, which Stage adds to:
-// the library gives it to a function whose store commits.
+// NewStagingContext returns ctx with a new [Staging], which [Stage] adds
+// to. The library gives it to a function whose store commits.
 func NewStagingContext(ctx context.Context) (context.Context, *Staging) {
 	s := &Staging{}
 	return context.WithValue(ctx, stagingKey{}, s), s
 }
 
-// Stage adds writes to the Staging of ctx. It returns an error without
-// one, outside a function whose key commits with staged writes
-// (idempotency.WithTransactions), and once the function has returned.
+// Stage adds writes to the [Staging] of ctx. It returns an error when ctx
+// has none, outside a function whose key commits with staged writes
+// (idempotency.WithTransactions). It also returns an error once the
+// function has returned.
 func Stage(ctx context.Context, writes ...any) error {
 	s, ok := ctx.Value(stagingKey{}).(*Staging)
 	if !ok {
@@ -155,8 +160,8 @@ func Stage(ctx context.Context, writes ...any) error {
 	return nil
 }
 
-// Close ends the staging: later writes are refused, so that none is staged
-// once the commit has been sent. It returns the writes staged.
+// Close ends the staging and returns the writes staged. Later writes are
+// refused, so that none is staged once the commit has been sent.
 func (s *Staging) Close() []any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
