@@ -10,21 +10,24 @@ import (
 	"github.com/retrysafe/retrysafe/internal/core"
 )
 
-// Sentinel errors, matched with errors.Is by the typed errors of this
-// package that callers retry or refuse on (the others are told apart by
-// type, with errors.As). Lambda reports the dynamic type name of an error
-// as its errorType ("InProgressError", ...), which Step Functions retry
-// rules can match.
+// Sentinel errors, matched with [errors.Is] by the typed errors of this
+// package that callers retry or refuse on. The other typed errors are told
+// apart by type, with [errors.As]. Lambda reports the dynamic type name of
+// an error as its errorType ("InProgressError", ...). Step Functions retry
+// rules can match it.
 var (
-	// ErrInProgress: another invocation holds the key and has not finished.
+	// ErrInProgress means that another invocation holds the key and has
+	// not finished.
 	ErrInProgress = errors.New("idempotency: another invocation with this key is in progress")
-	// ErrPayloadMismatch: the key was used before with a different payload.
+	// ErrPayloadMismatch means that the key was used before with a
+	// different payload.
 	ErrPayloadMismatch = errors.New("idempotency: key reused with a different payload")
-	// ErrNoKey: no idempotency key could be selected from the input.
+	// ErrNoKey means that no idempotency key could be selected from the
+	// input.
 	ErrNoKey = errors.New("idempotency: no idempotency key in the input")
-	// ErrStore: the store failed; the handler did not run.
+	// ErrStore means that the store failed. The handler did not run.
 	ErrStore = errors.New("idempotency: store failure")
-	// ErrHeld: the key is held until an operator releases it.
+	// ErrHeld means that the key is held until an operator releases it.
 	ErrHeld = errors.New("idempotency: the key is held until an operator releases it")
 )
 
@@ -32,25 +35,25 @@ var (
 // function succeeded but the writes it staged ([WithTransactions]) could
 // not be committed with its completion. Err says why:
 //
-//   - errors.As finds a [*persistence.CommitCanceledError], with the
-//     store's reasons: a staged write's own condition failed (an
-//     insufficient balance, say), the writes exceed the store's limits,
-//     or the store refused the request outright (an invalid write, a
-//     table that does not exist; errors.Is matches
+//   - [errors.As] finds a [*persistence.CommitCanceledError] with the
+//     store's reasons. A staged write's own condition failed (an
+//     insufficient balance, say), or the writes exceed the store's limits.
+//     Or the store refused the request outright (an invalid write, a table
+//     that does not exist). [errors.Is] matches
 //     [persistence.ErrNoTransactions] when the store cannot run
-//     transactions at all). Nothing was written, and the key was
-//     released: a retry runs the function again.
-//   - errors.Is matches [persistence.ErrFenced]: another call took the key
-//     over (this one ran past its in-progress expiry). Nothing of this
-//     call was written.
-//   - Unknown is set: the commit failed in a way that leaves its outcome
-//     unknown (its reply was lost, it timed out, the store answered with a
-//     server error or throttled it; docs/protocol.md says which errors
-//     prove what). The key stays reserved until its
-//     in-progress expiry; a retry with the same key then gets the result
-//     if the commit happened, or runs the function again if it did not.
+//     transactions at all. Nothing was written, and the key was released.
+//     A retry runs the function again.
+//   - [errors.Is] matches [persistence.ErrFenced]. Another call took the
+//     key over after this one ran past its in-progress expiry. Nothing of
+//     this call was written.
+//   - Unknown is set. The commit failed in a way that leaves its outcome
+//     unknown. Its reply was lost, it timed out, or the store answered
+//     with a server error or throttled it. See docs/protocol.md for which
+//     errors prove what. The key stays reserved until its in-progress
+//     expiry. A retry with the same key then gets the result if the commit
+//     happened. If it did not, the retry runs the function again.
 //
-// The commit is atomic in every case: the writes and the completion happen
+// The commit is atomic in every case. The writes and the completion happen
 // together or not at all.
 type CommitError struct {
 	Key     string
@@ -70,17 +73,17 @@ func (e *CommitError) Error() string {
 func (e *CommitError) Unwrap() error { return e.Err }
 
 // InProgressError is returned when another invocation has reserved the key
-// and has not finished. Retry later: the reservation lapses at Until even if
-// that invocation crashed.
+// and has not finished. Retry later. The reservation lapses at Until, even
+// if that invocation crashed.
 type InProgressError struct {
 	Key string
 	// Until is when the other invocation's reservation lapses (its
 	// deadline). Zero when unknown.
 	Until time.Time
 	// RetryAfter is when a retry most likely gets the other invocation's
-	// result: how long the function usually takes, in the process that
-	// answered, or until Until when that comes first. Zero when it does
-	// not know.
+	// result. It is how long the function usually takes, in the process
+	// that answered, or the time until Until when that comes first. It is
+	// zero when that is not known.
 	RetryAfter time.Duration
 }
 
@@ -97,10 +100,10 @@ func (e *InProgressError) Error() string {
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
 // HeldError is returned when the call that reserved the key ended without
-// an outcome (it timed out, crashed, or its result could not be stored)
-// and the key is held until an operator releases it
-// ([WithHoldUntilReleased]): its side effect may have happened, and a
-// person must decide. Retrying does not help until then.
+// an outcome, and the key is held until an operator releases it
+// ([WithHoldUntilReleased]). The call timed out, crashed, or its result
+// could not be stored. Its side effect may have happened, and a person
+// must decide. Retrying does not help until then.
 type HeldError struct {
 	Key string
 	// Since is when the reservation that holds the key lapsed.
@@ -117,8 +120,8 @@ func (e *HeldError) Error() string {
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // PayloadMismatchError is returned when the key was first used with a
-// different payload (see WithPayloadValidation): the stored result belongs
-// to another request and is not returned.
+// different payload (see [WithPayloadValidation]). The stored result
+// belongs to another request and is not returned.
 type PayloadMismatchError struct {
 	Key string
 }
@@ -132,9 +135,9 @@ func (e *PayloadMismatchError) Error() string {
 func (e *PayloadMismatchError) Is(target error) bool { return target == ErrPayloadMismatch }
 
 // KeyError is returned when no idempotency key can be selected from the
-// input: the key expression selected nothing (Err is nil; see WithRequireKey)
-// or failed on the input (Err says why, for example a body that is not
-// JSON).
+// input. When the key expression selected nothing, Err is nil (see
+// [WithRequireKey]). When the expression failed on the input, Err says
+// why, for example a body that is not JSON.
 type KeyError struct {
 	Expression string // the key expression, or "" for the whole input
 	Err        error
@@ -152,11 +155,11 @@ func (e *KeyError) Unwrap() error { return e.Err }
 func (e *KeyError) Is(target error) bool { return target == ErrNoKey }
 
 // StoreError is returned when a store request failed while the key was
-// being reserved or read. The handler did not run, and the reservation the
-// call may have written (a write whose reply was lost) is deleted, fenced
-// on the call's token, so that a retry can run at once; only if that
-// delete fails too does the reservation hold the key until its in-progress
-// expiry. Err is the store's error.
+// being reserved or read. The handler did not run. The call may have
+// written a reservation (a write whose reply was lost). That reservation
+// is deleted, fenced on the call's token, so that a retry can run at
+// once. Only if that delete fails too does the reservation hold the key
+// until its in-progress expiry. Err is the store's error.
 type StoreError struct {
 	Op  string // "put", "get", or "begin" (a transaction, WithTransactions)
 	Key string
@@ -201,11 +204,11 @@ func (e *ReplayError) Error() string {
 // Unwrap returns the underlying error.
 func (e *ReplayError) Unwrap() error { return e.Err }
 
-// RecordedError is a handler error that was recorded instead of releasing the
-// key (see Permanent and WithPermanentErrors), replayed to every retry. Its
-// message is the original error's, cut to 8 KiB; Type is the original
-// error's type name, as Lambda reports it. Use
-// WithErrorDecoder to turn it back into an error of your own.
+// RecordedError is a handler error that was recorded instead of releasing
+// the key (see [Permanent] and [WithPermanentErrors]). It is replayed to
+// every retry. Message is the original error's message, cut to 8 KiB.
+// Type is the original error's type name, as Lambda reports it. Use
+// [WithErrorDecoder] to turn it back into an error of your own.
 type RecordedError struct {
 	Key     string
 	Type    string
@@ -215,11 +218,11 @@ type RecordedError struct {
 // Error implements error.
 func (e *RecordedError) Error() string { return e.Message }
 
-// Permanent marks err as a failure that must not be retried: instead of
-// releasing the key, the library records the error and replays it to every
-// retry, so that a failure after the side effect started is never taken to
-// mean that the key is unused. The caller of the wrapped function receives
-// err itself, not the wrapper. Permanent(nil) is nil.
+// Permanent marks err as a failure that must not be retried. Instead of
+// releasing the key, the library records the error and replays it to
+// every retry. So a failure after the side effect started is never taken
+// to mean that the key is unused. The caller of the wrapped function
+// receives err itself, not the wrapper. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
