@@ -22,10 +22,10 @@ const (
 	defaultFinalWriteTimeout = 5 * time.Second
 )
 
-// The kinds of options, by where they apply. Each entry point takes the
-// kind of its own, and each option constructor returns a kind that says
-// where the option applies: a misplaced option does not compile. The
-// package documentation has the table.
+// The kinds of options, by where they apply. Each entry point takes a
+// kind of its own. Each option constructor returns a kind that says where
+// the option applies, so a misplaced option does not compile. The package
+// documentation has the table.
 type (
 	// A WrapOption configures [Wrap].
 	WrapOption interface{ wrapOption() }
@@ -50,8 +50,8 @@ type Option interface {
 }
 
 // A TransactionOption configures every entry point but
-// httpapi.Middleware, which sends the response as the handler writes it,
-// before a commit could fail.
+// httpapi.Middleware. The middleware sends the response as the handler
+// writes it, before a commit could fail.
 type TransactionOption interface {
 	WrapOption
 	GuardOption
@@ -177,14 +177,15 @@ func init() {
 
 // WithKey selects the idempotency key from the input with a JMESPath
 // expression, for example "powertools_json(body).order_id" or
-// "[customer, order_id]". The Powertools functions and envelopes of package
-// jmespath are available. By default the whole input is the key; the
-// batch handlers default to each record's delivery identity.
+// "[customer, order_id]". The Powertools functions and envelopes of
+// package [jmespath] are available. By default the whole input is the key.
+// The batch handlers default to each record's delivery identity.
 //
-// The selected value is hashed in canonical form (docs/keys.md), so the
+// The selected value is hashed in canonical form (docs/keys.md). So the
 // key does not depend on the order of object members or the spelling of
 // numbers. A selection that is null, an empty string, or an array or
-// object of only nulls means the input has no key: see [WithRequireKey].
+// object of only nulls means that the input has no key (see
+// [WithRequireKey]).
 func WithKey(expression string) KeyOption {
 	return keyOption{core.Spec[settings]{Name: "idempotency.WithKey", Set: func(c *core.Config, _ *settings) {
 		e, err := core.CompileKey(expression)
@@ -197,12 +198,12 @@ func WithKey(expression string) KeyOption {
 }
 
 // WithPayloadValidation fingerprints the part of the input that must not
-// change between retries with one key, selected with a JMESPath expression
-// ("@" for the whole input). A retry whose fingerprint differs gets a
+// change between retries with one key. A JMESPath expression selects that
+// part ("@" for the whole input). A retry whose fingerprint differs gets a
 // [*PayloadMismatchError] instead of the stored result, which belongs to
-// another request. Off by default (as in Powertools): with [WithKey]
-// selecting a field, any input with that field value gets the stored
-// result.
+// another request. Validation is off by default, as in Powertools. Without
+// it, when [WithKey] selects a field, any input with that field value gets
+// the stored result.
 func WithPayloadValidation(expression string) KeyOption {
 	return keyOption{core.Spec[settings]{Name: "idempotency.WithPayloadValidation", Set: func(c *core.Config, s *settings) {
 		e, err := core.CompileKey(expression)
@@ -221,9 +222,11 @@ func WithRequireKey() KeyOption {
 	return keyOption{core.Spec[settings]{Name: "idempotency.WithRequireKey", Set: func(c *core.Config, _ *settings) { c.RequireKey = true }}}
 }
 
-// WithExpiry sets how long a completed key is remembered: a retry after
-// that runs the handler again. Default [DefaultExpiry] (one hour;
-// 24 hours for the HTTP adapters, httpapi.DefaultExpiry). Choose it longer than your clients retry for.
+// WithExpiry sets how long a completed key is remembered. A retry after
+// that runs the handler again. The default is [DefaultExpiry], one hour.
+// For the HTTP adapters it is 24 hours (httpapi.DefaultExpiry). Choose an
+// expiry longer than your clients retry for. It must be at least one
+// second.
 func WithExpiry(d time.Duration) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithExpiry", Set: func(c *core.Config, s *settings) {
 		if d < time.Second {
@@ -235,12 +238,12 @@ func WithExpiry(d time.Duration) Option {
 }
 
 // WithKeyPrefix sets the prefix of every key (prefix + "#" + hash). It
-// must not contain "#tenant=", which marks a key's tenant. The
-// default is "<function name>.<Go handler name>", with the function name
-// from AWS_LAMBDA_FUNCTION_NAME, so that two wrapped functions in one
-// Lambda never share keys; a [Guard] without the option uses the function
-// name alone, or "idempotency". Set it explicitly for closures and
-// methods, whose Go names change when code around them changes, and to
+// must not contain "#tenant=", which marks a key's tenant. The default is
+// "<function name>.<Go handler name>", with the function name from
+// AWS_LAMBDA_FUNCTION_NAME. So two wrapped functions in one Lambda never
+// share keys. A [Guard] without the option uses the function name alone,
+// or "idempotency". Set the prefix explicitly for closures and methods,
+// whose Go names change when code around them changes. Set it also to
 // keep keys stable across renames.
 func WithKeyPrefix(prefix string) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithKeyPrefix", Set: func(c *core.Config, _ *settings) {
@@ -257,8 +260,8 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithLogger sets the logger for warnings (a call without a key, a fenced
-// out write) and errors (a failed completion or release), and for what the
-// adapters log. Default slog.Default().
+// out write) and errors (a failed completion or release). The adapters log
+// with it too. The default is the logger that [slog.Default] returns.
 func WithLogger(logger *slog.Logger) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithLogger", Set: func(c *core.Config, _ *settings) {
 		if logger == nil {
@@ -285,11 +288,11 @@ func WithResponseHook[Out any](hook func(ctx context.Context, out Out, rec *pers
 
 // WithPermanentErrors classifies handler errors. By default a handler error
 // releases the key, so a retry runs the handler again. An error for which
-// isPermanent returns true is recorded instead, and every retry receives it
-// again (as a [*RecordedError], see [WithErrorDecoder]) without running the
-// handler: use it for failures after the side effect started, or that a
-// retry cannot fix (a declined card). Errors wrapped with [Permanent] are
-// always recorded.
+// isPermanent returns true is recorded instead. Every retry receives it
+// again without running the handler, as a [*RecordedError] (see
+// [WithErrorDecoder]). Use the option for failures after the side effect
+// started, or that a retry cannot fix (a declined card). Errors wrapped
+// with [Permanent] are always recorded.
 func WithPermanentErrors(isPermanent func(error) bool) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithPermanentErrors", Set: func(c *core.Config, s *settings) {
 		if isPermanent == nil {
@@ -303,9 +306,13 @@ func WithPermanentErrors(isPermanent func(error) bool) Option {
 // WithErrorDecoder turns a recorded error back into an error of your own
 // when it is replayed. Without it, retries receive the [*RecordedError].
 //
-// On Lambda, returning messages.InvokeResponse_Error{Type: se.Type,
-// Message: se.Message} (package github.com/aws/aws-lambda-go/lambda/messages)
-// makes Lambda report the original errorType to retries too.
+// On Lambda, the decoder can return a messages.InvokeResponse_Error
+// (package github.com/aws/aws-lambda-go/lambda/messages). Lambda then
+// reports the original errorType to retries too:
+//
+//	idempotency.WithErrorDecoder(func(se *idempotency.RecordedError) error {
+//		return messages.InvokeResponse_Error{Type: se.Type, Message: se.Message}
+//	})
 func WithErrorDecoder(decode func(*RecordedError) error) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithErrorDecoder", Set: func(c *core.Config, s *settings) {
 		if decode == nil {
@@ -316,15 +323,19 @@ func WithErrorDecoder(decode func(*RecordedError) error) Option {
 	}}}
 }
 
-// WithLease makes reservations hold their key for d at a time, renewed
-// while the function runs (a third of d before the lease ends, with one
-// store request, fenced on the call's token), and never past the context's
-// deadline. On Lambda, without it, a reservation holds its key until the
-// invocation's deadline: a crashed invocation of a function with a
-// 15-minute timeout blocks its key for up to 15 minutes, and with a lease of
-// 10 seconds for at most 10. Without a deadline the lease is
-// 30 seconds. A renewal that fails stops the renewals (observers see
-// [EventRenewed] with its error); the function goes on, and its key lapses
+// WithLease makes reservations hold their key for d at a time. The lease
+// is renewed while the function runs, a third of d before it ends. Each
+// renewal is one store request, fenced on the call's token. The lease is
+// never renewed past the context's deadline.
+//
+// On Lambda without the option, a reservation holds its key until the
+// invocation's deadline. A crashed invocation of a function with a
+// 15-minute timeout then blocks its key for up to 15 minutes. With a
+// lease of 10 seconds, it blocks it for at most 10. Without a deadline the
+// lease is 30 seconds.
+//
+// A renewal that fails stops the renewals, and observers see
+// [EventRenewed] with its error. The function goes on, and its key lapses
 // at the end of the current lease. d must be at least 10 milliseconds.
 func WithLease(d time.Duration) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithLease", Set: func(c *core.Config, s *settings) {
@@ -337,47 +348,60 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithTransactions commits the function's own writes in the store's
-// database with the completion of its key, atomically, so that a side
-// effect there happens exactly once. The function stages its writes
-// (DynamoDB: dynamodb.Stage, a [persistence.Committer]), or writes in the
-// transaction its context carries (PostgreSQL: postgres.Tx, a
-// [persistence.TxStore]). A function that fails writes nothing, and a
-// commit that fails returns a [*CommitError] instead of the result.
-// Wrapping fails with a store that does neither.
+// database with the completion of its key, atomically. So a side effect
+// there happens exactly once. The function either stages its writes or
+// writes in the transaction that its context carries:
+//
+//   - With DynamoDB, a [persistence.Committer], the function stages them
+//     with dynamodb.Stage.
+//   - With PostgreSQL, a [persistence.TxStore], the function writes in the
+//     transaction that postgres.Tx returns.
+//
+// Wrapping fails with a store that supports neither. A function that fails
+// writes nothing. A commit that fails returns a [*CommitError] instead of
+// the result.
 func WithTransactions() TransactionOption {
 	return transactionOption{core.Spec[settings]{Name: "idempotency.WithTransactions", Set: func(_ *core.Config, s *settings) { s.transactions = true }}}
 }
 
 // WithHoldUntilReleased holds the key of a call that ends without an
-// outcome (it times out, crashes, or its result cannot be stored): its
-// reservation is not taken over when it lapses, and calls with the key
+// outcome. That is, it times out, crashes, or its result cannot be stored.
+// Its reservation is not taken over when it lapses. Calls with the key
 // fail with [*HeldError] until an operator releases it (retrysafe
-// release) or the record expires. Use it for side effects that must never
-// repeat without a person deciding, such as a withdrawal at a third party
-// that has no idempotency key. It does the opposite of a lease, which
-// frees the key of a call that ended so that a retry runs.
+// release) or the record expires. Use the option for side effects that
+// must never repeat without a person deciding. A withdrawal at a third
+// party that has no idempotency key is one. The option does the opposite
+// of a lease ([WithLease]), which frees the key of a call that ended so
+// that a retry runs.
 func WithHoldUntilReleased() Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithHoldUntilReleased", Set: func(_ *core.Config, s *settings) { s.hold = true }}}
 }
 
 // WithWait makes a call that finds its key in progress wait, up to max,
-// for the outcome of the call that holds it, instead of failing at once
-// with [*InProgressError]: the holder's result when it completes (replayed,
-// as to a retry), or, when it releases the key (its function failed), the
-// key itself, which the waiter then reserves to run its own function. A
-// wait never goes past the context's deadline less a margin for the
-// waiter's own answer (a tenth of the time it had left, at most a second);
-// when it runs out, the call fails with *InProgressError as without the
-// option. A waiter whose context is cancelled returns the context's error.
+// for the outcome of the call that holds it. Without the option, such a
+// call fails at once with [*InProgressError]. The wait ends with one of
+// two outcomes:
+//
+//   - The holder completes. The waiter gets its result, replayed as to a
+//     retry.
+//   - The holder releases the key, because its function failed. The
+//     waiter gets the key itself, and reserves it to run its own function.
+//
+// A wait never goes past the context's deadline less a margin for the
+// waiter's own answer. The margin is a tenth of the time it had left, at
+// most a second. When the wait runs out, the call fails with
+// [*InProgressError], as without the option. A waiter whose context is
+// cancelled returns the context's error.
 //
 // Waiters in the process of the holder are woken by its outcome, or when
 // its reservation lapses, without a store request. Waiters in other
 // processes are woken by a store that can ([persistence.Notifier]). They
 // poll it every 2 seconds in case a wake-up is lost. Over other stores
-// they poll with one conditional write a poll, backing off
-// from 10 milliseconds to half a second with jitter: a wait of max costs
-// at most about 6 requests, then 8/3 a second (a 10-second wait about 30).
-// A poll that fails does not end the wait before max. Off by default.
+// they poll with one conditional write a poll. They back off from 10
+// milliseconds to half a second, with jitter. A wait of max costs at most
+// about 6 requests, then 8/3 a second (a 10-second wait about 30). A poll
+// that fails does not end the wait before max. The option is off by
+// default.
 func WithWait(max time.Duration) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithWait", Set: func(c *core.Config, s *settings) {
 		if max <= 0 {
@@ -388,10 +412,10 @@ func WithWait(max time.Duration) Option {
 	}}}
 }
 
-// WithFinalWriteTimeout bounds the store write that completes or releases a
-// key (and a lease's renewal), 5 seconds by default. It runs on a context
-// detached from the caller's cancellation, because the commonest failure
-// is a deadline that has just passed.
+// WithFinalWriteTimeout bounds the store write that completes or releases
+// a key, and a lease's renewal. The default is 5 seconds. The write runs
+// on a context detached from the caller's cancellation, because the
+// commonest failure is a deadline that has just passed.
 func WithFinalWriteTimeout(d time.Duration) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithFinalWriteTimeout", Set: func(c *core.Config, s *settings) {
 		if d <= 0 {
@@ -404,18 +428,19 @@ func WithFinalWriteTimeout(d time.Duration) Option {
 
 // WithoutTenantIsolation gives up keeping the records of tenants apart.
 // By default, the tenant ID of a Lambda invocation of a function in tenant
-// isolation mode is part of its record's key, so that one tenant never
-// gets another's stored result (docs/keys.md). With the option, calls of
-// all tenants with one key share one record: the first tenant's result
-// answers the others. Use it only for work that is the same whoever asks.
+// isolation mode is part of its record's key. So one tenant never gets
+// another's stored result (docs/keys.md). With the option, calls of all
+// tenants with one key share one record. The first tenant's result answers
+// the others. Use the option only for work that is the same whoever asks.
 func WithoutTenantIsolation() Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithoutTenantIsolation", Set: func(c *core.Config, _ *settings) { c.AcrossTenants = true }}}
 }
 
 // WithObserver adds an observer, told synchronously of every step of the
-// state machine, for metrics, traces and alarms (see [Observer] and
-// [Event]; [ObserverFunc] adapts a function). It may be given more than
-// once: every observer sees every event, in the order they were given.
+// state machine, for metrics, traces and alarms. See [Observer] and
+// [Event]. [ObserverFunc] adapts a function. The option may be given more
+// than once. Every observer sees every event, in the order the observers
+// were given.
 func WithObserver(o Observer) Option {
 	return option{core.Spec[settings]{Name: "idempotency.WithObserver", Repeatable: true, Set: func(c *core.Config, s *settings) {
 		if o == nil {
