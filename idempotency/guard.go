@@ -263,12 +263,14 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			g.flights.land(c.key, f, outcome, reservedUntil)
 		}
 	}()
-	if existing := g.readFirst(ctx, c); existing != nil {
-		if payloadHash == "" || existing.PayloadHash == payloadHash {
-			outcome = existing
+	if core.LikelyRetry(ctx) {
+		if existing := g.readFirst(ctx, c); existing != nil {
+			if payloadHash == "" || existing.PayloadHash == payloadHash {
+				outcome = existing
+			}
+			res, err = g.answer(c, payloadHash, existing)
+			return nil, res, err
 		}
-		res, err = g.answer(c, payloadHash, existing)
-		return nil, res, err
 	}
 	for {
 		var existing *persistence.Record
@@ -323,16 +325,13 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 	}
 }
 
-// readFirst reads the call's record before the reservation when the call
-// is likely a retry (core.WithLikelyRetry), and returns it when it is
-// completed and live: the answer the reservation would have failed with.
-// Otherwise, or when the read fails, it returns nil and the reservation
-// decides. A read writes nothing, so the protocol is unchanged. Behind a
-// local cache that missed, the read reaches the store.
+// readFirst reads the record of a call that is likely a retry
+// (core.WithLikelyRetry). It returns the record when it is completed and
+// live, the answer the reservation would have failed with. Otherwise, or
+// when the read fails, it returns nil and the reservation decides. A read
+// writes nothing, so the protocol is unchanged. Behind a local cache that
+// missed, the read reaches the store.
 func (g *Guard) readFirst(ctx context.Context, c *call) *persistence.Record {
-	if !core.LikelyRetry(ctx) {
-		return nil
-	}
 	t := c.now()
 	existing, err := g.store.Get(ctx, c.key)
 	c.stored(ctx, "get", t, err)
