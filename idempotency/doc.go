@@ -1,7 +1,7 @@
-// Package idempotency makes a function safe to retry: it runs at most once
-// per idempotency key, and every retry with the key gets the stored result
-// instead of running it again. It is the Go counterpart of the Idempotency
-// utility of Powertools for AWS Lambda.
+// Package idempotency makes a function safe to retry. The function runs at
+// most once per idempotency key. Every retry with the key gets the stored
+// result instead of running it again. It is the Go counterpart of the
+// Idempotency utility of Powertools for AWS Lambda.
 //
 // [Wrap] decorates any func(context.Context, In) (Out, error), such as a
 // Lambda handler for lambda.Start:
@@ -20,43 +20,44 @@
 // through three
 // steps, each a write of the protocol's table:
 //
-//  1. Acquire. The call reserves the key with a conditional write that
-//     fails when a live record exists, so the function never runs twice at
-//     once for one key. A store that holds records in the process
+//  1. Acquire. The call reserves the key with a conditional write. The
+//     write fails when a live record exists, so the function never runs
+//     twice at once for one key. A store that holds records in the process
 //     ([persistence.LocalReader]) answers a completed key before that,
 //     without the write. So does a read of the record when the trigger
 //     says the call is likely a retry (an SQS message received again, in
 //     package batch). Calls of one Guard (one wrapped function) with
 //     one key share one reservation: the first asks the store, the others
-//     wait for its answer. A call that finds the key completed returns its stored
-//     result (or the recorded error, as a [*RecordedError]); one that finds
-//     it held fails with [*InProgressError], unless [WithWait] lets it wait
-//     for the holder's outcome; one whose payload differs fails with
-//     [*PayloadMismatchError]. A store failure fails the call with
-//     [*StoreError], and the function does not run.
+//     wait for its answer. A call that finds the key completed returns its
+//     stored result, or the recorded error as a [*RecordedError]. A call
+//     that finds the key held fails with [*InProgressError], unless
+//     [WithWait] lets it wait for the holder's outcome. A call whose
+//     payload differs fails with [*PayloadMismatchError]. A store failure
+//     fails the call with [*StoreError], and the function does not run.
 //  2. Run. The function runs with a context that carries the record's key
 //     ([KeyFromContext]). The reservation holds the key until the
-//     context's deadline (on Lambda, the invocation's); without one, or
-//     with [WithLease], it is a lease renewed while the function runs, so
-//     that the key of a process that dies lapses within one lease. With
+//     context's deadline, on Lambda the invocation's. Without a deadline,
+//     or with [WithLease], it is a lease renewed while the function runs.
+//     The key of a process that dies then lapses within one lease. With
 //     [WithHoldUntilReleased] it does not lapse: calls with the key fail
 //     with [*HeldError] until an operator releases it.
-//  3. Settle. A result is stored (complete), a permanent error recorded
-//     ([Permanent], [WithPermanentErrors]), the result committed with the
-//     writes the function staged ([WithTransactions]), or, when the
-//     function failed or panicked, the key released so that a retry runs
-//     it again. These writes run on a context detached from the call's
+//  3. Settle. The call writes one of these. A result is stored
+//     (complete). A permanent error is recorded ([Permanent],
+//     [WithPermanentErrors]). The result is committed with the writes the
+//     function staged ([WithTransactions]). Or, when the function failed
+//     or panicked, the key is released so that a retry runs it again.
+//     These writes run on a context detached from the call's
 //     cancellation, with a timeout of their own ([WithFinalWriteTimeout]).
-//     If storing a result fails, the result is returned all the same and
-//     the key stays reserved until its in-progress expiry: an error would
-//     make the caller retry at once into *InProgressError, and a release
-//     would let a retry repeat the side effect at once.
+//     If storing a result fails, the result is returned all the same. The
+//     key stays reserved until its in-progress expiry. An error would make
+//     the caller retry at once into *InProgressError. A release would let
+//     a retry repeat the side effect at once.
 //
 // Every write after the reservation applies only to the call's own
-// in-progress record (its owner token, and status INPROGRESS), so a call
-// that ran past its deadline and was taken over cannot overwrite or
-// delete the newer call's record, and no write that reaches the store late
-// can reopen a completed key.
+// in-progress record: its owner token, with status INPROGRESS. A call that
+// ran past its deadline and was taken over cannot overwrite or delete the
+// newer call's record. No write that reaches the store late can reopen a
+// completed key.
 //
 // # Outcomes
 //
@@ -85,11 +86,11 @@
 //
 // # Options
 //
-// Behaviour is configured with functional options, checked when the
-// handler is wrapped, so that a bad expression fails at cold start; an
+// Behaviour is configured with functional options. They are checked when
+// the handler is wrapped, so that a bad expression fails at cold start. An
 // option given twice is an error too. The type of each option says where
-// it applies, and each entry point takes the kind of its own, so that an
-// option given where it does not apply does not compile:
+// it applies. Each entry point takes the kind of its own, so an option
+// given where it does not apply does not compile.
 //
 //	kind               returned by                                    Wrap  NewGuard  httpapi handlers  httpapi.Middleware  batch
 //	Option             WithExpiry, WithKeyPrefix, WithLogger,         yes   yes       yes               yes                 yes
@@ -110,10 +111,10 @@
 // attribute names, is an Options struct set through functions, as in the
 // AWS SDK: dynamodb.New(client, table, func(o *dynamodb.Options) {...}).
 //
-// Environment variables keep the meaning they have in Powertools:
+// Environment variables keep the meaning they have in Powertools.
 // POWERTOOLS_IDEMPOTENCY_DISABLED set to a true value (1, true, yes, on,
-// y, t) makes [Wrap] and [Guard.Do] only call the function, whose errors
-// reach the caller as it returned them (without [Permanent]'s mark);
+// y, t) makes [Wrap] and [Guard.Do] only call the function. Its errors
+// then reach the caller as it returned them, without [Permanent]'s mark.
 // AWS_LAMBDA_FUNCTION_NAME starts the default key prefix.
 //
 // # Errors
@@ -128,9 +129,12 @@
 //
 // # Guarantees and their limits
 //
-// Within a key's expiry, the function's side effect runs at most once,
-// except when something fails after it started: a call that dies before
-// its result is stored, a completion that fails, a call that runs past its
-// deadline and is taken over. docs/guarantees.md states each limit, and
-// what [WithTransactions] and [WithHoldUntilReleased] close.
+// Within a key's expiry, the function's side effect runs at most once. The
+// exceptions come from failures after it started:
+//   - a call that dies before its result is stored;
+//   - a completion that fails;
+//   - a call that runs past its deadline and is taken over.
+//
+// docs/guarantees.md states each limit, and what [WithTransactions] and
+// [WithHoldUntilReleased] close.
 package idempotency

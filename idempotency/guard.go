@@ -135,7 +135,7 @@ func storeSystem(store persistence.Store) string {
 
 // Do runs fn at most once for key, and returns its encoded result, or the
 // stored result of an earlier call with the same key. The record's key is
-// the Guard's prefix, "#", and the hex SHA-256 of key, scoped to the
+// the Guard's prefix, "#", and the hex SHA-256 of key. It is scoped to the
 // tenant of a Lambda invocation in tenant isolation mode (see
 // [WithoutTenantIsolation]). When payload is not empty, its SHA-256 is the
 // record's payload hash: a call with the same key and another payload

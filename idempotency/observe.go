@@ -14,8 +14,8 @@ import (
 //	BeginCall(ctx context.Context, c Call) (context.Context, Observer)
 //
 // sees each call begin. BeginCall returns the context the call goes on
-// with (a tracer starts the call's span there) and the Observer of the
-// call's events, often one made for the call. A nil Observer observes
+// with, where a tracer starts the call's span. It also returns the
+// Observer of the call's events, often one made for the call. A nil Observer observes
 // nothing of the call, which then costs nothing more.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
@@ -39,9 +39,9 @@ type Call struct {
 	// Store names the store's type, such as "*dynamodb.Store".
 	Store string
 	// System names the system that holds the records, as OpenTelemetry's
-	// db.system.name does: "dynamodb", "redis" or "memory" for the stores
-	// of this module (also behind wrappers that Unwrap), the Go type for
-	// other stores.
+	// db.system.name does. It is "dynamodb", "redis" or "memory" for the
+	// stores of this module, also behind wrappers that Unwrap. For other
+	// stores it is the Go type.
 	System string
 }
 
@@ -69,12 +69,15 @@ const (
 	// EventRan: the function returned, after Duration from Start, with
 	// the error Err.
 	EventRan
-	// EventSettled: the write that settles the key, Op, took Duration from
-	// Start: "complete", "record" (an error), "commit" (WithTransactions)
-	// or "release". Err is nil when it applied, persistence.ErrFenced when
-	// another call holds the key now, persistence.ErrResponseOmitted when
-	// the key completed without its response, persistence.ErrCommitCanceled
-	// when the commit was refused, or the store's failure.
+	// EventSettled: the write that settles the key took Duration from
+	// Start. Op names it: "complete", "record" (an error), "commit"
+	// (WithTransactions) or "release". Err is one of these:
+	//   - nil, when the write applied;
+	//   - persistence.ErrFenced, when another call holds the key now;
+	//   - persistence.ErrResponseOmitted, when the key completed without
+	//     its response;
+	//   - persistence.ErrCommitCanceled, when the commit was refused;
+	//   - the store's failure.
 	EventSettled
 	// EventCallEnded: the call ended with Outcome, Duration after it
 	// began. Err is the error it returned. It is the last event of a call.
@@ -125,14 +128,15 @@ const (
 	// was stored.
 	OutcomeNew Outcome = "new"
 	// OutcomeReplay: a stored result was returned instead of running the
-	// function (also when it could not be given back: the error says why).
+	// function. It is also the outcome when the result could not be given
+	// back, and the error says why.
 	OutcomeReplay Outcome = "replay"
 	// OutcomeRecordedError: a recorded error was returned instead of
 	// running the function.
 	OutcomeRecordedError Outcome = "recorded_error"
 	// OutcomeNotExecuted: the function ran and said it did nothing
-	// ([MarkNotExecuted]): its answer was returned, not stored, and the
-	// key released.
+	// ([MarkNotExecuted]). Its answer was returned, not stored, and the key
+	// was released.
 	OutcomeNotExecuted Outcome = "not_executed"
 	// OutcomeInProgress: another call holds the key ([*InProgressError]).
 	OutcomeInProgress Outcome = "in_progress"

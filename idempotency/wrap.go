@@ -11,9 +11,9 @@ import (
 	"github.com/retrysafe/retrysafe/persistence"
 )
 
-// Wrap makes h idempotent: it returns a function of the same type, for
-// lambda.Start or any caller, that runs h at most once per idempotency key
-// and answers retries with the stored result.
+// Wrap makes h idempotent. It returns a function of the same type, for
+// lambda.Start or any caller. That function runs h at most once per
+// idempotency key, and answers retries with the stored result.
 //
 // The key is selected from the input with [WithKey] (by default the whole
 // input), as encoding/json encodes In (docs/keys.md defines keys exactly).
@@ -27,9 +27,9 @@ import (
 //
 // Wrap checks the options and fails if one is invalid, so that mistakes
 // show at cold start. When POWERTOOLS_IDEMPOTENCY_DISABLED is true it
-// returns a function that only calls h (after checking the options): its
-// results and errors are h's own, an error marked with [Permanent] without
-// the mark.
+// returns a function that only calls h, after checking the options. Its
+// results and errors are h's own. An error marked with [Permanent] comes
+// without the mark.
 func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persistence.Store, opts ...WrapOption) (func(context.Context, In) (Out, error), error) {
 	cfg, err := newConfig("idempotency: Wrap", opts)
 	if err != nil {
@@ -62,9 +62,9 @@ func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persisten
 	return w.call, nil
 }
 
-// Must returns v, or panics with err: for package-level handlers and main
-// functions, where a bad option is a programming error and should stop the
-// cold start.
+// Must returns v, or panics with err. It is for package-level handlers
+// and main functions. There a bad option is a programming error, and
+// should stop the cold start.
 //
 //	lambda.Start(idempotency.Must(idempotency.Wrap(handler, store)))
 //	lambda.Start(idempotency.Must(httpapi.WrapAPIGatewayV2(handler, store)))
