@@ -1,6 +1,6 @@
 // Package persistence defines the storage contract of the idempotency
-// library: the [Record] kept for each idempotency key, and the [Store]
-// that reserves, reads, completes and releases records.
+// library. A [Record] is kept for each idempotency key. A [Store]
+// reserves, reads, completes and releases records.
 //
 // A Store is deliberately small: four methods, each one request to the
 // backing service, each atomic. All policy (when to retry, what a
@@ -22,9 +22,10 @@ import (
 	"time"
 )
 
-// Status is the stored state of a record. "Expired" is not a status: it is
+// Status is the stored state of a record. "Expired" is not a status. It is
 // derived from the record's expiry times and the current time (see
-// Record.Live), because storage services delete expired items late or never.
+// [Record.Live]), because storage services delete expired items late or
+// never.
 type Status string
 
 const (
@@ -64,9 +65,9 @@ type Record struct {
 	PayloadHash string
 
 	// Token identifies the invocation that wrote the record. Update and
-	// Delete succeed only when it matches and the record is in progress, so
-	// a late finisher can never overwrite or delete the record of an
-	// invocation that took over after it, nor a late write reopen a
+	// Delete succeed only when it matches and the record is in progress.
+	// So a late finisher can never overwrite or delete the record of an
+	// invocation that took over after it. Nor can a late write reopen a
 	// completed record.
 	Token string
 
@@ -74,14 +75,14 @@ type Record struct {
 	// empty, or absent when ResponseOmitted is set or an error was recorded.
 	Response []byte
 
-	// ResponseOmitted is set when the response was too large for the store and
-	// the record was completed without it: the side effect happened, but its
-	// result cannot be replayed.
+	// ResponseOmitted is set when the response was too large for the store,
+	// and the record was completed without it. The side effect happened,
+	// but its result cannot be replayed.
 	ResponseOmitted bool
 
-	// Held is set on a reservation that keeps its key when it lapses: no
-	// other call takes it over, and only an operator's release
-	// (Admin.DeleteRecord) or the record's expiry frees the key. Its
+	// Held is set on a reservation that keeps its key when it lapses. No
+	// other call takes it over. Only an operator's release
+	// ([Admin.DeleteRecord]) or the record's expiry frees the key. Its
 	// in-progress expiry still tells a call that runs from one that ended
 	// without an outcome.
 	Held bool
@@ -93,9 +94,9 @@ type Record struct {
 	ErrorMessage string
 }
 
-// Live reports whether the record still holds its key at time now: it has
-// not reached ExpiresAt and, if it is in progress and not Held, it has not
-// reached InProgressExpiresAt either. A record that is not live may be
+// Live reports whether the record still holds its key at time now. A live
+// record has not reached ExpiresAt. If it is in progress and not Held, it
+// has not reached InProgressExpiresAt either. A record that is not live may be
 // overwritten by a new reservation.
 func (r *Record) Live(now time.Time) bool {
 	if r.ExpiresAt.Before(now) {
@@ -114,13 +115,14 @@ func (r *Record) Lapsed(now time.Time) bool {
 }
 
 // Store keeps idempotency records. Implementations must be safe for
-// concurrent use, and each method must be atomic with respect to the others,
+// concurrent use. Each method must be atomic with respect to the others,
 // across every process that shares the backing storage.
 type Store interface {
 	// Put reserves rec.Key by writing rec, but only if no live record (see
 	// Record.Live, evaluated at now) exists for the key. When a live record
-	// exists, Put writes nothing and returns a *ConflictError, carrying the
-	// existing record if the store could read it in the same atomic step.
+	// exists, Put writes nothing and returns a *ConflictError. The error
+	// carries the existing record if the store could read it in the same
+	// atomic step.
 	Put(ctx context.Context, rec *Record, now time.Time) error
 
 	// Get returns the record for key with a strongly consistent read, whether
@@ -129,9 +131,9 @@ type Store interface {
 	// ErrNotFound for them.
 	Get(ctx context.Context, key string) (*Record, error)
 
-	// Update replaces the record for rec.Key with rec (a renewal, or a
-	// completion) if it is the caller's own reservation: it carries
-	// rec.Token and is in progress. A completion that finds the caller's
+	// Update replaces the record for rec.Key with rec, a renewal or a
+	// completion. It does so only for the caller's own reservation, which
+	// carries rec.Token and is in progress. A completion that finds the caller's
 	// own completed record writes nothing and succeeds. Otherwise Update
 	// writes nothing and returns ErrFenced. A store that cannot fit
 	// rec.Response completes the record without it and returns
@@ -152,7 +154,8 @@ type Store interface {
 // implement it.
 type LocalReader interface {
 	// ReadLocal returns a copy of the record for key that the store holds
-	// in the process, if it is completed and live at now; otherwise nil.
+	// in the process, if it is completed and live at now. Otherwise it
+	// returns nil.
 	// It makes no request to any service.
 	ReadLocal(key string, now time.Time) *Record
 }
@@ -178,9 +181,9 @@ type Notifier interface {
 // one.
 type Admin interface {
 	// List calls page with the records whose key starts with keyPrefix,
-	// without their responses, about pageSize at a time (0: the store's
-	// default), until there are none left or page returns an error, which
-	// List returns.
+	// without their responses. It gives about pageSize at a time, or the
+	// store's default for 0. It stops when there are none left, or when
+	// page returns an error, which List returns.
 	List(ctx context.Context, keyPrefix string, pageSize int, page func([]*Record) error) error
 
 	// DeleteRecord deletes the record for seen.Key if it is still the
@@ -199,18 +202,19 @@ var (
 
 	// ErrFenced is returned by Store.Update, Store.Delete and
 	// Committer.Commit when the stored record is not the caller's own
-	// reservation: another invocation has taken the key over, the record
+	// reservation. Another invocation has taken the key over, the record
 	// is gone, or it has completed.
 	ErrFenced = errors.New("persistence: record is owned by another invocation")
 
-	// ErrChanged is returned by Admin.DeleteRecord, which operators'
-	// tools use to delete a record they have read, when the stored record
-	// is no longer that record: it completed, its lease was renewed, or
-	// another invocation took the key over. Nothing was deleted.
+	// ErrChanged is returned by Admin.DeleteRecord when the stored record
+	// is no longer the one the caller read. Operators' tools use it to
+	// delete a record they have read. The record completed, its lease was
+	// renewed, or another invocation took the key over. Nothing was
+	// deleted.
 	ErrChanged = errors.New("persistence: the record changed since it was read")
 
 	// ErrResponseOmitted is returned (possibly wrapped) by Store.Update when
-	// the record's response was too large for the store: the record was
+	// the record's response was too large for the store. The record was
 	// written, completed, with ResponseOmitted set and no response. The update
 	// itself succeeded, so the key stays completed and the side effect is not
 	// run again; replays report that the response is not available.
