@@ -24,7 +24,7 @@ jobs=${TEST_JOBS:-2}
 # stage NAME runs the stage's command.
 stage() {
 	case $1 in
-	checks) ${MAKE:-make} --no-print-directory deps-check release-check apicheck ;;
+	checks) ${MAKE:-make} --no-print-directory deps-check doccheck release-check apicheck ;;
 	library) $GO test $RACE ./... ;;
 	module:*) $GO -C "${1#module:}" test $RACE ./... ;;
 	go1.25) GOTOOLCHAIN=$GO_MIN $GO test -shuffle=on -timeout 20m ./... ;;
