@@ -121,3 +121,34 @@ func TestTenantVectorsOfTheDocs(t *testing.T) {
 	}
 	assert.Equal(t, 3, n)
 }
+
+// The step vectors of docs/keys.md.
+func TestStepVectorsOfTheDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "keys.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(doc), "```step-vectors\n")
+	require.True(t, ok, "docs/keys.md has no step-vectors block")
+	block, _, _ = strings.Cut(block, "```")
+	n := 0
+	for _, v := range strings.Split(strings.TrimSpace(block), "\n\n") {
+		lines := strings.Split(v, "\n")
+		require.Len(t, lines, 3, v)
+		tenant := strings.TrimPrefix(strings.TrimPrefix(lines[0], "tenant:"), " ")
+		name := strings.TrimSpace(strings.TrimPrefix(lines[1], "step:"))
+		want := strings.TrimSpace(strings.TrimPrefix(lines[2], "key:"))
+		require.NoError(t, CheckStepName(name))
+		assert.Equal(t, want, StepKey(Key("orders", tenant, []byte(`"1001"`)), name), "step %q", name)
+		_, _, _, isCallKey := SplitKey(want)
+		assert.False(t, isCallKey, "a step key is not a call's key: %s", want)
+		n++
+	}
+	assert.Equal(t, 4, n)
+}
+
+func TestStepNames(t *testing.T) {
+	assert.Error(t, CheckStepName(""))
+	assert.NoError(t, CheckStepName(strings.Repeat("x", MaxStepName)))
+	assert.Error(t, CheckStepName(strings.Repeat("x", MaxStepName+1)))
+	key := Key("orders", "", []byte(`"1001"`))
+	assert.NotEqual(t, StepKey(key, "a#b"), StepKey(key, "a%23b"), "escaping is injective")
+}
