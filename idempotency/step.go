@@ -12,10 +12,10 @@ import (
 )
 
 // Steps: a function that holds its key runs its side effects as named
-// steps, and each step's result is stored in a record of its own under
-// the step's key (docs/protocol.md, step). An attempt that runs after an
-// earlier one failed, or took over its lapsed reservation, reads the
-// stored results and runs only the steps that have none.
+// steps. Each step's result is stored in a record of its own under the
+// step's key (docs/protocol.md, write a step). An attempt that runs
+// after an earlier one failed, or took over its lapsed reservation,
+// reads the stored results and runs only the steps that have none.
 //
 // A step reads its record, runs when there is none, and writes its
 // result only if no live record holds the step's key. The first result
@@ -42,6 +42,11 @@ import (
 // cannot be stored returns it all the same, and runs again on a retry.
 // When the library is off (POWERTOOLS_IDEMPOTENCY_DISABLED), or the
 // input has no key, Step only calls fn.
+//
+// With [WithTransactions], the writes a step stages, or makes in the
+// store's transaction, commit with the call and not with the step. A
+// retry after a failed call replays the step without them. Keep such
+// writes out of steps.
 func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	var out T
 	h, key, err := stepOf(ctx, name)
