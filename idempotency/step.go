@@ -122,14 +122,8 @@ func jsonQuote(s string) string {
 	return string(b)
 }
 
-// stepsOff marks the context of a function that runs without the
-// library: its steps only run.
-type stepsOff struct{}
-
 // withoutSteps returns ctx for a function that runs without the library.
-func withoutSteps(ctx context.Context) context.Context {
-	return context.WithValue(ctx, stepsOff{}, true)
-}
+func withoutSteps(ctx context.Context) context.Context { return core.WithoutSteps(ctx) }
 
 // stepOf returns the holder of the call that ctx belongs to, and the key
 // of its step name. It returns a nil holder and no error for a function
@@ -142,7 +136,7 @@ func stepOf(ctx context.Context, name string) (*holder, string, error) {
 	switch {
 	case ok && h.g != nil:
 		return h, core.StepKey(h.rec.Key, name), nil
-	case ctx.Value(stepsOff{}) != nil:
+	case core.StepsOff(ctx):
 		return nil, "", nil
 	}
 	return nil, "", &StepError{Name: name, Err: errOutsideCall}
