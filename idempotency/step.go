@@ -34,8 +34,8 @@ import (
 // permanent ([Permanent], [WithPermanentErrors]). A permanent error is
 // recorded and replayed as a [*RecordedError].
 //
-// Step returns a [*StepError] outside an idempotent call or for a bad
-// name. It returns a [*StoreError] when the step's record cannot be
+// Step returns a [*StepError] outside an idempotent call, for a bad name
+// or a nil fn. It returns a [*StoreError] when the step's record cannot be
 // read, and fn does not run then. It returns a [*PayloadMismatchError]
 // when the stored step belongs to another payload, and a [*ReplayError]
 // when the stored result does not decode into T. A step whose result
@@ -51,6 +51,8 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	var out T
 	h, key, err := stepOf(ctx, name)
 	switch {
+	case err == nil && fn == nil:
+		return out, &StepError{Name: name, Err: errors.New("nil function")}
 	case err != nil:
 		return out, err
 	case h == nil:

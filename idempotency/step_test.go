@@ -210,6 +210,10 @@ func TestStepNamesAreChecked(t *testing.T) {
 		_, err = idempotency.StepKey(t.Context(), name)
 		require.ErrorAs(t, err, &se)
 	}
+	h := func(ctx context.Context, o order) (int, error) { return idempotency.Step[int](ctx, "charge", nil) }
+	_, err := mustWrap(t, h, memory.New())(t.Context(), o1)
+	var se *idempotency.StepError
+	require.ErrorAs(t, err, &se, "a nil function")
 }
 
 func TestPermanentStepErrorIsRecordedAndReplayed(t *testing.T) {
