@@ -53,6 +53,16 @@
 //     the caller retry at once into *InProgressError. A release would let
 //     a retry repeat the side effect at once.
 //
+// # Steps
+//
+// A function with several side effects runs each as a [Step]. A step's
+// result is stored in a record of its own, under a key derived from the
+// call's key ([StepKey], docs/keys.md). An attempt that runs after an
+// earlier one failed, or took over its lapsed reservation, replays the
+// stored steps and runs only the others. A step costs a read and a write
+// when it runs, and a read when it replays. A function without steps
+// costs nothing more.
+//
 // Every write after the reservation applies only to the call's own
 // in-progress record: its owner token, with status INPROGRESS. A call that
 // ran past its deadline and was taken over cannot overwrite or delete the

@@ -146,7 +146,7 @@ func storeSystem(store persistence.Store) string {
 // says what Do does at each step, and which errors it returns.
 func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Context) ([]byte, error)) (Result, error) {
 	if g.disabled {
-		resp, err := fn(ctx)
+		resp, err := fn(withoutSteps(ctx))
 		return Result{Response: resp, Outcome: OutcomeNew}, core.Unmark(err)
 	}
 	var c call
@@ -182,6 +182,10 @@ func (g *Guard) tenant(ctx context.Context) string {
 type holder struct {
 	rec    *persistence.Record
 	flight *flight
+	// g and c are the Guard and the call that hold the key, for the
+	// function's steps (step.go).
+	g *Guard
+	c *call
 	// notExecuted is set by MarkNotExecuted.
 	notExecuted atomic.Bool
 }

@@ -82,6 +82,11 @@ const (
 	// EventCallEnded: the call ended with Outcome, Duration after it
 	// began. Err is the error it returned. It is the last event of a call.
 	EventCallEnded
+	// EventStep: a step ([Step]) ended, while the function runs. Key is
+	// the step's key and Op its name. Outcome is OutcomeNew when it ran,
+	// OutcomeReplay when it replayed a stored result, or OutcomeFencedOut
+	// when another attempt stored its result first.
+	EventStep
 )
 
 var eventKindNames = [...]string{
@@ -92,6 +97,7 @@ var eventKindNames = [...]string{
 	EventRan:          "ran",
 	EventSettled:      "settled",
 	EventCallEnded:    "call_ended",
+	EventStep:         "step",
 }
 
 // String returns a short snake_case name, suitable as a metric dimension.

@@ -271,8 +271,8 @@ func TestTwoWrappedFunctionsDoNotShareKeys(t *testing.T) {
 func TestEventKindNames(t *testing.T) {
 	assert.Equal(t, "settled", idempotency.EventSettled.String())
 	assert.Equal(t, "unknown", idempotency.EventKind(0).String())
-	assert.Equal(t, "unknown", (idempotency.EventCallEnded + 1).String())
-	for k := idempotency.EventStoreRequest; k <= idempotency.EventCallEnded; k++ {
+	assert.Equal(t, "unknown", (idempotency.EventStep + 1).String())
+	for k := idempotency.EventStoreRequest; k <= idempotency.EventStep; k++ {
 		assert.NotEqual(t, "unknown", k.String(), int(k))
 	}
 }

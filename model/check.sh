@@ -20,7 +20,8 @@ for tool in spin "$CC"; do
 	command -v "$tool" >/dev/null || { echo "model/check.sh: $tool not found" >&2; exit 2; }
 done
 
-# The runs: name, expected outcome, spin settings, hash table size (pan -w).
+# The runs: name, expected outcome, spin settings, hash table size (pan -w),
+# and the model (idempotency.pml unless named).
 # "pass": exhaustive, no error. "fail:TAGS": a counterexample on an
 # assertion tagged with one of TAGS (the comment after it in the model).
 runs=(
@@ -75,6 +76,12 @@ runs=(
 	"show-held-release|fail:SHOW_HELD_RELEASE|-DHOLD -DOPREL -DSHOW_HELD_RELEASE|22"
 	"broken-held|fail:P1 P2 P3 P4 P5|-DHOLD -DBROKEN_HELD|22"
 	"broken-held-repeat|fail:P1|-DHOLD -DBROKEN_HELD -DONLY_REPEAT|22"
+	# Steps (steps.pml): three attempts of one step, overlapping, with
+	# writes delayed within the expiry and past it. A step write that
+	# overwrites a live record breaks first-writer-wins.
+	"steps|pass|-DCOVER -DNPROC=3 -DTMAX=5|22|steps.pml"
+	"steps-late-writes|pass|-DCOVER -DNPROC=3 -DTMAX=6 -DMAXDELAY=4|22|steps.pml"
+	"broken-step|fail:S1|-DBROKEN_STEP|22|steps.pml"
 )
 
 # The cells of the table that no passing run reaches, and why (see
@@ -88,6 +95,12 @@ unreached_expected=(
 	"release/own expired"
 	"record an error/own expired" # with transactions, no write is applied past the expiry it set
 	"commit/own expired"
+	"write a step/own in progress" # a step's key holds no reservation
+	"write a step/own lapsed"
+	"write a step/other in progress"
+	"write a step/other lapsed"
+	"write a step/own held"
+	"write a step/other held"
 )
 
 selected=("$@")
@@ -118,10 +131,10 @@ cover=()
 # reached to cover, and "failed" to failed when it did not end as
 # expected.
 check() {
-	local name=$1 expect=$2 flags=$3 width=$4
+	local name=$1 expect=$2 flags=$3 width=$4 pml=${5:-idempotency.pml}
 	local dir=$work/$name
 	mkdir -p "$dir"
-	cp "$model/idempotency.pml" "$model/table.pml" "$dir/"
+	cp "$model/$pml" "$model/table.pml" "$dir/"
 	exec >"$dir/report"
 	# -O1: the searches run as fast as with -O2, which takes twice as long
 	# to compile.
@@ -131,7 +144,7 @@ check() {
 	# short: -O0 compiles fastest.
 	[ "$expect" = pass ] || { ccflags=(-O0 -w -DSAFETY -DNOCLAIM -DBFS); flags="$flags -DNOHIDDEN"; }
 	# shellcheck disable=SC2086 # flags are words
-	(cd "$dir" && spin -a $flags idempotency.pml >spin.out 2>&1) || { echo "$name: spin -a failed:"; head -20 "$dir/spin.out"; echo failed >"$dir/failed"; return; }
+	(cd "$dir" && spin -a $flags "$pml" >spin.out 2>&1) || { echo "$name: spin -a failed:"; head -20 "$dir/spin.out"; echo failed >"$dir/failed"; return; }
 	(cd "$dir" && "$CC" "${ccflags[@]}" -o pan pan.c >cc.out 2>&1) || { echo "$name: $CC failed:"; head -20 "$dir/cc.out"; echo failed >"$dir/failed"; return; }
 	TIMEFORMAT='%R %U %S'
 	{ time (cd "$dir" && ./pan -m100000 -w"$width" >pan.out 2>&1 || true); } 2>"$dir/time.out"
@@ -156,10 +169,10 @@ check() {
 	else
 		# Replay the counterexample: the assertion it breaks, by its tag.
 		# shellcheck disable=SC2086
-		(cd "$dir" && spin -T $flags -t idempotency.pml >trace.out 2>&1) || true
-		line=$(sed -n 's/.*spin: idempotency.pml:\([0-9]*\), Error: assertion violated.*/\1/p' "$dir/trace.out" | head -1)
+		(cd "$dir" && spin -T $flags -t "$pml" >trace.out 2>&1) || true
+		line=$(sed -n "s/.*spin: ${pml//./\\.}:\\([0-9]*\\), Error: assertion violated.*/\\1/p" "$dir/trace.out" | head -1)
 		tag=""
-		[ -n "$line" ] && tag=$(sed -n "${line}p" "$dir/idempotency.pml" | sed -n 's|.*/\* \([A-Z0-9_]*\) \*/.*|\1|p')
+		[ -n "$line" ] && tag=$(sed -n "${line}p" "$dir/$pml" | sed -n 's|.*/\* \([A-Z0-9_]*\) \*/.*|\1|p')
 		result="fail:${tag:-?}"
 	fi
 	ok=0
@@ -172,7 +185,7 @@ check() {
 	printf '%-24s %-9s %-16s %10s %12s %10s %7s %7s\n' "$name" "${expect%%:*}" "${result}" "${states:-?}" "${trans:-?}" "${mem:-?}" $secs
 	if [ "$result" != pass ] && [ -f "$dir/trace.out" ]; then
 		# The trace, without the clock's ticks and the table's filling.
-		sed 's/spin: idempotency/\n&/' "$dir/trace.out" | grep -E '^t=|assertion violated' | grep -v '  clock$' | sed 's/^/    /'
+		sed "s/spin: ${pml%.pml}/\\n&/" "$dir/trace.out" | grep -E '^t=|assertion violated' | grep -v '  clock$' | sed 's/^/    /'
 	fi
 	if [ $ok = 0 ]; then
 		echo "$name: expected $expect, got $result${detail:+: $detail}"
@@ -186,10 +199,10 @@ check() {
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 1)}
 names=()
 for entry in "${runs[@]}"; do
-	IFS='|' read -r name expect flags width <<<"$entry"
+	IFS='|' read -r name expect flags width pml <<<"$entry"
 	want "$name" || continue
 	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-	check "$name" "$expect" "$flags" "$width" &
+	check "$name" "$expect" "$flags" "$width" "$pml" &
 	names+=("$name")
 done
 wait

@@ -6,7 +6,8 @@
 #define W_RECORD_AN_ERROR 3
 #define W_RELEASE 4
 #define W_COMMIT 5
-#define NWRITES 6
+#define W_WRITE_A_STEP 6
+#define NWRITES 7
 
 #define S_ABSENT 0
 #define S_OWN_IN_PROGRESS 1
@@ -104,6 +105,17 @@ inline fill_table() {
 	outcome[W_COMMIT*NSTATES+S_OTHER_EXPIRED] = O_REFUSED;
 	outcome[W_COMMIT*NSTATES+S_OWN_HELD] = O_APPLIES;
 	outcome[W_COMMIT*NSTATES+S_OTHER_HELD] = O_REFUSED;
+	outcome[W_WRITE_A_STEP*NSTATES+S_ABSENT] = O_APPLIES;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OWN_IN_PROGRESS] = O_CONFLICT;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OWN_LAPSED] = O_APPLIES;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OTHER_IN_PROGRESS] = O_CONFLICT;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OTHER_LAPSED] = O_APPLIES;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OWN_COMPLETED] = O_CONFLICT;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OWN_EXPIRED] = O_APPLIES;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OTHER_COMPLETED] = O_CONFLICT;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OTHER_EXPIRED] = O_APPLIES;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OWN_HELD] = O_CONFLICT;
+	outcome[W_WRITE_A_STEP*NSTATES+S_OTHER_HELD] = O_CONFLICT;
 }
 
 inline print_write(w) {
@@ -114,6 +126,7 @@ inline print_write(w) {
 	:: w == W_RECORD_AN_ERROR -> printf("record an error")
 	:: w == W_RELEASE -> printf("release")
 	:: w == W_COMMIT -> printf("commit")
+	:: w == W_WRITE_A_STEP -> printf("write a step")
 	fi
 }
 

@@ -351,9 +351,28 @@ func (c *call) Observe(ctx context.Context, e idempotency.Event) {
 		} else {
 			c.span.AddEvent("renewed")
 		}
+	case idempotency.EventStep:
+		o.step(ctx, c, e)
 	case idempotency.EventCallEnded:
 		o.end(ctx, c, e)
 	}
+}
+
+// step records a step of the function ([idempotency.Step]) as a span,
+// "step" and its name, with its outcome: "new" when it ran, "replay"
+// when it replayed a stored result.
+func (o *Observer) step(ctx context.Context, c *call, e idempotency.Event) {
+	if !c.recording {
+		return
+	}
+	_, span := o.tracer.Start(ctx, "step "+e.Op, trace.WithTimestamp(e.Start), trace.WithAttributes(
+		attribute.String("retrysafe.step.name", e.Op), AttrOutcome.String(string(e.Outcome)),
+		AttrReplayed.Bool(e.Outcome == idempotency.OutcomeReplay || e.Outcome == idempotency.OutcomeRecordedError)))
+	if e.Err != nil {
+		span.RecordError(e.Err)
+		span.SetStatus(codes.Error, e.Err.Error())
+	}
+	span.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
 }
 
 // phase records a phase of the call that has just ended as a child span.

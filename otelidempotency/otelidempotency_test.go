@@ -462,6 +462,39 @@ func TestFinalWritePhases(t *testing.T) {
 	}
 }
 
+// Every step is a span, with its name and whether it ran or replayed.
+func TestStepSpans(t *testing.T) {
+	tel := newTelemetry(t)
+	fail := true
+	h, err := idempotency.Wrap(func(ctx context.Context, o order) (string, error) {
+		charge, err := idempotency.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_1", nil })
+		if err != nil {
+			return "", err
+		}
+		if fail {
+			fail = false
+			return "", errors.New("the ledger is down")
+		}
+		return idempotency.Step(ctx, "ledger", func(context.Context) (string, error) { return charge + " booked", nil })
+	}, memory.New(), idempotency.WithKeyPrefix("orders"), idempotency.WithObserver(tel.obs), quiet())
+	require.NoError(t, err)
+	_, err = h(t.Context(), order{OrderID: "o-1"})
+	require.Error(t, err)
+	out, err := h(t.Context(), order{OrderID: "o-1"})
+	require.NoError(t, err)
+	assert.Equal(t, "ch_1 booked", out)
+
+	var steps []string
+	for _, s := range tel.spans.Ended() {
+		if name, ok := attr(s, "retrysafe.step.name"); ok {
+			o, _ := attr(s, otelidempotency.AttrOutcome)
+			r, _ := attr(s, otelidempotency.AttrReplayed)
+			steps = append(steps, fmt.Sprintf("%s %s %s %v", s.Name(), name.AsString(), o.AsString(), r.AsBool()))
+		}
+	}
+	assert.Equal(t, []string{"step charge charge new false", "step charge charge replay true", "step ledger ledger new false"}, steps)
+}
+
 // The tracer's and the meter's scope carry the module's version.
 func TestScopeVersion(t *testing.T) {
 	tel := newTelemetry(t)

@@ -58,6 +58,8 @@ func stateOf(rec *persistence.Record, now time.Time) state {
 // out; get puts it in.
 type recordJSON struct {
 	Key string `json:"key"`
+	// Step is the step's name, in get --steps.
+	Step string `json:"step,omitempty"`
 	// Tenant is the tenant ID that scopes the key (Lambda tenant
 	// isolation).
 	Tenant              string     `json:"tenant,omitempty"`

@@ -8,6 +8,8 @@
 // Each ledger entry is staged, and commits with the completion of its
 // payment's key in one transaction; PAYMENTS_TRANSACTIONS=0 writes it
 // directly instead, for servers without TransactWriteItems (dynalite).
+// PAYMENTS_STEPS=1 runs the charge, its ledger entry and the receipt
+// email as steps, so that a retry resumes after the finished ones.
 // PAYMENTS_DEMO_DELAY=1 enables the X-Demo-Delay request headers, for
 // local demonstrations only.
 package main
@@ -64,5 +66,6 @@ func newHandler(ctx context.Context) (httpapi.APIGatewayV2Handler, error) {
 		Ledger:       &payment.DynamoDBLedger{Client: client, Table: payTable, Staged: transactions},
 		Transactions: transactions,
 		DemoDelay:    os.Getenv(payment.EnvDemoDelay) == "1",
+		Steps:        os.Getenv(payment.EnvSteps) == "1",
 	})
 }

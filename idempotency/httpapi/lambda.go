@@ -37,7 +37,7 @@ func wrap[Req, Resp any](b *binding[Req, Resp], h func(context.Context, Req) (Re
 		// The library is off: the handler's own results and errors, with
 		// nothing of the library's, not even idempotency.Permanent's mark.
 		return func(ctx context.Context, event Req) (Resp, error) {
-			out, err := h(ctx, event)
+			out, err := h(core.WithoutSteps(ctx), event)
 			return out, core.Unmark(err)
 		}, nil
 	}
@@ -60,7 +60,7 @@ func serve[Req, Resp any](ctx context.Context, e *engine, b *binding[Req, Resp],
 	})
 	switch {
 	case v.pass:
-		return h(ctx, event)
+		return h(core.WithoutSteps(ctx), event)
 	case v.answer != nil:
 		return b.load(v.answer), nil
 	case v.own:

@@ -91,7 +91,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case v.pass:
-		m.next.ServeHTTP(w, r)
+		// Without the library: the handler's steps only run.
+		m.next.ServeHTTP(w, r.WithContext(core.WithoutSteps(r.Context())))
 	case v.panicked != nil && (v.panicked.value == http.ErrAbortHandler || rec.wroteHeader):
 		// Part of the response may have gone out: cut the connection, so
 		// that the client sees a broken response rather than a short one.

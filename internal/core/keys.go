@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -93,6 +94,32 @@ func SplitKey(key string) (prefix, tenant, hash string, ok bool) {
 		return "", "", "", false
 	}
 	return p, t, hash, true
+}
+
+// StepMark starts a step's part of a step key (StepKey).
+const StepMark = "#step="
+
+// MaxStepName is the longest step name, in bytes.
+const MaxStepName = 128
+
+// StepKey returns the record key of the step name of the call whose record
+// key is callKey: callKey, StepMark and the escaped name (docs/keys.md).
+// The escaped name contains no "#", so no step key equals a call's key or
+// another step's key.
+func StepKey(callKey, name string) string {
+	return callKey + StepMark + escapeTenant(name)
+}
+
+// CheckStepName reports a step name that StepKey does not take: an empty
+// one, or one longer than MaxStepName bytes.
+func CheckStepName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty step name")
+	case len(name) > MaxStepName:
+		return fmt.Errorf("step name of %d bytes, longer than %d", len(name), MaxStepName)
+	}
+	return nil
 }
 
 // TenantOf returns the tenant ID of the Lambda invocation of ctx, or "":

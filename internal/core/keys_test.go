@@ -103,21 +103,56 @@ func TestTenantKeys(t *testing.T) {
 	assert.NoError(t, CheckPrefix("orders#tenant"))
 }
 
-// The tenant vectors of docs/keys.md.
-func TestTenantVectorsOfTheDocs(t *testing.T) {
+// docVectors returns the vectors of the block name of docs/keys.md: the
+// values of each vector's lines, "label: value", in order.
+func docVectors(t *testing.T, name string, labels ...string) [][]string {
+	t.Helper()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "keys.md"))
 	require.NoError(t, err)
-	_, block, ok := strings.Cut(string(doc), "```tenant-vectors\n")
-	require.True(t, ok, "docs/keys.md has no tenant-vectors block")
+	_, block, ok := strings.Cut(string(doc), "```"+name+"\n")
+	require.True(t, ok, "docs/keys.md has no %s block", name)
 	block, _, _ = strings.Cut(block, "```")
-	n := 0
+	var vectors [][]string
 	for _, v := range strings.Split(strings.TrimSpace(block), "\n\n") {
 		lines := strings.Split(v, "\n")
-		require.Len(t, lines, 2, v)
-		tenant := strings.TrimPrefix(strings.TrimPrefix(lines[0], "tenant:"), " ")
-		want := strings.TrimSpace(strings.TrimPrefix(lines[1], "key:"))
-		assert.Equal(t, want, Key("orders", tenant, []byte(`"1001"`)), "tenant %q", tenant)
-		n++
+		require.Len(t, lines, len(labels), v)
+		values := make([]string, len(labels))
+		for i, label := range labels {
+			value, ok := strings.CutPrefix(lines[i], label+":")
+			require.True(t, ok, "%s: want %q", lines[i], label)
+			values[i] = strings.TrimSpace(value)
+		}
+		vectors = append(vectors, values)
 	}
-	assert.Equal(t, 3, n)
+	return vectors
+}
+
+// The tenant vectors of docs/keys.md.
+func TestTenantVectorsOfTheDocs(t *testing.T) {
+	vectors := docVectors(t, "tenant-vectors", "tenant", "key")
+	for _, v := range vectors {
+		assert.Equal(t, v[1], Key("orders", v[0], []byte(`"1001"`)), "tenant %q", v[0])
+	}
+	assert.Len(t, vectors, 3)
+}
+
+// The step vectors of docs/keys.md.
+func TestStepVectorsOfTheDocs(t *testing.T) {
+	vectors := docVectors(t, "step-vectors", "tenant", "step", "key")
+	for _, v := range vectors {
+		tenant, name, want := v[0], v[1], v[2]
+		require.NoError(t, CheckStepName(name))
+		assert.Equal(t, want, StepKey(Key("orders", tenant, []byte(`"1001"`)), name), "step %q", name)
+		_, _, _, isCallKey := SplitKey(want)
+		assert.False(t, isCallKey, "a step key is not a call's key: %s", want)
+	}
+	assert.Len(t, vectors, 4)
+}
+
+func TestStepNames(t *testing.T) {
+	assert.Error(t, CheckStepName(""))
+	assert.NoError(t, CheckStepName(strings.Repeat("x", MaxStepName)))
+	assert.Error(t, CheckStepName(strings.Repeat("x", MaxStepName+1)))
+	key := Key("orders", "", []byte(`"1001"`))
+	assert.NotEqual(t, StepKey(key, "a#b"), StepKey(key, "a%23b"), "escaping is injective")
 }

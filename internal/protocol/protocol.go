@@ -40,14 +40,19 @@ const (
 	// or made in the store's transaction), in one atomic step: they apply
 	// exactly when the completion does.
 	Commit
+	// WriteStep writes a step's result (idempotency.Step) as a completed
+	// record under the step's own key, where no live record holds it:
+	// the first result written wins. A step's key holds no reservation,
+	// so its in-progress states do not occur.
+	WriteStep
 
 	numWrites
 )
 
 // Writes are the writes, in order.
-var Writes = []Write{Reserve, Renew, Complete, RecordError, Release, Commit}
+var Writes = []Write{Reserve, Renew, Complete, RecordError, Release, Commit, WriteStep}
 
-var writeNames = [numWrites]string{"reserve", "renew", "complete", "record an error", "release", "commit"}
+var writeNames = [numWrites]string{"reserve", "renew", "complete", "record an error", "release", "commit", "write a step"}
 
 // String returns the write's name as docs/protocol.md writes it.
 func (w Write) String() string { return writeNames[w] }
@@ -56,8 +61,8 @@ func (w Write) String() string { return writeNames[w] }
 func (w Write) Ident() string { return ident(writeNames[w]) }
 
 // Fenced reports whether the write is conditioned on the caller's owner
-// token: every write but Reserve.
-func (w Write) Fenced() bool { return w != Reserve }
+// token: every write but Reserve and WriteStep.
+func (w Write) Fenced() bool { return w != Reserve && w != WriteStep }
 
 // State is the state of a key's record when a write arrives, seen from the
 // write's sender.
@@ -275,6 +280,19 @@ func outcome(w Write, s State) (Outcome, string) {
 			return Refused, "completed: a release applied late must not delete the result"
 		default:
 			return Refused, "another call's record: it must not be deleted"
+		}
+	case WriteStep:
+		// Reserve's condition: liveness only. The step's record is
+		// completed when it is written, so it is live until its expiry.
+		switch {
+		case s == Absent:
+			return Applies, "the step's key is free"
+		case s == OwnCompleted:
+			return Conflict, "the caller's own step, written by an attempt whose reply was lost: the conflict returns it"
+		case s.Live():
+			return Conflict, "a live record holds the step's key: the first result written wins, and the caller takes it"
+		default:
+			return Applies, "the record expired, or lapsed"
 		}
 	}
 	panic(fmt.Sprintf("protocol: no rule for write %d", w))

@@ -101,7 +101,8 @@ func New(db DB, table string, optFns ...func(*Options)) (*Store, error) {
 // snapshot (a concurrent reservation of a key that had none) is not seen
 // at all: no version of it is in the snapshot for the read to follow.
 
-// putSQL reserves a key (docs/protocol.md, reserve): it inserts the record,
+// putSQL reserves a key (docs/protocol.md, reserve): it inserts the record
+// with its own status ($13: in progress, or completed for a step's record),
 // or takes over the existing one when that is not live at the caller's
 // now: expired (expiration < $10, now in seconds rounded up), or in
 // progress and lapsed (in_progress_expiration < $11, now in milliseconds
@@ -116,7 +117,7 @@ func New(db DB, table string, optFns ...func(*Options)) (*Store, error) {
 // one key exactly one applies, whatever the order.
 const putSQL = `WITH reserved AS (
 	INSERT INTO {t} AS r (id, status, expiration, in_progress_expiration, validation, data, owner_token, error_type, error_message, response_omitted, held)
-	VALUES ($1, 'INPROGRESS', $2, $3, $4, $5, $6, $7, $8, $9, $12)
+	VALUES ($1, $13, $2, $3, $4, $5, $6, $7, $8, $9, $12)
 	ON CONFLICT (id) DO UPDATE SET
 		status = excluded.status, expiration = excluded.expiration,
 		in_progress_expiration = excluded.in_progress_expiration, validation = excluded.validation,
@@ -184,7 +185,7 @@ func (s *Store) Put(ctx context.Context, rec *persistence.Record, now time.Time)
 	err := s.db.QueryRow(ctx, s.putSQL,
 		rec.Key, rec.ExpiresAt.Unix(), inProgressMillis(rec.InProgressExpiresAt), nullText(rec.PayloadHash),
 		nullBytes(rec.Response), rec.Token, nullText(clean(rec.ErrorType)), nullText(clean(rec.ErrorMessage)), rec.ResponseOmitted,
-		epoch.CeilSeconds(now), epoch.CeilMillis(now), rec.Held,
+		epoch.CeilSeconds(now), epoch.CeilMillis(now), rec.Held, string(rec.Status),
 	).Scan(append([]any{&reserved}, h.dest()...)...)
 	if err != nil {
 		return s.opError("put", rec.Key, err)

@@ -157,6 +157,9 @@ func send(t *testing.T, s persistence.Store, w protocol.Write, key, mine string,
 		return s.Update(ctx(t), rec), rec
 	case protocol.Release:
 		return s.Delete(ctx(t), key, mine), nil
+	case protocol.WriteStep:
+		rec := completion(w, key, mine, prior, now)
+		return s.Put(ctx(t), rec, now), rec
 	}
 	t.Fatalf("no Store method sends %s", w)
 	return nil, nil

@@ -77,6 +77,7 @@ var cases = []struct {
 	{"LocalReads", testLocalReads},
 	{"OperatorRelease", testOperatorRelease},
 	{"AdminList", testAdminList},
+	{"StepWrittenOnlyIfAbsent", testStepWrittenOnlyIfAbsent},
 }
 
 // now is the suite's reference time: a whole second, so that stores that keep
@@ -579,4 +580,37 @@ func testParallelPuts(t *testing.T, s persistence.Store) {
 		}
 	}
 	checkRecord(t, "Get after the race", mustGet(t, s, key), winners[0])
+}
+
+// A step's record (idempotency.Step) is a completed record that Put writes
+// over a free key, under the step's key (core.StepKey). The first one
+// written wins until it expires: a completed record is live.
+func testStepWrittenOnlyIfAbsent(t *testing.T, s persistence.Store) {
+	now := now()
+	step := func(token string, response []byte, expires time.Time) *persistence.Record {
+		return &persistence.Record{
+			Key:         core.StepKey(newKey(t), "charge card/1"),
+			Status:      persistence.StatusCompleted,
+			ExpiresAt:   expires,
+			PayloadHash: "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+			Token:       token,
+			Response:    response,
+		}
+	}
+	first := step(rand.Text(), []byte(`"ch_1"`), now.Add(2*time.Second))
+	mustPut(t, s, first, now)
+	checkRecord(t, "Get after a step's Put", mustGet(t, s, first.Key), first)
+
+	late := step(rand.Text(), []byte(`"ch_2"`), now.Add(time.Hour))
+	late.Key = first.Key
+	checkConflict(t, s.Put(ctx(t), late, now.Add(time.Second)), first)
+	checkRecord(t, "Get after a late step's Put", mustGet(t, s, first.Key), first)
+	if err := s.Delete(ctx(t), first.Key, first.Token); !errors.Is(err, persistence.ErrFenced) {
+		t.Errorf("Delete of a step's record: got %v, want persistence.ErrFenced", err)
+	}
+
+	// Past its expiry, the step's record is forgotten.
+	later := now.Add(3 * time.Second)
+	mustPut(t, s, late, later)
+	checkRecord(t, "Get after a Put over an expired step", mustGet(t, s, first.Key), late)
 }

@@ -63,6 +63,9 @@ type Options struct {
 	// server must have TransactWriteItems (DynamoDB Local). Without it,
 	// PAYMENTS_TRANSACTIONS=0: the function writes them directly.
 	Transactions bool
+	// Steps sets PAYMENTS_STEPS=1: the function charges in steps (see
+	// payment.Config.Steps). It needs Transactions off.
+	Steps bool
 	// Output receives the emulators' output, when set.
 	Output io.Writer
 }
@@ -110,6 +113,9 @@ func Start(ctx context.Context, srv Server, opts Options) (*Stack, error) {
 	)
 	if opts.DemoDelay {
 		env = append(env, payment.EnvDemoDelay+"=1")
+	}
+	if opts.Steps {
+		env = append(env, payment.EnvSteps+"=1")
 	}
 	if opts.Transactions {
 		env = append(env, payment.EnvTransactions+"=1")

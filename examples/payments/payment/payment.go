@@ -54,6 +54,9 @@ const (
 	// TransactWriteItems (dynalite). By default the entry is staged, and
 	// commits with the completion (see Config.Transactions).
 	EnvTransactions = "PAYMENTS_TRANSACTIONS"
+	// EnvSteps set to 1 runs the charge as steps (see Config.Steps), with
+	// PAYMENTS_TRANSACTIONS=0.
+	EnvSteps = "PAYMENTS_STEPS"
 )
 
 // EnvVars lists the variables the example's main package reads, except
@@ -138,6 +141,14 @@ type Config struct {
 	// The store must commit staged writes (the DynamoDB store, on a server
 	// with TransactWriteItems).
 	Transactions bool
+	// Steps runs the charge as three steps (idempotency.Step): the
+	// provider's charge, which gives the payment ID, its ledger entry,
+	// and the receipt email. An invocation that dies between two steps
+	// leaves the finished ones stored, and the retry resumes after them:
+	// the ledger gets one entry without transactions. It excludes
+	// Transactions, whose staged writes commit with the call, not with
+	// the step.
+	Steps bool
 	// Logger receives the handler's and the adapter's logs. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -151,6 +162,9 @@ type Config struct {
 func New(cfg Config) (httpapi.APIGatewayV2Handler, error) {
 	if cfg.Store == nil || cfg.Ledger == nil {
 		return nil, errors.New("payment: Config.Store and Config.Ledger are required")
+	}
+	if cfg.Steps && cfg.Transactions {
+		return nil, errors.New("payment: Config.Steps and Config.Transactions exclude each other")
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = NewPaymentID
@@ -203,6 +217,9 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
+	if h.cfg.Steps {
+		return h.chargeInSteps(ctx, req, body)
+	}
 	p, err := Make(ctx, h.cfg.Ledger, h.cfg.NewID(), body, h.cfg.Logger)
 	if err != nil {
 		// Whether the ledger applied the write is unknown: record the
@@ -219,6 +236,47 @@ func (h *handler) charge(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
+	return created(p)
+}
+
+// chargeInSteps makes the charge as three steps: the provider's charge,
+// its ledger entry and the receipt email. A retry replays the stored
+// steps and runs the others. The ledger's write is conditioned on the
+// payment ID being new, so a ledger step that failed can run again.
+func (h *handler) chargeInSteps(ctx context.Context, req events.APIGatewayV2HTTPRequest, r Request) (events.APIGatewayV2HTTPResponse, error) {
+	p, err := idempotency.Step(ctx, "charge", func(ctx context.Context) (Payment, error) {
+		// A payment provider would get the step's key
+		// (idempotency.StepKey) as its own idempotency key.
+		return Payment{PaymentID: h.cfg.NewID(), Amount: r.Amount, Currency: r.Currency, Customer: r.Customer}, nil
+	})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	_, err = idempotency.Step(ctx, "ledger", func(ctx context.Context) (string, error) {
+		key, _ := idempotency.KeyFromContext(ctx)
+		return p.PaymentID, h.cfg.Ledger.Record(ctx, Charge{Payment: p, IdempotencyKey: key, CreatedAt: time.Now()})
+	})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("payment: recording charge %s: %w", p.PaymentID, err)
+	}
+	if h.cfg.DemoDelay {
+		if err := h.demoDelay(ctx, req, HeaderDemoDelayAfterLedger); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+	}
+	_, err = idempotency.Step(ctx, "email", func(ctx context.Context) (bool, error) {
+		h.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "payment: receipt sent",
+			slog.String("payment_id", p.PaymentID), slog.String("customer", p.Customer))
+		return true, nil
+	})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return created(p)
+}
+
+// created answers 201 with the payment p.
+func created(p Payment) (events.APIGatewayV2HTTPResponse, error) {
 	out, err := json.Marshal(p)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err

@@ -285,6 +285,32 @@ func TestLedgerFailure(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, f.send(t, post("k2", body)).StatusCode, "a new key charges")
 }
 
+// In steps, a ledger failure releases the key, and the retry resumes
+// after the stored charge: the payment ID is the first attempt's.
+func TestStepsResumeAfterALedgerFailure(t *testing.T) {
+	ledger := &paymenttest.Ledger{}
+	h, err := payment.New(payment.Config{
+		Store: memory.New(), Ledger: ledger, NewID: paymenttest.IDs(), Steps: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	f := &fixture{ledger: ledger, handler: h}
+	ledger.Fail(errors.New("RequestTimeout"))
+	resp := f.send(t, post("k1", body))
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	assert.Equal(t, httpapi.ProblemHandlerFailed, problemOf(t, resp).Type)
+
+	ledger.Fail(nil)
+	retry := f.send(t, post("k1", body))
+	require.Equal(t, http.StatusCreated, retry.StatusCode, retry.Body)
+	var p payment.Payment
+	require.NoError(t, json.Unmarshal([]byte(retry.Body), &p))
+	assert.Equal(t, "pay_1", p.PaymentID, "the charge of the first attempt")
+	require.Len(t, ledger.Charges(), 1)
+	assert.Equal(t, "pay_1", ledger.Charges()[0].PaymentID)
+	assert.Equal(t, 2, ledger.Calls(), "the ledger step ran again; the charge did not")
+}
+
 func TestDemoDelay(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -330,6 +356,8 @@ func TestNewErrors(t *testing.T) {
 	assert.Error(t, err)
 	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &paymenttest.Ledger{}, Options: []idempotency.HandlerOption{httpapi.WithHeader("bad header")}})
 	assert.Error(t, err, "adapter options are checked")
+	_, err = payment.New(payment.Config{Store: memory.New(), Ledger: &paymenttest.Ledger{}, Steps: true, Transactions: true})
+	assert.ErrorContains(t, err, "exclude each other")
 }
 
 func TestNewPaymentID(t *testing.T) {
