@@ -276,15 +276,23 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			return nil, res, err
 		}
 	}
+	// told is the record a wake-up carried, when it completes the
+	// reservation the call waits for: it stands for the next poll's read.
+	var told *persistence.Record
 	for {
 		var existing *persistence.Record
-		rec, existing, err = g.reserve(ctx, c, payloadHash)
+		if told != nil && told.Live(time.Now()) {
+			rec, existing, err = nil, told, nil
+		} else {
+			rec, existing, err = g.reserve(ctx, c, payloadHash)
+		}
+		told = nil
 		switch {
 		case err != nil && w != nil && w.waited && ctx.Err() == nil:
 			// A poll failed: a dropped connection, a restarting server. The
 			// record's state is unknown, so the wait goes on, within its
 			// budget, and ends with the error only when the budget does.
-			again, perr := w.pause(ctx, c.key)
+			_, again, perr := w.pause(ctx, c.key)
 			if perr != nil {
 				return nil, Result{}, perr
 			}
@@ -312,11 +320,14 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 			f.reserved(existing.InProgressExpiresAt)
 			reservedUntil = existing.InProgressExpiresAt
 			if w != nil {
-				again, err := w.pause(ctx, c.key)
+				woken, again, err := w.pause(ctx, c.key)
 				if err != nil {
 					return nil, Result{}, err
 				}
 				if again {
+					if completes(woken, existing) {
+						told = woken
+					}
 					continue
 				}
 			}
@@ -327,6 +338,16 @@ func (g *Guard) lead(ctx context.Context, c *call, payloadHash string, f *flight
 		res, err = g.answer(c, payloadHash, existing)
 		return nil, res, err
 	}
+}
+
+// completes reports whether woken, a record a wake-up carried, is the
+// completion of the reservation seen. Only then does it stand for a read.
+// A wake-up can be late: sent before the call watched, or undone by an
+// operator's release since. A completion of seen comes after the read
+// that saw it, within the call, so answering from it is as a read then.
+// Any other record is read again. A forged wake-up needs seen's token.
+func completes(woken, seen *persistence.Record) bool {
+	return woken != nil && woken.Status == persistence.StatusCompleted && woken.Token == seen.Token
 }
 
 // readFirst reads the record of a call that is likely a retry

@@ -35,7 +35,7 @@ type waiter struct {
 	// notifier is the store, when it wakes waiters. woken and stop are its
 	// watch of the key, once started; unwatched is set when it failed.
 	notifier  persistence.Notifier
-	woken     <-chan struct{}
+	woken     <-chan *persistence.Record
 	stop      func()
 	unwatched bool
 }
@@ -106,12 +106,13 @@ func (w *waiter) follow(ctx context.Context, f *flight) (outcome *persistence.Re
 // Over a store that wakes waiters, the first pause starts the watch and
 // returns at once: the record is then read after the watch began, so that
 // no outcome can fall between the read and the watch. Later pauses end at
-// a wake-up, or after pollWatched.
-func (w *waiter) pause(ctx context.Context, key string) (ok bool, err error) {
+// a wake-up, or after pollWatched. A wake-up may carry the completed
+// record (told), which the caller may answer from instead of the poll.
+func (w *waiter) pause(ctx context.Context, key string) (told *persistence.Record, ok bool, err error) {
 	w.waited = true
 	left := time.Until(w.end)
 	if left <= 0 {
-		return false, nil
+		return nil, false, nil
 	}
 	if w.notifier != nil && w.woken == nil && !w.unwatched {
 		// A watch may need a connection: it gets a poll's time at most.
@@ -120,14 +121,14 @@ func (w *waiter) pause(ctx context.Context, key string) (ok bool, err error) {
 		cancel()
 		if err == nil {
 			w.woken, w.stop, w.poll = woken, stop, pollWatched
-			return true, nil
+			return nil, true, nil
 		}
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		w.unwatched = true // poll as over a store without wake-ups
 		if left = time.Until(w.end); left <= 0 {
-			return false, nil
+			return nil, false, nil
 		}
 	}
 	d := w.poll - rand.N(w.poll/4+1) // jitter: [3/4 poll, poll]
@@ -138,11 +139,11 @@ func (w *waiter) pause(ctx context.Context, key string) (ok bool, err error) {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return nil, false, ctx.Err()
 	case <-t.C:
-		return true, nil
-	case <-w.woken: // nil without a watch
-		return true, nil
+		return nil, true, nil
+	case told = <-w.woken: // nil without a watch
+		return told, true, nil
 	}
 }
 

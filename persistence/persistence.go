@@ -162,8 +162,8 @@ type LocalReader interface {
 
 // A Notifier is a Store that wakes the calls waiting for a key
 // (idempotency.WithWait) when its reservation ends. They need not poll
-// for it then. A wake-up is a hint: the waiter reads the record again when
-// woken, and still polls, less often, in case one is lost.
+// for it then. A wake-up is a hint: the waiter still polls, less often,
+// in case one is lost.
 type Notifier interface {
 	Store
 
@@ -173,7 +173,11 @@ type Notifier interface {
 	// also receives one whenever a wake-up may have been lost. It never
 	// blocks a sender: one value stands for any number. stop ends the
 	// watch. Watch returns an error when it cannot watch by ctx's end.
-	Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error)
+	//
+	// A value is the completed record, as Get would have returned it
+	// then, or nil. Nil means "read the record": a release, a lost
+	// wake-up, several at once, or a record too large to send.
+	Watch(ctx context.Context, key string) (woken <-chan *Record, stop func(), err error)
 }
 
 // An Admin is a store that operators' tools read and release records

@@ -6,34 +6,36 @@ package wake
 import (
 	"context"
 	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Set is a store's watches, by key. The zero value is ready to use. It is
 // not safe for concurrent use: its store's lock guards it, so that a
 // watch and the subscription it needs change together.
 type Set struct {
-	byKey map[string]map[chan struct{}]struct{}
+	byKey map[string]map[chan *persistence.Record]struct{}
 }
 
 // Add adds a watch of key, and returns its channel, and whether it is the
 // key's only watch.
-func (s *Set) Add(key string) (ch chan struct{}, first bool) {
+func (s *Set) Add(key string) (ch chan *persistence.Record, first bool) {
 	if s.byKey == nil {
-		s.byKey = make(map[string]map[chan struct{}]struct{})
+		s.byKey = make(map[string]map[chan *persistence.Record]struct{})
 	}
 	chans := s.byKey[key]
 	if chans == nil {
-		chans = make(map[chan struct{}]struct{})
+		chans = make(map[chan *persistence.Record]struct{})
 		s.byKey[key] = chans
 	}
-	ch = make(chan struct{}, 1)
+	ch = make(chan *persistence.Record, 1)
 	chans[ch] = struct{}{}
 	return ch, len(chans) == 1
 }
 
 // Remove removes the watch of key whose channel is ch, and reports
 // whether it was the key's last.
-func (s *Set) Remove(key string, ch chan struct{}) (last bool) {
+func (s *Set) Remove(key string, ch chan *persistence.Record) (last bool) {
 	chans := s.byKey[key]
 	delete(chans, ch)
 	if len(chans) > 0 {
@@ -46,22 +48,38 @@ func (s *Set) Remove(key string, ch chan struct{}) (last bool) {
 // Keys returns the number of keys watched.
 func (s *Set) Keys() int { return len(s.byKey) }
 
-// Wake wakes the watches of key, without blocking: a pending wake-up
-// stands for any number.
-func (s *Set) Wake(key string) {
+// Wake wakes the watches of key with rec, a completed record or nil,
+// without blocking. Each watch gets a copy of rec. A wake-up that finds
+// one pending replaces it with nil: the waiter reads the record then.
+func (s *Set) Wake(key string, rec *persistence.Record) {
 	for ch := range s.byKey[key] {
+		var v *persistence.Record
+		if rec != nil {
+			c := *rec
+			v = &c
+		}
 		select {
-		case ch <- struct{}{}:
+		case ch <- v:
+			continue
+		default:
+		}
+		// Only the store's lock holder sends, so after the drain there is room.
+		select {
+		case <-ch:
+		default:
+		}
+		select {
+		case ch <- nil:
 		default:
 		}
 	}
 }
 
-// WakeAll wakes every watch, as after a connection that listens for
-// wake-ups dropped: one may have been lost.
+// WakeAll wakes every watch with nil, as after a connection that listens
+// for wake-ups dropped: one may have been lost.
 func (s *Set) WakeAll() {
 	for key := range s.byKey {
-		s.Wake(key)
+		s.Wake(key, nil)
 	}
 }
 

@@ -1,9 +1,12 @@
 package wake
 
 import (
+	"reflect"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // A wake-up reaches every watch of its key and no other, and a pending
@@ -19,9 +22,9 @@ func TestSetWakesTheWatchesOfAKey(t *testing.T) {
 		t.Fatal("the second watch of a key is first")
 	}
 	b, _ := s.Add("b")
-	s.Wake("a")
-	s.Wake("a")
-	for _, ch := range []chan struct{}{a1, a2} {
+	s.Wake("a", nil)
+	s.Wake("a", nil)
+	for _, ch := range []chan *persistence.Record{a1, a2} {
 		select {
 		case <-ch:
 		default:
@@ -34,7 +37,7 @@ func TestSetWakesTheWatchesOfAKey(t *testing.T) {
 	default:
 	}
 	s.WakeAll()
-	for _, ch := range []chan struct{}{a1, a2, b} {
+	for _, ch := range []chan *persistence.Record{a1, a2, b} {
 		select {
 		case <-ch:
 		default:
@@ -43,6 +46,30 @@ func TestSetWakesTheWatchesOfAKey(t *testing.T) {
 	}
 	if s.Remove("a", a1) || !s.Remove("a", a2) || s.Keys() != 1 || !s.Remove("b", b) || s.Keys() != 0 {
 		t.Fatal("Remove did not report the last watch of each key")
+	}
+}
+
+// A wake-up carries a copy of its record to each watch. Two wake-ups
+// pending at once carry none: the waiter reads the record then.
+func TestSetCarriesTheRecordOfOneWakeUp(t *testing.T) {
+	var s Set
+	a1, _ := s.Add("a")
+	a2, _ := s.Add("a")
+	rec := &persistence.Record{Key: "a", Status: persistence.StatusCompleted, Token: "t1"}
+	s.Wake("a", rec)
+	got1, got2 := <-a1, <-a2
+	if !reflect.DeepEqual(got1, rec) || !reflect.DeepEqual(got2, rec) || got1 == got2 || got1 == rec {
+		t.Fatalf("got %v and %v, want copies of %v", got1, got2, rec)
+	}
+	s.Wake("a", rec)
+	s.Wake("a", &persistence.Record{Key: "a", Status: persistence.StatusCompleted, Token: "t2"})
+	if got := <-a1; got != nil {
+		t.Fatalf("two wake-ups at once carried %v, want nil", got)
+	}
+	select {
+	case got := <-a1:
+		t.Fatalf("a second value %v is pending", got)
+	default:
 	}
 }
 

@@ -178,11 +178,13 @@ func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
 	// so it is overwritten in place rather than replaced.
 	*old = *rec
 	old.Response = resp
-	if rec.Status == persistence.StatusCompleted {
-		s.watches.Wake(rec.Key)
-	}
 	if omitted {
 		old.ResponseOmitted = true
+	}
+	if rec.Status == persistence.StatusCompleted {
+		s.watches.Wake(rec.Key, old)
+	}
+	if omitted {
 		return persistence.ErrResponseOmitted
 	}
 	return nil
@@ -206,13 +208,14 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return persistence.ErrFenced
 	}
 	delete(s.records, key)
-	s.watches.Wake(key)
+	s.watches.Wake(key, nil)
 	return nil
 }
 
 // Watch implements [persistence.Notifier]. It wakes the calls that wait
 // for key through another Guard than its holder's, which share no flight.
-func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
+// A completion's wake-up carries the completed record.
+func (s *Store) Watch(ctx context.Context, key string) (woken <-chan *persistence.Record, stop func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -283,7 +286,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 		return persistence.ErrChanged
 	}
 	delete(s.records, seen.Key)
-	s.watches.Wake(seen.Key)
+	s.watches.Wake(seen.Key, nil)
 	return nil
 }
 

@@ -40,7 +40,7 @@ func (s *Store) DeleteRecord(ctx context.Context, seen *persistence.Record) erro
 	case err != nil:
 		return s.opError("delete", seen.Key, err)
 	case deleted:
-		s.notify(ctx, seen.Key)
+		s.notify(ctx, seen.Key, nil)
 		return nil
 	case held:
 		return fmt.Errorf("persistence/postgres: delete %q: %w", seen.Key, persistence.ErrChanged)

@@ -74,9 +74,12 @@
 // the completion's transaction. So completions do not queue for the
 // server's notification lock at their commit. A Store listens for its
 // waiting calls on one connection of its own, opened like its pool's. It
-// closes it when none has waited for 30 seconds. A waiter woken reads the
-// record once more and answers. That is three statements for a wait under
-// two seconds. Each two seconds more add a poll, which covers a lost
+// closes it when none has waited for 30 seconds. A completion's
+// notification carries the completed record when its payload stays under
+// the server's 8000 bytes. A waiter woken by one answers from it. That is
+// two statements for a wait under two seconds. A release's notification,
+// or a larger record's, carries the key alone: its waiters read the
+// record once more. Each two seconds more add a poll, which covers a lost
 // notification. A wait survives a dropped connection and a restart of the
 // server.
 //

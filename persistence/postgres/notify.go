@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -12,24 +13,38 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/internal/wake"
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Waking waiters (persistence.Notifier). After a completion or a release
-// applies, the Store sends NOTIFY, with the key as its payload, on a
-// channel of the table, in a statement of its own: a NOTIFY in the
+// applies, the Store sends NOTIFY on a channel of the table, in a
+// statement of its own: a NOTIFY in the
 // completion's transaction would take the server's notification lock
 // before its commit, and serialise every completion. A Store listens on
 // one connection of its own, which it opens for the first watch and
 // closes when nothing has been watched for wake.Linger. Keys are longer than a channel name may be, so
 // the channel is the table's and the listener picks its keys from it.
 //
+// The payload is JSON: the key, and a completion's record when the
+// payload stays under maxPayload bytes, the server's limit. Its waiters
+// answer from that record without reading it. The others read it.
+//
 // A notification can be lost: the listening connection drops, or the
 // server restarts. The listener then connects again, and wakes every
 // watch once it listens, so that their waiters read the record again.
 // Their polls cover the rest.
 
-// notifySQL sends the wake-up of a key ($2) on the table's channel ($1).
+// notifySQL sends a wake-up ($2) on the table's channel ($1).
 const notifySQL = `SELECT pg_notify($1, $2)`
+
+// maxPayload is the server's limit on a payload, in bytes, not included.
+const maxPayload = 8000
+
+// A wakeUp is a notification's payload.
+type wakeUp struct {
+	Key    string              `json:"key"`
+	Record *persistence.Record `json:"record,omitempty"`
+}
 
 // channelName returns the channel of the table t (quoted, qualified): a
 // hash of it, since a channel name has at most 63 bytes.
@@ -53,11 +68,29 @@ func dialer(db DB) func(context.Context) (*pgx.Conn, error) {
 	return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg.Copy()) }
 }
 
-// notify wakes the waiters of key, in every process. A failure is
-// dropped: the write it follows has applied, and the waiters' polls find
-// it.
-func (s *Store) notify(ctx context.Context, key string) {
-	_, _ = s.db.Exec(ctx, notifySQL, s.listener.channel, key)
+// notify wakes the waiters of key, in every process, with rec, a
+// completed record, when it fits, or nil. A failure is dropped: the write
+// it follows has applied, and the waiters' polls find it.
+func (s *Store) notify(ctx context.Context, key string, rec *persistence.Record) {
+	payload, err := json.Marshal(wakeUp{Key: key, Record: rec})
+	if rec != nil && (err != nil || len(payload) >= maxPayload) {
+		payload, err = json.Marshal(wakeUp{Key: key})
+	}
+	if err == nil {
+		_, _ = s.db.Exec(ctx, notifySQL, s.listener.channel, string(payload))
+	}
+}
+
+// parseWakeUp returns the wake-up of a notification's payload. Its
+// record is nil unless it is the key's completed record.
+func parseWakeUp(payload string) (w wakeUp, ok bool) {
+	if json.Unmarshal([]byte(payload), &w) != nil {
+		return wakeUp{}, false
+	}
+	if w.Record != nil && (w.Record.Key != w.Key || w.Record.Status != persistence.StatusCompleted) {
+		w.Record = nil
+	}
+	return w, true
 }
 
 // A listener is a Store's connection that waits for the table's
@@ -92,7 +125,7 @@ var errCannotListen = errors.New("cannot listen: the store's DB is neither a *pg
 // error.
 // A completion that CompleteTx writes in a transaction of the caller's
 // wakes no waiter: they find it when they poll.
-func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
+func (s *Store) Watch(ctx context.Context, key string) (woken <-chan *persistence.Record, stop func(), err error) {
 	l := &s.listener
 	if l.dial == nil {
 		return nil, nil, s.opError("watch", key, errCannotListen)
@@ -121,7 +154,7 @@ func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, s
 
 // unwatch ends the watch of key that wakes ch, and the session when
 // nothing has been watched for wake.Linger.
-func (l *listener) unwatch(key string, ch chan struct{}) {
+func (l *listener) unwatch(key string, ch chan *persistence.Record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.set.Remove(key, ch)
@@ -174,9 +207,11 @@ func (l *listener) listen(ctx context.Context, s *session) {
 			if err != nil {
 				break
 			}
-			l.mu.Lock()
-			l.set.Wake(n.Payload)
-			l.mu.Unlock()
+			if w, ok := parseWakeUp(n.Payload); ok {
+				l.mu.Lock()
+				l.set.Wake(w.Key, w.Record)
+				l.mu.Unlock()
+			}
 		}
 		_ = conn.Close(context.Background())
 		l.mu.Lock()

@@ -16,7 +16,8 @@ import (
 )
 
 // A watch in one process is woken by a completion, a release, an
-// operator's release or a transaction's commit in another.
+// operator's release or a transaction's commit in another. A completion's
+// wake-up carries the record as Get reads it; a release's carries none.
 func TestWatchWakesOnEveryEnd(t *testing.T) {
 	url := newDatabase(t)
 	pool := newPool(t, url)
@@ -24,17 +25,18 @@ func TestWatchWakesOnEveryEnd(t *testing.T) {
 	here, there := newStore(t, pool), newStore(t, newPool(t, url))
 	ctx := t.Context()
 	for _, end := range []struct {
-		name string
-		do   func(rec *persistence.Record) error
+		name      string
+		do        func(rec *persistence.Record) error
+		completes bool
 	}{
-		{"completion", func(rec *persistence.Record) error { return here.Update(ctx, completed(rec, `{}`)) }},
-		{"release", func(rec *persistence.Record) error { return here.Delete(ctx, rec.Key, rec.Token) }},
-		{"operator's release", func(rec *persistence.Record) error { return here.DeleteRecord(ctx, rec) }},
+		{"completion", func(rec *persistence.Record) error { return here.Update(ctx, completed(rec, `{}`)) }, true},
+		{"release", func(rec *persistence.Record) error { return here.Delete(ctx, rec.Key, rec.Token) }, false},
+		{"operator's release", func(rec *persistence.Record) error { return here.DeleteRecord(ctx, rec) }, false},
 		{"commit", func(rec *persistence.Record) error {
 			_, tx, err := here.BeginTx(ctx, rec)
 			require.NoError(t, err)
 			return tx.Commit(ctx, completed(rec, `{}`))
-		}},
+		}, true},
 	} {
 		t.Run(end.name, func(t *testing.T) {
 			now := testNow()
@@ -42,7 +44,7 @@ func TestWatchWakesOnEveryEnd(t *testing.T) {
 			require.NoError(t, here.Put(ctx, rec, now))
 			woken := waittest.Watch(t, there, rec.Key)
 			require.NoError(t, end.do(rec))
-			<-woken
+			waittest.RequireWakeUp(t, woken, here, rec.Key, end.completes)
 		})
 	}
 }
@@ -92,6 +94,21 @@ func TestWaitersAreWokenAcrossProcesses(t *testing.T) {
 	_, holder, waiters := waiters(t, pgserver.Shared(t))
 	waittest.HoldAndWait(t, holder, waiters, func() { time.Sleep(waittest.Hold) })
 	waittest.RequireWoken(t, waiters)
+}
+
+// A waiter woken by a release takes its turn: it reserves the key, runs,
+// and wakes the other waiter with its result.
+func TestWaitersTakeTheirTurnAfterARelease(t *testing.T) {
+	_, holder, waiters := waiters(t, pgserver.Shared(t))
+	waittest.ReleaseAndWait(t, holder, waiters)
+}
+
+// A result too large for a notification's payload wakes its waiters with
+// the key alone, and they read it.
+func TestWaitersReadALargeResult(t *testing.T) {
+	_, holder, waiters := waiters(t, pgserver.Shared(t))
+	waittest.HoldLargeAndWait(t, holder, waiters, 9000, func() { time.Sleep(waittest.Hold) })
+	waittest.RequireWokenToRead(t, waiters)
 }
 
 // Waiters whose connections are terminated while they wait, the listening

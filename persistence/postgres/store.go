@@ -143,13 +143,14 @@ FROM {t} WHERE id = $1`
 // not, whether the record already has the write's effect (done: the
 // caller's own completed record for a completion, its own reservation
 // with an expiry at least as late for a renewal; NULL when there is no
-// record).
+// record). When it applied, it answers the record's validation too, the
+// one column it does not set.
 const updateSQL = `WITH updated AS (
 	UPDATE {t} SET status = $2, expiration = $3, in_progress_expiration = $4, data = $5,
 		error_type = $6, error_message = $7, response_omitted = $8, held = $10
 	WHERE id = $1 AND owner_token = $9 AND status = 'INPROGRESS'
 		AND ($2 = 'COMPLETED' OR in_progress_expiration IS NULL OR in_progress_expiration <= $4)
-	RETURNING true
+	RETURNING validation
 ), held AS MATERIALIZED (
 	SELECT owner_token = $9 AND (
 		(status = 'COMPLETED' AND $2 = 'COMPLETED') OR
@@ -157,7 +158,7 @@ const updateSQL = `WITH updated AS (
 	FROM {t} WHERE id = $1 AND NOT EXISTS (SELECT FROM updated)
 	FOR SHARE
 )
-SELECT EXISTS (SELECT FROM updated), held.done FROM (VALUES (1)) AS one (x) LEFT JOIN held ON true`
+SELECT EXISTS (SELECT FROM updated), (SELECT validation FROM updated), held.done FROM (VALUES (1)) AS one (x) LEFT JOIN held ON true`
 
 // deleteSQL releases the caller's own reservation (docs/protocol.md,
 // release): token and status INPROGRESS. It answers whether it deleted,
@@ -226,16 +227,17 @@ func (s *Store) Get(ctx context.Context, key string) (*persistence.Record, error
 // wrapped. A completion that applies is followed by NOTIFY, to wake the
 // calls that wait for the key ([Store.Watch]).
 func (s *Store) Update(ctx context.Context, rec *persistence.Record) error {
-	err := s.update(ctx, s.db, "update", rec, false)
-	if rec.Status == persistence.StatusCompleted && (err == nil || errors.Is(err, persistence.ErrResponseOmitted)) {
-		s.notify(ctx, rec.Key)
+	stored, err := s.update(ctx, s.db, "update", rec, false)
+	if stored != nil && stored.Status == persistence.StatusCompleted {
+		s.notify(ctx, rec.Key, stored)
 	}
 	return err
 }
 
 // update runs updateSQL on db. Without inTx, the caller's own completed
-// record is done (nil); with it, errAlreadyCompleted.
-func (s *Store) update(ctx context.Context, db DB, op string, rec *persistence.Record, inTx bool) error {
+// record is done (nil); with it, errAlreadyCompleted. When the write
+// applied, it returns the record as stored, as Get would read it.
+func (s *Store) update(ctx context.Context, db DB, op string, rec *persistence.Record, inTx bool) (stored *persistence.Record, err error) {
 	response, omitted := rec.Response, rec.ResponseOmitted
 	tooLarge := s.max > 0 && len(response) > s.max
 	if tooLarge {
@@ -244,31 +246,47 @@ func (s *Store) update(ctx context.Context, db DB, op string, rec *persistence.R
 	var (
 		applied bool
 		done    pgtype.Bool
+		w       = row{
+			status:       pgtype.Text{String: string(rec.Status), Valid: true},
+			expiration:   pgtype.Int8{Int64: rec.ExpiresAt.Unix(), Valid: true},
+			token:        pgtype.Text{String: rec.Token, Valid: true},
+			errorType:    pgtype.Text{String: clean(rec.ErrorType)},
+			errorMessage: pgtype.Text{String: clean(rec.ErrorMessage)},
+			omitted:      pgtype.Bool{Bool: omitted, Valid: true},
+			held:         pgtype.Bool{Bool: rec.Held && rec.Status == persistence.StatusInProgress, Valid: true},
+		}
 	)
-	err := db.QueryRow(ctx, s.updateSQL,
-		rec.Key, string(rec.Status), rec.ExpiresAt.Unix(), inProgressMillis(rec.InProgressExpiresAt),
-		nullBytes(response), nullText(clean(rec.ErrorType)), nullText(clean(rec.ErrorMessage)), omitted,
-		rec.Token, rec.Held && rec.Status == persistence.StatusInProgress,
-	).Scan(&applied, &done)
+	if len(response) > 0 {
+		w.data = response
+	}
+	inProgress := inProgressMillis(rec.InProgressExpiresAt)
+	if ms, ok := inProgress.(int64); ok {
+		w.inProgress = pgtype.Int8{Int64: ms, Valid: true}
+	}
+	err = db.QueryRow(ctx, s.updateSQL,
+		rec.Key, string(rec.Status), w.expiration.Int64, inProgress,
+		nullBytes(response), nullText(w.errorType.String), nullText(w.errorMessage.String), omitted,
+		rec.Token, w.held.Bool,
+	).Scan(&applied, &w.validation, &done)
 	switch {
 	case err != nil:
-		return s.opError(op, rec.Key, err)
+		return nil, s.opError(op, rec.Key, err)
 	case applied && tooLarge:
-		return persistence.ErrResponseOmitted
+		return w.record(rec.Key), persistence.ErrResponseOmitted
 	case applied:
-		return nil
+		return w.record(rec.Key), nil
 	case done.Valid && done.Bool && rec.Status != persistence.StatusCompleted:
-		return nil // a later renewal applied
+		return nil, nil // a later renewal applied
 	case done.Valid && done.Bool && rec.Status == persistence.StatusCompleted:
 		if inTx {
-			return fmt.Errorf("persistence/postgres: %s %q: %w", op, rec.Key, ErrAlreadyCompleted)
+			return nil, fmt.Errorf("persistence/postgres: %s %q: %w", op, rec.Key, ErrAlreadyCompleted)
 		}
 		if tooLarge {
-			return persistence.ErrResponseOmitted
+			return nil, persistence.ErrResponseOmitted
 		}
-		return nil
+		return nil, nil
 	}
-	return fmt.Errorf("persistence/postgres: %s %q: %w", op, rec.Key, persistence.ErrFenced)
+	return nil, fmt.Errorf("persistence/postgres: %s %q: %w", op, rec.Key, persistence.ErrFenced)
 }
 
 // Delete implements persistence.Store with one statement (see deleteSQL):
@@ -283,7 +301,7 @@ func (s *Store) Delete(ctx context.Context, key, token string) error {
 		return s.opError("delete", key, err)
 	}
 	if deleted {
-		s.notify(ctx, key)
+		s.notify(ctx, key, nil)
 	}
 	if deleted || !held {
 		return nil

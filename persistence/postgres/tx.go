@@ -46,11 +46,18 @@ var ErrAlreadyCompleted = errors.New("persistence/postgres: the caller's complet
 // failure (SQLSTATE 40001). That is because tx cannot update a row changed
 // since its snapshot.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, rec *persistence.Record) error {
+	_, err := s.completeTx(ctx, tx, rec)
+	return err
+}
+
+// completeTx is CompleteTx. It returns the record as stored, too, when
+// the completion applied.
+func (s *Store) completeTx(ctx context.Context, tx pgx.Tx, rec *persistence.Record) (*persistence.Record, error) {
 	if tx == nil {
-		return errors.New("persistence/postgres: CompleteTx: nil transaction")
+		return nil, errors.New("persistence/postgres: CompleteTx: nil transaction")
 	}
 	if rec.Status != persistence.StatusCompleted {
-		return fmt.Errorf("persistence/postgres: CompleteTx %q: status %s, want %s", rec.Key, rec.Status, persistence.StatusCompleted)
+		return nil, fmt.Errorf("persistence/postgres: CompleteTx %q: status %s, want %s", rec.Key, rec.Status, persistence.StatusCompleted)
 	}
 	return s.update(ctx, tx, "complete in transaction", rec, true)
 }

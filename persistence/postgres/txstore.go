@@ -96,7 +96,7 @@ func (t *storeTx) Commit(ctx context.Context, rec *persistence.Record) error {
 		return fmt.Errorf("persistence/postgres: commit %q: the transaction has ended", rec.Key)
 	}
 	t.done = true
-	err := t.s.CompleteTx(ctx, t.tx, rec)
+	stored, err := t.s.completeTx(ctx, t.tx, rec)
 	omitted := errors.Is(err, persistence.ErrResponseOmitted)
 	switch {
 	case err == nil, omitted:
@@ -122,7 +122,7 @@ func (t *storeTx) Commit(ctx context.Context, rec *persistence.Record) error {
 	if err := t.tx.Commit(ctx); err != nil {
 		return commitError(rec.Key, err)
 	}
-	t.s.notify(ctx, rec.Key)
+	t.s.notify(ctx, rec.Key, stored)
 	if omitted {
 		return persistence.ErrResponseOmitted
 	}

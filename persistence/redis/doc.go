@@ -117,10 +117,13 @@
 // publish on a channel named after its Redis key. They do it in the same
 // run, so the holder pays no round trip for it. A Store subscribes for its
 // waiting calls on one connection of its own. It opens it for the first,
-// and closes it when none has waited for 30 seconds. A waiter woken reads
-// the record once more and answers. That is three requests for a wait
-// under two seconds. Each two seconds more add a poll, which covers a lost
-// message. On a cluster, the messages reach every node.
+// and closes it when none has waited for 30 seconds. A completion's
+// message carries the completed record, up to 64 KiB of it. A waiter
+// woken by one answers from it. That is two requests for a wait under two
+// seconds. A release's message, or a larger record's, carries nothing: its
+// waiters read the record once more. Each two seconds more add a poll,
+// which covers a lost message. On a cluster, the messages reach every
+// node.
 //
 // # Durability
 //

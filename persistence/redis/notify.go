@@ -3,12 +3,15 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe/internal/wake"
+	"github.com/retrysafe/retrysafe/persistence"
 )
 
 // Waking waiters (persistence.Notifier). The scripts that complete or
@@ -25,10 +28,20 @@ import (
 // renewals included, not completions. Sharded channels (SPUBLISH, Redis 7)
 // would keep a cluster's messages on one shard, but not run on Redis 6.
 //
+// A completion's message carries the completed record, so that its
+// waiters answer without reading it. A release's carries nothing, and
+// its waiters read the record. So does a record longer than maxMessage:
+// every subscribed connection gets a copy, on a cluster through every
+// node, and Redis closes a subscriber whose output buffer grows too large.
+//
 // A message can be lost: the connection drops, or the server fails over.
 // go-redis then reconnects and subscribes again, and each confirmation of
 // a channel already confirmed wakes its waiters, who read the record
 // again. Their polls cover the rest.
+
+// maxMessage is the longest record, in bytes of its fields and values,
+// that a completion's message carries.
+const maxMessage = 64 << 10
 
 // watches are a Store's subscriptions. The zero value, with client set,
 // is ready to use.
@@ -51,7 +64,7 @@ type watches struct {
 // Watch implements persistence.Notifier. It returns once the server has
 // confirmed the subscription to key's channel, or with ctx's error. When
 // a call in the process watches key already, it returns at once.
-func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, stop func(), err error) {
+func (s *Store) Watch(ctx context.Context, key string) (woken <-chan *persistence.Record, stop func(), err error) {
 	w := &s.watches
 	name := s.RedisKey(key)
 	w.mu.Lock()
@@ -64,7 +77,7 @@ func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, s
 		w.ps = w.client.Subscribe(context.WithoutCancel(ctx))
 		w.quit = make(chan struct{})
 		w.subscribed = make(map[string]chan struct{})
-		go w.receive(w.ps, w.quit)
+		go w.receive(w.ps, w.quit, s.message)
 	}
 	ch, first := w.set.Add(name)
 	if first {
@@ -90,7 +103,7 @@ func (s *Store) Watch(ctx context.Context, key string) (woken <-chan struct{}, s
 // stop ends the watch of channel name that wakes ch: it unsubscribes when
 // it is the channel's last, and closes the connection after wake.Linger
 // when it is the last of all.
-func (w *watches) stop(name string, ch chan struct{}) {
+func (w *watches) stop(name string, ch chan *persistence.Record) {
 	w.mu.Lock()
 	if !w.set.Remove(name, ch) {
 		w.mu.Unlock()
@@ -121,10 +134,10 @@ func (w *watches) closeIdle() {
 }
 
 // receive reads ps until quit is closed: confirmations and messages, which
-// wake the channels' waiters. After an error it pauses before it reads
-// again, since go-redis reconnects on the next read and would otherwise
-// spin while the server is down.
-func (w *watches) receive(ps *redis.PubSub, quit chan struct{}) {
+// wake the channels' waiters with the record that message returns. After
+// an error it pauses before it reads again, since go-redis reconnects on
+// the next read and would otherwise spin while the server is down.
+func (w *watches) receive(ps *redis.PubSub, quit chan struct{}, message func(name, payload string) *persistence.Record) {
 	var backoff wake.Backoff
 	for {
 		msg, err := ps.Receive(context.Background())
@@ -141,8 +154,9 @@ func (w *watches) receive(ps *redis.PubSub, quit chan struct{}) {
 				w.confirm(m.Channel)
 			}
 		case *redis.Message:
+			rec := message(m.Channel, m.Payload)
 			w.mu.Lock()
-			w.set.Wake(m.Channel)
+			w.set.Wake(m.Channel, rec)
 			w.mu.Unlock()
 		}
 	}
@@ -161,8 +175,33 @@ func (w *watches) confirm(name string) {
 	}
 	select {
 	case <-subscribed:
-		w.set.Wake(name)
+		w.set.Wake(name, nil)
 	default:
 		close(subscribed)
 	}
+}
+
+// message returns the completed record that a message on channel name
+// carries (see updateScript), or nil when it carries none.
+func (s *Store) message(name, payload string) *persistence.Record {
+	key, ok := strings.CutPrefix(name, s.prefix)
+	var reply []any
+	for ok && payload != "" {
+		var n string
+		n, payload, ok = strings.Cut(payload, ":")
+		size, err := strconv.Atoi(n)
+		if !ok || err != nil || size < 0 || size > len(payload) {
+			return nil
+		}
+		reply = append(reply, payload[:size])
+		payload = payload[size:]
+	}
+	if !ok || len(reply) == 0 {
+		return nil
+	}
+	rec, err := s.fields.decode(key, reply)
+	if err != nil || rec.Status != persistence.StatusCompleted {
+		return nil
+	}
+	return rec
 }

@@ -31,29 +31,31 @@ func reservation() *persistence.Record {
 }
 
 // A watch in one process is woken by a completion, a release or an
-// operator's release in another.
+// operator's release in another. A completion's wake-up carries the
+// record as Get reads it; a release's carries none.
 func TestWatchWakesOnEveryEnd(t *testing.T) {
 	srv := redisserver.Start(t)
 	here, there := newStore(t, srv.NewClient()), newStore(t, srv.NewClient())
 	ctx := t.Context()
 	for _, end := range []struct {
-		name string
-		do   func(rec *persistence.Record) error
+		name      string
+		do        func(rec *persistence.Record) error
+		completes bool
 	}{
 		{"completion", func(rec *persistence.Record) error {
 			done := *rec
 			done.Status, done.Response = persistence.StatusCompleted, []byte(`{}`)
 			return here.Update(ctx, &done)
-		}},
-		{"release", func(rec *persistence.Record) error { return here.Delete(ctx, rec.Key, rec.Token) }},
-		{"operator's release", func(rec *persistence.Record) error { return here.DeleteRecord(ctx, rec) }},
+		}, true},
+		{"release", func(rec *persistence.Record) error { return here.Delete(ctx, rec.Key, rec.Token) }, false},
+		{"operator's release", func(rec *persistence.Record) error { return here.DeleteRecord(ctx, rec) }, false},
 	} {
 		t.Run(end.name, func(t *testing.T) {
 			rec := reservation()
 			require.NoError(t, here.Put(ctx, rec, testNow()))
 			woken := waittest.Watch(t, there, rec.Key)
 			require.NoError(t, end.do(rec))
-			<-woken
+			waittest.RequireWakeUp(t, woken, here, rec.Key, end.completes)
 		})
 	}
 }
@@ -125,6 +127,21 @@ func TestWaitersAreWokenAcrossProcesses(t *testing.T) {
 	waiters := newWaiters(t, srv.NewClient(), srv.NewClient())
 	waittest.HoldAndWait(t, newStore(t, srv.NewClient()), waiters, func() { time.Sleep(waittest.Hold) })
 	waittest.RequireWoken(t, waiters)
+}
+
+// A waiter woken by a release takes its turn: it reserves the key, runs,
+// and wakes the other waiter with its result.
+func TestWaitersTakeTheirTurnAfterARelease(t *testing.T) {
+	srv := redisserver.Start(t)
+	waittest.ReleaseAndWait(t, newStore(t, srv.NewClient()), newWaiters(t, srv.NewClient(), srv.NewClient()))
+}
+
+// A result too large for a message wakes its waiters, who read it.
+func TestWaitersReadALargeResult(t *testing.T) {
+	srv := redisserver.Start(t)
+	waiters := newWaiters(t, srv.NewClient(), srv.NewClient())
+	waittest.HoldLargeAndWait(t, newStore(t, srv.NewClient()), waiters, 100<<10, func() { time.Sleep(waittest.Hold) })
+	waittest.RequireWokenToRead(t, waiters)
 }
 
 // Waiters whose subscription connection, or every connection, is killed
@@ -204,4 +221,18 @@ func startMessageDropper(t *testing.T, upstream string) (addr string) {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// A message that is not a completed record wakes its watches with none:
+// they read the record.
+func TestWatchIgnoresAMessageItCannotRead(t *testing.T) {
+	srv := redisserver.Start(t)
+	store := newStore(t, srv.NewClient())
+	rec := reservation()
+	woken := waittest.Watch(t, store, rec.Key)
+	admin := srv.NewClient()
+	for _, payload := range []string{"6:status", "6:status10:INPROGRESS10:expiration1:1", "x:y"} {
+		require.NoError(t, admin.Publish(t.Context(), store.RedisKey(rec.Key), payload).Err())
+		assert.Nil(t, <-woken, "%q", payload)
+	}
 }

@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The store's operations are Lua scripts, each touching only KEYS[1], so
 // each is atomic, runs on the primary that owns the key's slot, and costs one
@@ -137,7 +141,9 @@ local status = f[2]
 // 1. On 2 and 3 it writes the token field with the value it has, which
 // changes nothing but is replicated, so that a WAIT after the script
 // covers the earlier write (see putScript). A completion it applies is
-// published on the channel named KEYS[1], to wake waiters (notify.go).
+// published on the channel named KEYS[1], to wake waiters (notify.go):
+// the record's fields and values, each as its length, a colon and itself
+// ("5:hello"), or "" when they are longer than maxMessage bytes together.
 var updateScript = ownScript(`
 if status ~= ARGV[5] then
   if ARGV[6] ~= '' and status == ARGV[6] then
@@ -157,7 +163,16 @@ redis.call('DEL', key)
 redis.call('HSET', key, unpack(ARGV, 10))
 redis.call('PEXPIREAT', key, ARGV[7])
 if ARGV[6] ~= '' then
-  redis.call('PUBLISH', key, '')
+  local size, parts = 0, {}
+  for i = 10, #ARGV do
+    size = size + #ARGV[i]
+  end
+  if size <= ` + strconv.Itoa(maxMessage) + ` then
+    for i = 10, #ARGV do
+      parts[#parts + 1] = #ARGV[i] .. ':' .. ARGV[i]
+    end
+  end
+  redis.call('PUBLISH', key, table.concat(parts))
 end
 return 1
 `)

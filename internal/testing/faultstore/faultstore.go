@@ -393,7 +393,7 @@ var errNoWatch = errors.New("faultstore: the inner store is not a persistence.No
 // Watch implements persistence.Notifier over an Inner that does; over
 // another, it fails, and the caller polls. FailBefore fails it too, and
 // LoseReply watches but loses every wake-up. Other faults pass it through.
-func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+func (s *Store) Watch(ctx context.Context, key string) (<-chan *persistence.Record, func(), error) {
 	fault := s.start(OpWatch, key)
 	if fault == FailBefore {
 		return nil, nil, ErrInjected
@@ -404,7 +404,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 	}
 	woken, stop, err := n.Watch(ctx, key)
 	if err == nil && fault == LoseReply {
-		woken = make(chan struct{})
+		woken = make(chan *persistence.Record)
 	}
 	return woken, stop, err
 }

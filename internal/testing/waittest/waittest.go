@@ -7,6 +7,8 @@ package waittest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,16 +28,34 @@ const PollWatched = 1500 * time.Millisecond
 
 // Hold is how long the holder works after every waiter watches, in
 // HoldAndWait's calls that wait for it. Polling with backoff would make
-// at least 6 requests in this time; a woken waiter makes 3.
+// at least 6 requests in this time; a woken waiter makes 2, or 3 when it
+// reads the record.
 const Hold = 300 * time.Millisecond
 
 // Watch watches key through store, and stops when the test ends.
-func Watch(t *testing.T, store persistence.Notifier, key string) <-chan struct{} {
+func Watch(t *testing.T, store persistence.Notifier, key string) <-chan *persistence.Record {
 	t.Helper()
 	woken, stop, err := store.Watch(t.Context(), key)
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	return woken
+}
+
+// RequireWakeUp receives a wake-up on woken, and checks that it carries
+// the record of key that store reads when completed, and none otherwise.
+func RequireWakeUp(t *testing.T, woken <-chan *persistence.Record, store persistence.Store, key string, completed bool) {
+	t.Helper()
+	got := <-woken
+	if !completed {
+		require.Nil(t, got)
+		return
+	}
+	want, err := store.Get(t.Context(), key)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	require.True(t, got.ExpiresAt.Equal(want.ExpiresAt) && got.InProgressExpiresAt.Equal(want.InProgressExpiresAt), "expiries")
+	got.ExpiresAt, got.InProgressExpiresAt = want.ExpiresAt, want.InProgressExpiresAt
+	require.Equal(t, want, got)
 }
 
 // A Waiter is a process that waits: a Guard over store.
@@ -106,6 +126,26 @@ func wrap(t *testing.T, store persistence.Store, fn func(context.Context, string
 // nothing runs twice.
 func HoldAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter, meanwhile func()) {
 	t.Helper()
+	holdAndWait(t, holderStore, waiters, "the holder's", nil, meanwhile)
+}
+
+// HoldLargeAndWait is HoldAndWait with a holder's result of size bytes.
+func HoldLargeAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter, size int, meanwhile func()) {
+	t.Helper()
+	holdAndWait(t, holderStore, waiters, strings.Repeat("x", size), nil, meanwhile)
+}
+
+// ReleaseAndWait is HoldAndWait with a holder that fails, and so releases
+// the key: one waiter takes its turn and runs, and the others get its
+// result.
+func ReleaseAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter) {
+	t.Helper()
+	holdAndWait(t, holderStore, waiters, "", errors.New("the holder failed"), func() {})
+}
+
+// holdAndWait runs HoldAndWait with a holder that returns result and err.
+func holdAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter, result string, holderErr error, meanwhile func()) {
+	t.Helper()
 	ctx := t.Context()
 	key := rand.Text()
 	finish := make(chan struct{})
@@ -115,7 +155,7 @@ func HoldAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter,
 		runs.Add(1)
 		close(entered)
 		<-finish
-		return "the holder's", nil
+		return result, holderErr
 	})
 	var (
 		wg   sync.WaitGroup
@@ -126,7 +166,7 @@ func HoldAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter,
 	wg.Go(func() {
 		var err error
 		want, err = h(ctx, key)
-		assert.NoError(t, err)
+		assert.Equal(t, holderErr, err)
 	})
 	<-entered
 	for i, w := range waiters {
@@ -137,27 +177,56 @@ func HoldAndWait(t *testing.T, holderStore persistence.Store, waiters []*Waiter,
 	close(finish)
 	wg.Wait()
 	assert.Equal(t, int64(1), runs.Load())
-	assert.Equal(t, "the holder's", want)
-	for i, w := range waiters {
+	var waiterRuns int64
+	for _, w := range waiters {
+		waiterRuns += w.runs.Load()
+	}
+	if holderErr != nil {
+		want = "the waiter's"
+		assert.Equal(t, int64(1), waiterRuns, "one waiter takes its turn")
+	} else {
+		assert.Equal(t, result, want)
+		assert.Zero(t, waiterRuns)
+	}
+	for i := range waiters {
 		require.NoError(t, errs[i])
-		assert.Equal(t, want, got[i], "the holder's result")
-		assert.Zero(t, w.runs.Load())
+		assert.Equal(t, want, got[i], "the result of the call that ran")
 	}
 }
 
-// RequireWoken checks that every waiter was woken by the completion of a
-// holder that worked for Hold: three requests each (the conflict, the
-// read after the watch began, the answer), and the answer before any poll
-// could come. A poll comes PollWatched after the second request at the
+// RequireWoken checks that every waiter was answered by the wake-up of
+// a holder that worked for Hold: two requests each (the conflict, the
+// read after the watch began), the wake-up carrying the answer. A poll
+// would be a third. It comes PollWatched after the second request at the
 // soonest; the work, the completion and its wake-up take Hold and a few
 // milliseconds more, so the check holds at ten times the load.
 func RequireWoken(t *testing.T, waiters []*Waiter) {
 	t.Helper()
 	for _, w := range waiters {
-		assert.Equal(t, 3, w.Store.Calls(faultstore.OpPut))
+		assert.Equal(t, 2, requests(w), "store requests")
+		assert.Equal(t, 1, w.Store.Calls(faultstore.OpWatch))
+	}
+}
+
+// RequireWokenToRead checks that every waiter was woken, as RequireWoken
+// does, by a wake-up without the record: it read it, a third request,
+// before any poll could come.
+func RequireWokenToRead(t *testing.T, waiters []*Waiter) {
+	t.Helper()
+	for _, w := range waiters {
+		assert.Equal(t, 3, requests(w), "store requests")
 		assert.Less(t, w.AnsweredAfter(t), PollWatched, "woken, not polled")
 		assert.Equal(t, 1, w.Store.Calls(faultstore.OpWatch))
 	}
+}
+
+// requests returns the number of w's store requests.
+func requests(w *Waiter) int {
+	n := 0
+	for _, op := range []faultstore.Op{faultstore.OpPut, faultstore.OpGet, faultstore.OpUpdate, faultstore.OpDelete} {
+		n += w.Store.Calls(op)
+	}
+	return n
 }
 
 // RequirePolled checks that every waiter was answered by a poll, as when
