@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -34,8 +35,8 @@ import (
 // permanent ([Permanent], [WithPermanentErrors]). A permanent error is
 // recorded and replayed as a [*RecordedError].
 //
-// Step returns a [*StepError] outside an idempotent call, for a bad name
-// or a nil fn. It returns a [*StoreError] when the step's record cannot be
+// Step returns an error outside an idempotent call, for a bad name or a
+// nil fn. It returns a [*StoreError] when the step's record cannot be
 // read, and fn does not run then. It returns a [*PayloadMismatchError]
 // when the stored step belongs to another payload, and a [*ReplayError]
 // when the stored result does not decode into T. A step whose result
@@ -52,7 +53,7 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 	h, key, err := stepOf(ctx, name)
 	switch {
 	case err == nil && fn == nil:
-		return out, &StepError{Name: name, Err: errors.New("nil function")}
+		return out, stepError(name, errors.New("nil function"))
 	case err != nil:
 		return out, err
 	case h == nil:
@@ -85,31 +86,23 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 // StepKey returns the key of the step name of the idempotent call that
 // ctx belongs to: the call's key, "#step=" and the escaped name
 // (docs/keys.md). Pass it downstream as the idempotency key of the
-// step's own request, a payment provider's say. It returns a
-// [*StepError] outside an idempotent call, for a bad name, and where
-// [Step] only calls its function.
+// step's own request, a payment provider's say. It returns an error
+// outside an idempotent call, for a bad name, and where [Step] only calls
+// its function.
 func StepKey(ctx context.Context, name string) (string, error) {
 	h, key, err := stepOf(ctx, name)
 	if err == nil && h == nil {
-		err = &StepError{Name: name, Err: errWithoutKey}
+		err = stepError(name, errWithoutKey)
 	}
 	return key, err
 }
 
-// StepError is returned by [Step] and [StepKey] when they cannot give a
-// step a key: outside an idempotent call, or for a bad name.
-type StepError struct {
-	Name string
-	Err  error
+// stepError is the error of a step that cannot have a key: outside an
+// idempotent call, or with a bad name. It is a programming error, which no
+// caller handles apart from others, so it has no type of its own.
+func stepError(name string, err error) error {
+	return fmt.Errorf("idempotency: step %s: %w", jsonQuote(name), err)
 }
-
-// Error implements error.
-func (e *StepError) Error() string {
-	return "idempotency: step " + jsonQuote(e.Name) + ": " + e.Err.Error()
-}
-
-// Unwrap returns the underlying error.
-func (e *StepError) Unwrap() error { return e.Err }
 
 // errOutsideCall is why a step outside an idempotent call has no key.
 var errOutsideCall = errors.New("not inside a function run by Wrap, Guard.Do or an adapter")
@@ -132,7 +125,7 @@ func withoutSteps(ctx context.Context) context.Context { return core.WithoutStep
 // that runs without the library.
 func stepOf(ctx context.Context, name string) (*holder, string, error) {
 	if err := core.CheckStepName(name); err != nil {
-		return nil, "", &StepError{Name: name, Err: err}
+		return nil, "", stepError(name, err)
 	}
 	h, ok := ctx.Value(holderKey{}).(*holder)
 	switch {
@@ -141,7 +134,7 @@ func stepOf(ctx context.Context, name string) (*holder, string, error) {
 	case core.StepsOff(ctx):
 		return nil, "", nil
 	}
-	return nil, "", &StepError{Name: name, Err: errOutsideCall}
+	return nil, "", stepError(name, errOutsideCall)
 }
 
 // step runs fn as the step name, whose record key is key, of the holder

@@ -183,20 +183,17 @@ func TestStepKeyIsTheCallsKeyAndTheName(t *testing.T) {
 	assert.Equal(t, callKey+"#step=charge%20card%2F1", stepKey)
 }
 
-func TestStepOutsideACallIsAStepError(t *testing.T) {
+func TestStepOutsideACallFails(t *testing.T) {
 	ran := false
 	_, err := idempotency.Step(t.Context(), "charge", func(context.Context) (int, error) {
 		ran = true
 		return 1, nil
 	})
-	var se *idempotency.StepError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, "charge", se.Name)
+	require.ErrorContains(t, err, `idempotency: step "charge": not inside`)
 	assert.False(t, ran, "a step without a call does not run")
-	assert.Contains(t, err.Error(), `idempotency: step "charge": not inside`)
 
 	_, err = idempotency.StepKey(t.Context(), "charge")
-	require.ErrorAs(t, err, &se)
+	require.ErrorContains(t, err, `idempotency: step "charge": not inside`)
 }
 
 func TestStepNamesAreChecked(t *testing.T) {
@@ -205,15 +202,13 @@ func TestStepNamesAreChecked(t *testing.T) {
 			return idempotency.Step(ctx, name, func(context.Context) (int, error) { return 1, nil })
 		}
 		_, err := mustWrap(t, h, memory.New())(t.Context(), o1)
-		var se *idempotency.StepError
-		require.ErrorAs(t, err, &se, "name of %d bytes", len(name))
+		require.ErrorContains(t, err, "idempotency: step ", "name of %d bytes", len(name))
 		_, err = idempotency.StepKey(t.Context(), name)
-		require.ErrorAs(t, err, &se)
+		require.ErrorContains(t, err, "idempotency: step ")
 	}
 	h := func(ctx context.Context, o order) (int, error) { return idempotency.Step[int](ctx, "charge", nil) }
 	_, err := mustWrap(t, h, memory.New())(t.Context(), o1)
-	var se *idempotency.StepError
-	require.ErrorAs(t, err, &se, "a nil function")
+	require.ErrorContains(t, err, `idempotency: step "charge": nil function`)
 }
 
 func TestPermanentStepErrorIsRecordedAndReplayed(t *testing.T) {
