@@ -166,3 +166,42 @@ func ExampleWithoutTenantIsolation() {
 	// tenants apart: ch_1 ch_2 ch_1
 	// one record for all: ch_3 ch_3
 }
+
+// A function with two side effects runs each as a step. When the email
+// fails, the call fails and its key is released. The retry finds the
+// charge's stored result and sends only the email.
+func ExampleStep() {
+	charges, emails := 0, 0
+	mailDown := true
+	pay := func(ctx context.Context, p Payment) (Charge, error) {
+		c, err := idempotency.Step(ctx, "charge", func(ctx context.Context) (Charge, error) {
+			charges++
+			return Charge{ChargeID: fmt.Sprintf("ch_%d", charges)}, nil
+		})
+		if err != nil {
+			return Charge{}, err
+		}
+		_, err = idempotency.Step(ctx, "email", func(ctx context.Context) (bool, error) {
+			if mailDown {
+				return false, errors.New("mail server down")
+			}
+			emails++
+			return true, nil
+		})
+		return c, err
+	}
+	handler := idempotency.Must(idempotency.Wrap(pay, memory.New(), idempotency.WithKey("order_id")))
+	ctx := context.Background()
+	p := Payment{OrderID: "1001", Amount: 4200}
+
+	_, err := handler(ctx, p)
+	fmt.Println("first attempt:", err)
+	mailDown = false
+	c, err := handler(ctx, p)
+	fmt.Println("retry:", c.ChargeID, err)
+	fmt.Println("charges:", charges, "emails:", emails)
+	// Output:
+	// first attempt: mail server down
+	// retry: ch_1 <nil>
+	// charges: 1 emails: 1
+}
