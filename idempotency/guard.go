@@ -183,9 +183,10 @@ type holder struct {
 	rec    *persistence.Record
 	flight *flight
 	// g and c are the Guard and the call that hold the key, for the
-	// function's steps (step.go).
+	// function's steps (step.go). c is a copy, so that a call that does
+	// not run its function stays on the stack.
 	g *Guard
-	c *call
+	c call
 	// notExecuted is set by MarkNotExecuted.
 	notExecuted atomic.Bool
 }

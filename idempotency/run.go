@@ -20,7 +20,7 @@ import (
 // outcome.
 func (g *Guard) run(ctx context.Context, c *call, h *holder, fn func(context.Context) ([]byte, error)) (res Result, err error) {
 	rec := h.rec
-	h.g, h.c = g, c
+	h.g, h.c = g, *c
 	fnCtx := context.WithValue(ctx, holderKey{}, h)
 	var (
 		staging *persistence.Staging

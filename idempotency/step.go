@@ -141,7 +141,7 @@ func stepOf(ctx context.Context, name string) (*holder, string, error) {
 // h's call: it reads the step's record, and replays it, or runs fn and
 // writes the record only if absent. replayed reports a stored result.
 func (h *holder) step(ctx context.Context, name, key string, fn func(context.Context) ([]byte, error)) (resp []byte, replayed bool, err error) {
-	g, c := h.g, h.c
+	g, c := h.g, &h.c
 	start := time.Now()
 	report := func(o Outcome, err error) {
 		c.report(ctx, Event{Kind: EventStep, Key: key, Op: name, Err: err, Start: start, Duration: time.Since(start), Outcome: o})
