@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -182,6 +183,9 @@ func (g *Guard) tenant(ctx context.Context) string {
 type holder struct {
 	rec    *persistence.Record
 	flight *flight
+	// mu guards rec's expiries while the function runs: its lease
+	// renews them, and its steps read them.
+	mu sync.Mutex
 	// g and c are the Guard and the call that hold the key, for the
 	// function's steps (step.go). c is a copy, so that a call that does
 	// not run its function stays on the stack.

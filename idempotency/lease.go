@@ -106,7 +106,9 @@ func (l *lease) renew() {
 			slog.String("key", rec.Key), slog.Time("in_progress_expires_at", rec.InProgressExpiresAt), slog.Any("error", err))
 		return
 	}
+	l.h.mu.Lock()
 	rec.InProgressExpiresAt, rec.ExpiresAt = renewed.InProgressExpiresAt, renewed.ExpiresAt
+	l.h.mu.Unlock()
 	l.h.flight.reserved(end)
 	l.timer.Reset(l.every)
 }

@@ -173,8 +173,11 @@ func (h *holder) step(ctx context.Context, name, key string, fn func(context.Con
 		Token:       h.rec.Token,
 		Response:    resp,
 	}
-	if rec.ExpiresAt.Before(h.rec.InProgressExpiresAt) {
-		rec.ExpiresAt = ceilSecond(h.rec.InProgressExpiresAt)
+	h.mu.Lock()
+	until := h.rec.InProgressExpiresAt // renewed by the lease meanwhile
+	h.mu.Unlock()
+	if rec.ExpiresAt.Before(until) {
+		rec.ExpiresAt = ceilSecond(until)
 	}
 	switch {
 	case err != nil && (core.IsPermanent(err) || g.cfg.isPermanent != nil && g.cfg.isPermanent(err)):

@@ -129,6 +129,28 @@ func TestTakeoverResumesAfterTheStoredSteps(t *testing.T) {
 	})
 }
 
+// A step reads the reservation's expiry, which the lease renews while
+// the function runs: the race detector checks that they take turns.
+func TestStepsRunWhileTheLeaseRenews(t *testing.T) {
+	renewed := make(chan struct{}, 1)
+	obs := idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
+		if e.Kind == idempotency.EventRenewed && e.Err == nil {
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	pay := mustWrap(t, func(ctx context.Context, o order) (receipt, error) {
+		<-renewed
+		charge, err := idempotency.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_" + o.OrderID, nil })
+		return receipt{ChargeID: charge, Amount: o.Amount}, err
+	}, memory.New(), idempotency.WithLease(30*time.Millisecond), idempotency.WithObserver(obs))
+	got, err := pay(t.Context(), o1)
+	require.NoError(t, err)
+	assert.Equal(t, "ch_o-1", got.ChargeID)
+}
+
 // A step of an attempt that was taken over, which finishes after the
 // attempt that took over stored the step, writes nothing and returns the
 // stored result.

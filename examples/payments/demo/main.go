@@ -2,10 +2,11 @@
 // parts: the example's bootstrap binary runs under the AWS Lambda Runtime
 // Interface Emulator, as four execution environments, against dynalite.
 // It plays a scripted scenario, prints what happened as a table, and exits
-// with status 1 if anything was not as expected. Its last two steps show
+// with status 1 if anything was not as expected. Two of its steps show
 // what transactions change; the second runs on DynamoDB Local, which runs
 // on Java: without Java, or DynamoDB Local, it is skipped, and the demo
-// says what to install.
+// says what to install. The next kills a function in steps between two of
+// them, and its retry resumes.
 //
 // Run it with `make demo`, which installs dynalite and DynamoDB Local
 // first, or, with them installed (npm ci, make dynamodb-local),
@@ -309,6 +310,7 @@ func (d *demo) scenario() {
 	d.concurrent()
 	d.killed()
 	d.transactions()
+	d.steps()
 	d.tenants()
 }
 
@@ -317,27 +319,27 @@ func (d *demo) scenario() {
 // X-Amz-Tenant-Id): the tenant scopes the key, so each tenant is charged
 // once, and each retry replays that tenant's own payment.
 func (d *demo) tenants() {
-	k6 := d.key("k6")
+	k7 := d.key("k7")
 	before := d.ledgerSize()
 	first := map[string]payment.Payment{}
 	var got []string
 	ok := true
 	for _, tenant := range []string{"blue", "green"} {
-		r := d.post(localpayments.Request{Key: k6, Body: body(700, "cus_fay"), Tenant: tenant})
+		r := d.post(localpayments.Request{Key: k7, Body: body(700, "cus_fay"), Tenant: tenant})
 		p, charged := r.Payment()
 		first[tenant] = p
 		got = append(got, tenant+" "+describe(r))
 		ok = ok && charged && !r.Replayed()
 	}
 	charges := d.ledgerSize() - before
-	d.add(row{"POST " + short(k6) + " as tenant blue, then green (same key and body)", "201 new payment each; ledger +2",
+	d.add(row{"POST " + short(k7) + " as tenant blue, then green (same key and body)", "201 new payment each; ledger +2",
 		fmt.Sprintf("%s; ledger +%d", strings.Join(got, ", "), charges),
 		ok && charges == 2 && first["blue"].PaymentID != first["green"].PaymentID})
-	d.keys = append(d.keys, short(k6)+" (blue)", short(k6)+" (green)")
+	d.keys = append(d.keys, short(k7)+" (blue)", short(k7)+" (green)")
 
 	got, ok = nil, true
 	for _, tenant := range []string{"green", "blue"} {
-		r := d.post(localpayments.Request{Key: k6, Body: body(700, "cus_fay"), Tenant: tenant})
+		r := d.post(localpayments.Request{Key: k7, Body: body(700, "cus_fay"), Tenant: tenant})
 		p, _ := r.Payment()
 		got = append(got, tenant+" "+describe(r))
 		ok = ok && r.Replayed() && p.PaymentID == first[tenant].PaymentID && p.PaymentID != ""
@@ -465,6 +467,47 @@ func (d *demo) transactions() {
 	defer srv.Stop()
 	d.afterLedger("staged in the completion, DynamoDB Local", srv, true, req, 1,
 		"504, ledger 0; retry 201, ledger 1")
+}
+
+// steps kills an invocation of the function in steps (PAYMENTS_STEPS=1,
+// on dynalite) between its ledger step and its email step, and retries
+// after the deadline. The retry takes the lapsed key over and resumes: it
+// replays the stored charge and ledger steps and runs the email step. The
+// ledger keeps one entry, and the retry answers with its payment. It runs
+// on a stack of its own, so the main ledger's check is not affected.
+func (d *demo) steps() {
+	k6 := d.key("k6")
+	req := localpayments.Request{Key: k6, Body: body(1200, "cus_gus"),
+		Headers: map[string]string{payment.HeaderDemoDelayAfterLedger: "30s"}}
+	what := "POST " + short(k6) + " in steps, killed between its ledger and email steps, retried (dynalite)"
+	expected := "504, ledger 1; retry 201 with that entry's payment, ledger 1"
+	stack, err := localpayments.Start(d.ctx, d.dynalite, localpayments.Options{
+		Bootstrap: d.bootstrap, Timeout: timeout, DemoDelay: true, Steps: true, Output: d.logs,
+	})
+	if err != nil {
+		d.add(row{what, expected, "error: " + err.Error(), false})
+		return
+	}
+	defer stack.Stop()
+	killed, _ := stack.Post(d.ctx, 0, req)
+	afterKill, err := stack.Ledger(d.ctx)
+	if err != nil {
+		d.add(row{what, expected, "error: " + err.Error(), false})
+		return
+	}
+	retry := req
+	retry.Headers = nil
+	again, _ := stack.Post(d.ctx, 0, retry)
+	charges, err := stack.Ledger(d.ctx)
+	if err != nil {
+		d.add(row{what, expected, "error: " + err.Error(), false})
+		return
+	}
+	p, charged := again.Payment()
+	same := len(afterKill) == 1 && charged && p.PaymentID == afterKill[0].PaymentID
+	got := fmt.Sprintf("%d, ledger %d; retry %s (same payment: %v), ledger %d", killed.Status, len(afterKill), describe(again), same, len(charges))
+	d.add(row{what, expected, got,
+		killed.Status == http.StatusGatewayTimeout && same && !again.Replayed() && len(charges) == 1})
 }
 
 // unavailable says, for the table and in a note, what the transactions
