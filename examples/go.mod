@@ -8,8 +8,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206193953-e3fab07425ac
-	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe v0.0.0-20261206195614-15b7dfb67a20
+	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0-20261206195614-15b7dfb67a20
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
 )

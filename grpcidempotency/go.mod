@@ -6,7 +6,7 @@ require (
 	connectrpc.com/connect v1.21.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe v0.0.0-20261206195614-15b7dfb67a20
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/net v0.58.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1

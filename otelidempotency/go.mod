@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/aws/aws-lambda-go v1.54.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe v0.0.0-20261206195614-15b7dfb67a20
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0

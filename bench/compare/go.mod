@@ -7,7 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe v0.0.0-20261206195614-15b7dfb67a20
 	github.com/stretchr/testify v1.12.1
 )
 

@@ -11,8 +11,8 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206193953-e3fab07425ac
-	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe v0.0.0-20261206195614-15b7dfb67a20
+	github.com/retrysafe/retrysafe/persistence/postgres v0.0.0-20261206195614-15b7dfb67a20
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/term v0.45.0
 )

@@ -5,7 +5,7 @@ go 1.25.0
 require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/retrysafe/retrysafe v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe v0.0.0-20261206195614-15b7dfb67a20
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
@@ -29,7 +29,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/jmespath-community/go-jmespath v1.1.1 // indirect
-	github.com/retrysafe/retrysafe/grpcidempotency v0.0.0-20261206193953-e3fab07425ac
+	github.com/retrysafe/retrysafe/grpcidempotency v0.0.0-20261206195614-15b7dfb67a20
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20230314191032-db074128a8ec // indirect
 	golang.org/x/net v0.58.0 // indirect
