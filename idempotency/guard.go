@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -97,18 +98,30 @@ func newGuard(store persistence.Store, cfg *config, defaultPrefix string) (*Guar
 	return g, nil
 }
 
+// layers yields store and each store it decorates (a cache in front of
+// Redis), outermost first. It stops after 8, so a cycle cannot loop.
+func layers(store persistence.Store) iter.Seq[persistence.Store] {
+	return func(yield func(persistence.Store) bool) {
+		for range 8 {
+			if !yield(store) {
+				return
+			}
+			u, ok := store.(interface{ Unwrap() persistence.Store })
+			if !ok || u.Unwrap() == nil {
+				return
+			}
+			store = u.Unwrap()
+		}
+	}
+}
+
 // notifierOf returns the store that wakes waiting calls, store or one it
-// decorates (a cache in front of Redis), or nil when there is none.
+// decorates, or nil when there is none.
 func notifierOf(store persistence.Store) persistence.Notifier {
-	for range 8 { // wrappers of wrappers, but never a cycle
-		if n, ok := store.(persistence.Notifier); ok {
+	for s := range layers(store) {
+		if n, ok := s.(persistence.Notifier); ok {
 			return n
 		}
-		u, ok := store.(interface{ Unwrap() persistence.Store })
-		if !ok || u.Unwrap() == nil {
-			return nil
-		}
-		store = u.Unwrap()
 	}
 	return nil
 }
@@ -116,13 +129,8 @@ func notifierOf(store persistence.Store) persistence.Notifier {
 // storeSystem returns [Call.System] for store: the package of this
 // module's store under the wrappers, which the core cannot import.
 func storeSystem(store persistence.Store) string {
-	inner := store
-	for range 8 { // wrappers of wrappers, but never a cycle
-		u, ok := inner.(interface{ Unwrap() persistence.Store })
-		if !ok || u.Unwrap() == nil {
-			break
-		}
-		inner = u.Unwrap()
+	var inner persistence.Store
+	for inner = range layers(store) {
 	}
 	t := reflect.TypeOf(inner)
 	if t.Kind() == reflect.Pointer {
