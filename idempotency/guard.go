@@ -155,7 +155,7 @@ func storeSystem(store persistence.Store) string {
 // says what Do does at each step, and which errors it returns.
 func (g *Guard) Do(ctx context.Context, key, payload string, fn func(context.Context) ([]byte, error)) (Result, error) {
 	if g.disabled {
-		resp, err := fn(withoutSteps(ctx))
+		resp, err := fn(core.WithoutSteps(ctx))
 		return Result{Response: resp, Outcome: OutcomeNew}, core.Unmark(err)
 	}
 	var c call

@@ -101,7 +101,7 @@ func StepKey(ctx context.Context, name string) (string, error) {
 // idempotent call, or with a bad name. It is a programming error, which no
 // caller handles apart from others, so it has no type of its own.
 func stepError(name string, err error) error {
-	return fmt.Errorf("idempotency: step %s: %w", jsonQuote(name), err)
+	return fmt.Errorf("idempotency: step %q: %w", name, err)
 }
 
 // errOutsideCall is why a step outside an idempotent call has no key.
@@ -110,15 +110,6 @@ var errOutsideCall = errors.New("not inside a function run by Wrap, Guard.Do or 
 // errWithoutKey is why a step of a function that runs without the
 // library has no key.
 var errWithoutKey = errors.New("the function runs without idempotency, and its steps have no key")
-
-// jsonQuote quotes s as a JSON string.
-func jsonQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-// withoutSteps returns ctx for a function that runs without the library.
-func withoutSteps(ctx context.Context) context.Context { return core.WithoutSteps(ctx) }
 
 // stepOf returns the holder of the call that ctx belongs to, and the key
 // of its step name. It returns a nil holder and no error for a function

@@ -54,7 +54,7 @@ func Wrap[In, Out any](h func(context.Context, In) (Out, error), store persisten
 		// The library is off: the handler's own results and errors, with
 		// nothing of the library's, not even Permanent's mark.
 		return func(ctx context.Context, in In) (Out, error) {
-			out, err := h(withoutSteps(ctx), in)
+			out, err := h(core.WithoutSteps(ctx), in)
 			return out, core.Unmark(err)
 		}, nil
 	}
@@ -94,7 +94,7 @@ func (w *wrapped[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		if de.Err == nil && !g.cfg.requireKey {
 			g.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: no idempotency key in the input; running without idempotency",
 				slog.String("key_expression", de.Expression))
-			out, err := w.h(withoutSteps(ctx), in)
+			out, err := w.h(core.WithoutSteps(ctx), in)
 			c.end(ctx, OutcomeNoKey, err)
 			return out, err
 		}
