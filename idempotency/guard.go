@@ -476,15 +476,21 @@ func (g *Guard) answer(c *call, payloadHash string, existing *persistence.Record
 	case existing.Status != persistence.StatusCompleted:
 		return refused(OutcomeInProgress, g.inProgress(c.key, existing.InProgressExpiresAt))
 	case existing.ErrorType != "":
-		var err error = &RecordedError{Key: c.key, Type: existing.ErrorType, Message: existing.ErrorMessage}
-		if g.cfg.decodeError != nil {
-			err = g.cfg.decodeError(err.(*RecordedError))
-		}
-		return Result{Outcome: OutcomeRecordedError, Record: existing}, err
+		return Result{Outcome: OutcomeRecordedError, Record: existing}, g.recordedError(c.key, existing)
 	case existing.ResponseOmitted:
 		return Result{Outcome: OutcomeReplay, Record: existing}, &ResponseTooLargeError{Key: c.key}
 	}
 	return Result{Response: existing.Response, Outcome: OutcomeReplay, Record: existing}, nil
+}
+
+// recordedError returns the error that rec, the record of key, recorded,
+// as WithErrorDecoder decodes it.
+func (g *Guard) recordedError(key string, rec *persistence.Record) error {
+	re := &RecordedError{Key: key, Type: rec.ErrorType, Message: rec.ErrorMessage}
+	if g.cfg.decodeError != nil {
+		return g.cfg.decodeError(re)
+	}
+	return re
 }
 
 // refused returns the answer of a call refused with err.

@@ -219,11 +219,7 @@ func (g *Guard) stepAnswer(h *holder, existing *persistence.Record) (Outcome, er
 	case existing.PayloadHash != h.rec.PayloadHash:
 		return OutcomePayloadMismatch, &PayloadMismatchError{Key: existing.Key}
 	case existing.ErrorType != "":
-		var err error = &RecordedError{Key: existing.Key, Type: existing.ErrorType, Message: existing.ErrorMessage}
-		if g.cfg.decodeError != nil {
-			err = g.cfg.decodeError(err.(*RecordedError))
-		}
-		return OutcomeRecordedError, err
+		return OutcomeRecordedError, g.recordedError(existing.Key, existing)
 	}
 	return OutcomeReplay, nil
 }
